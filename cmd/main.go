@@ -1,0 +1,38 @@
+// Command manager runs the redis-operator: the RedisCluster controller.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/org/redis-operator/internal/operator"
+)
+
+func main() {
+	var opts operator.Options
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", `The address the metrics endpoint binds to; "0" disables it.`)
+	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "The address the health and readiness probes bind to.")
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader, so that only one replica of the operator is active.")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the leader election lease when running outside a cluster.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	opts.WatchNamespaces = operator.ParseWatchNamespaces(os.Getenv("WATCH_NAMESPACE"))
+	log.Info("Starting redis-operator", "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection)
+
+	mgr, err := operator.NewManager(ctrl.GetConfigOrDie(), opts)
+	if err != nil {
+		log.Error(err, "Unable to set up the manager")
+		os.Exit(1)
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "The manager stopped with an error")
+		os.Exit(1)
+	}
+}

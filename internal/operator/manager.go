@@ -1,0 +1,110 @@
+// Package operator assembles the controller manager: the scheme, the cache (which namespaces,
+// which objects), and the RedisCluster controller. cmd/ runs it; the tests run the same thing.
+package operator
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/resources"
+)
+
+// Options are the manager's settings, from flags and the environment.
+type Options struct {
+	// WatchNamespaces limits the operator to these namespaces; empty means every namespace.
+	WatchNamespaces []string
+	// MetricsAddr serves Prometheus metrics; "0" turns them off.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" turns them off.
+	ProbeAddr string
+	// LeaderElection makes one replica of the operator active at a time.
+	LeaderElection bool
+	// LeaderElectionNamespace is where the lease lives when the operator runs outside a cluster.
+	LeaderElectionNamespace string
+}
+
+// ParseWatchNamespaces reads WATCH_NAMESPACE as OLM sets it: a comma-separated list, or empty for all.
+func ParseWatchNamespaces(value string) []string {
+	var namespaces []string
+	for _, ns := range strings.Split(value, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	return namespaces
+}
+
+// NewScheme registers the built-in types and cache.example.com/v1.
+func NewScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(cachev1.AddToScheme(scheme))
+	return scheme
+}
+
+// NewManager builds a manager running the RedisCluster controller.
+func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	scheme := NewScheme()
+	// The cache holds only the children this operator manages, not every StatefulSet,
+	// Service and ConfigMap of the cluster.
+	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedByValue})
+	cacheOpts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.StatefulSet{}: {Label: managed},
+			&corev1.Service{}:     {Label: managed},
+			&corev1.ConfigMap{}:   {Label: managed},
+		},
+	}
+	if len(opts.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "redis-operator.cache.example.com",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Stepping down at once lets a new leader take over without waiting for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	reconciler := &controllers.RedisClusterReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   scheme,
+		Recorder: mgr.GetEventRecorder("rediscluster-controller"),
+	}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)
+	}
+	if opts.ProbeAddr != "" && opts.ProbeAddr != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, fmt.Errorf("adding health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, fmt.Errorf("adding ready check: %w", err)
+		}
+	}
+	return mgr, nil
+}

@@ -1,0 +1,75 @@
+package resources
+
+import (
+	"maps"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+)
+
+// Label keys and values the operator puts on every child.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+
+	// ManagedByValue marks objects this operator manages; the manager's cache only holds those.
+	ManagedByValue = "redis-operator"
+	nameValue      = "redis"
+)
+
+// RedisPort is the port every Redis node listens on.
+const RedisPort = 6379
+
+// ConfigHashAnnotation on the pod template carries a hash of redis.conf, so a change rolls the pods.
+const ConfigHashAnnotation = "cache.example.com/config-hash"
+
+// StatefulSetName is the name of the StatefulSet that runs the Redis nodes.
+func StatefulSetName(rc *cachev1.RedisCluster) string { return rc.Name }
+
+// HeadlessServiceName names the headless Service that gives each pod a stable DNS name.
+func HeadlessServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-headless" }
+
+// ClientServiceName names the Service clients connect to.
+func ClientServiceName(rc *cachev1.RedisCluster) string { return rc.Name }
+
+// ConfigMapName names the ConfigMap that holds redis.conf.
+func ConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-config" }
+
+// SelectorLabels select the pods of one RedisCluster. They never change for its lifetime.
+func SelectorLabels(rc *cachev1.RedisCluster) map[string]string {
+	return map[string]string{
+		LabelName:     nameValue,
+		LabelInstance: rc.Name,
+	}
+}
+
+// Labels are put on every child of a RedisCluster.
+func Labels(rc *cachev1.RedisCluster) map[string]string {
+	l := SelectorLabels(rc)
+	l[LabelManagedBy] = ManagedByValue
+	return l
+}
+
+func labelsWithComponent(rc *cachev1.RedisCluster, component string) map[string]string {
+	l := maps.Clone(Labels(rc))
+	l[LabelComponent] = component
+	return l
+}
+
+// Image is the Redis container image of a RedisCluster: spec.image, or redis:<version>.
+func Image(rc *cachev1.RedisCluster) string {
+	if rc.Spec.Image != "" {
+		return rc.Spec.Image
+	}
+	return "redis:" + Version(rc)
+}
+
+// Version is spec.version, or the default when the API server did not default it
+// (an object built in memory).
+func Version(rc *cachev1.RedisCluster) string {
+	if rc.Spec.Version == "" {
+		return cachev1.DefaultVersion
+	}
+	return rc.Spec.Version
+}
