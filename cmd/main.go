@@ -17,6 +17,7 @@ func main() {
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "The address the health and readiness probes bind to.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader, so that only one replica of the operator is active.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the leader election lease when running outside a cluster.")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -36,6 +37,10 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace is where the lease lives when the operator runs outside a cluster.
 	LeaderElectionNamespace string
+	// MaxConcurrentReconciles is how many RedisClusters are reconciled at once (default 1).
+	MaxConcurrentReconciles int
+	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
+	SkipNameValidation bool
 }
 
 // ParseWatchNamespaces reads WATCH_NAMESPACE as OLM sets it: a comma-separated list, or empty for all.
@@ -86,6 +91,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Stepping down at once lets a new leader take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		Controller: config.Controller{
+			SkipNameValidation:      &opts.SkipNameValidation,
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

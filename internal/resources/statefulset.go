@@ -89,4 +89,3 @@ func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfigurat
 			corev1ac.VolumeMount().WithName(dataVolume).WithMountPath(dataDir),
 		)
 }
-

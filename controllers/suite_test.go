@@ -1,0 +1,95 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/internal/testenv"
+)
+
+// The control plane every test in this package shares: a real kube-apiserver and etcd.
+// It runs no controllers of its own (no StatefulSet controller, no garbage collector), so
+// tests write a StatefulSet's status where the StatefulSet controller would.
+var (
+	env       *envtest.Environment
+	adminCfg  *rest.Config
+	k8sClient client.Client
+)
+
+const (
+	waitFor = 20 * time.Second
+	tick    = 50 * time.Millisecond
+)
+
+func TestMain(m *testing.M) {
+	// The operator's logs go to stderr when TEST_LOGS is set; otherwise they would drown the test output.
+	logs := io.Discard
+	if os.Getenv("TEST_LOGS") != "" {
+		logs = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logs)))
+	var err error
+	env, adminCfg, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8sClient, err = client.New(adminCfg, client.Options{Scheme: operator.NewScheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// runningOperator is one operator process's worth of manager, watching one namespace.
+type runningOperator struct {
+	mgr      ctrl.Manager
+	requests *testenv.RequestCounter
+}
+
+// startOperator runs the operator as the given identity, watching only namespace, until the
+// test ends. Every request it sends is counted.
+func startOperator(t *testing.T, cfg *rest.Config, namespace string) *runningOperator {
+	t.Helper()
+	requests := &testenv.RequestCounter{}
+	mgr, err := operator.NewManager(requests.Wrap(cfg), operator.Options{
+		WatchNamespaces:    []string{namespace},
+		MetricsAddr:        "0",
+		ProbeAddr:          "0",
+		SkipNameValidation: true,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return &runningOperator{mgr: mgr, requests: requests}
+}
+
+// newNamespace gives a test a namespace of its own.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns, err := testenv.CreateNamespace(context.Background(), k8sClient, "rc")
+	require.NoError(t, err)
+	return ns
+}
