@@ -52,7 +52,7 @@ bench: envtest ## Benchmarks that print figures (500 RedisClusters against the r
 	go test ./test/bench/... -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m
 
 .PHONY: verify
-verify: manifests generate ## Regenerate everything; fails when that changes the tree.
+verify: manifests generate fmt ## Regenerate everything and gofmt; fails when that changes the tree.
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "generated files are stale; run make manifests generate and commit:"; \
 		git status --porcelain; git --no-pager diff; exit 1; \

@@ -196,4 +196,3 @@ func parallel(b *testing.B, fn func(i int) error) {
 		require.NoError(b, err)
 	}
 }
-
