@@ -1,8 +1,20 @@
 # redis-operator. Targets follow operator-sdk (go/v4) names; `make help` lists them.
 
-VERSION ?= 0.1.0
+# The release. `make bundle catalog` writes it into bundle/ and catalog/.
+VERSION ?= 0.2.0
+# The release this one replaces in the upgrade graph, and the versions it skips to.
+REPLACES ?= redis-operator.v0.1.0
+SKIP_RANGE ?= >=0.1.0 <0.2.0
+# The release's creation time: fixed, so that regenerating the bundle changes nothing.
+CREATED_AT ?= 2026-11-30T00:00:00Z
+CHANNELS ?= alpha
+DEFAULT_CHANNEL ?= alpha
+
 IMAGE_TAG_BASE ?= example.com/redis-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+SCORECARD_IMG ?= $(IMAGE_TAG_BASE)-scorecard:v$(VERSION)
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -52,7 +64,7 @@ bench: envtest ## Benchmarks that print figures (500 RedisClusters against the r
 	go test ./test/bench/... -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m
 
 .PHONY: verify
-verify: manifests generate fmt ## Regenerate everything and gofmt; fails when that changes the tree.
+verify: manifests generate fmt bundle catalog ## Regenerate everything and gofmt; fails when that changes the tree.
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "generated files are stale; run make manifests generate and commit:"; \
 		git status --porcelain; git --no-pager diff; exit 1; \
@@ -98,6 +110,52 @@ deploy: manifests kustomize ## Deploy the operator to the cluster.
 .PHONY: undeploy
 undeploy: kustomize ## Remove the operator from the cluster.
 	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found=$(ignore-not-found) -f -
+
+##@ OLM
+
+.PHONY: bundle
+bundle: manifests kustomize ## Generate the bundle (CSV, CRD, metadata, scorecard config) and bundle.Dockerfile.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | go run ./cmd/olm-gen bundle --version $(VERSION) --image $(IMG) \
+		--replaces "$(REPLACES)" --skip-range "$(SKIP_RANGE)" --created-at $(CREATED_AT) \
+		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image.
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: bundle-push
+bundle-push: ## Push the bundle image.
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+.PHONY: catalog
+catalog: opm ## Render the file-based catalog from config/catalog/template.yaml and the bundle.
+	go run ./cmd/olm-gen catalog --opm $(OPM) --bundle-image $(BUNDLE_IMG)
+
+.PHONY: catalog-validate
+catalog-validate: opm ## Validate the catalog with opm.
+	$(OPM) validate catalog
+
+.PHONY: catalog-build
+catalog-build: ## Build the catalog image (served by opm).
+	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
+
+.PHONY: catalog-push
+catalog-push: ## Push the catalog image.
+	$(CONTAINER_TOOL) push $(CATALOG_IMG)
+
+.PHONY: scorecard
+scorecard: ## Run the scorecard with the operator-sdk CLI against the cluster in your kubeconfig.
+	@command -v operator-sdk >/dev/null || { echo "operator-sdk is not installed; make scorecard-local runs our checks"; exit 1; }
+	operator-sdk scorecard bundle
+
+.PHONY: scorecard-local
+scorecard-local: ## Run the scorecard checks that need no cluster against bundle/, as the test image would.
+	go run ./scorecard --bundle bundle --all-offline
+
+.PHONY: scorecard-build
+scorecard-build: ## Build our scorecard test image.
+	$(CONTAINER_TOOL) build -f scorecard/Dockerfile -t $(SCORECARD_IMG) .
 
 ##@ Tools (built from pinned tools modules under hack/tools, cached in bin/)
 

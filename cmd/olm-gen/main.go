@@ -1,0 +1,92 @@
+// Command olm-gen writes the OLM bundle (what `operator-sdk generate bundle` writes) and the
+// file-based catalog. `make bundle` and `make catalog` run it.
+//
+//	kustomize build config/manifests | olm-gen bundle --version 0.2.0 --image ... > writes bundle/
+//	olm-gen catalog --template config/catalog/template.yaml --opm bin/opm > writes catalog/
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/org/redis-operator/internal/olm"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: olm-gen bundle|catalog [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "bundle":
+		err = bundle(os.Args[2:])
+	case "catalog":
+		err = catalog(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want bundle or catalog", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "olm-gen:", err)
+		os.Exit(1)
+	}
+}
+
+func bundle(args []string) error {
+	fs := flag.NewFlagSet("bundle", flag.ExitOnError)
+	opts := olm.BundleOptions{}
+	var channels, icon, root string
+	fs.StringVar(&opts.Package, "package", "redis-operator", "OLM package name")
+	fs.StringVar(&opts.Version, "version", "", "bundle version (x.y.z)")
+	fs.StringVar(&opts.Image, "image", "", "operator image")
+	fs.StringVar(&opts.Replaces, "replaces", "", "CSV name this version replaces")
+	fs.StringVar(&opts.SkipRange, "skip-range", "", "olm.skipRange")
+	fs.StringVar(&channels, "channels", "alpha", "comma-separated channels")
+	fs.StringVar(&opts.DefaultChannel, "default-channel", "alpha", "default channel")
+	fs.StringVar(&opts.CreatedAt, "created-at", "", "the release's creation time, RFC 3339")
+	fs.StringVar(&icon, "icon", "config/manifests/icon.svg", "SVG icon")
+	fs.StringVar(&root, "root", ".", "repository root to write bundle/ and bundle.Dockerfile into")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if opts.Version == "" || opts.Image == "" || opts.CreatedAt == "" {
+		return fmt.Errorf("--version, --image and --created-at are required")
+	}
+	opts.Channels = strings.Split(channels, ",")
+	var err error
+	if opts.Icon, err = os.ReadFile(icon); err != nil {
+		return fmt.Errorf("reading the icon: %w", err)
+	}
+	b, err := olm.GenerateBundle(os.Stdin, opts)
+	if err != nil {
+		return err
+	}
+	return b.Write(root)
+}
+
+func catalog(args []string) error {
+	fs := flag.NewFlagSet("catalog", flag.ExitOnError)
+	opts := olm.CatalogOptions{}
+	var icon string
+	fs.StringVar(&opts.Template, "template", "config/catalog/template.yaml", "catalog template (olm.template.basic)")
+	fs.StringVar(&opts.BundleDir, "bundle", "bundle", "the current bundle directory")
+	fs.StringVar(&opts.BundleImage, "bundle-image", "", "the image the current bundle is published as")
+	fs.StringVar(&opts.ReleasedDir, "released", "config/catalog/released", "rendered bundles of every release")
+	fs.StringVar(&opts.Opm, "opm", "bin/opm", "the opm binary")
+	fs.StringVar(&opts.OutDir, "out", "catalog", "the file-based catalog directory to write")
+	fs.StringVar(&icon, "icon", "config/manifests/icon.svg", "the package's SVG icon")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if opts.BundleImage == "" {
+		return fmt.Errorf("--bundle-image is required")
+	}
+	var err error
+	if opts.Icon, err = os.ReadFile(icon); err != nil {
+		return fmt.Errorf("reading the icon: %w", err)
+	}
+	return olm.GenerateCatalog(context.Background(), opts)
+}
