@@ -56,7 +56,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest ## Unit and envtest integration tests against a real kube-apiserver.
+test: manifests generate fmt vet envtest kustomize opm ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
 .PHONY: bench

@@ -52,22 +52,10 @@ func eventuallyStatefulSet(t *testing.T, namespace, name string, check func(*ass
 	return sts
 }
 
-// markStatefulSetReady writes the status the StatefulSet controller would write once every pod
-// runs the current template and is ready (envtest runs no StatefulSet controller).
+// markStatefulSetReady stands in for the StatefulSet controller, which envtest does not run.
 func markStatefulSetReady(t *testing.T, sts *appsv1.StatefulSet, ready int32) {
 	t.Helper()
-	replicas := ptr.Deref(sts.Spec.Replicas, 1)
-	sts.Status = appsv1.StatefulSetStatus{
-		ObservedGeneration: sts.Generation,
-		Replicas:           replicas,
-		ReadyReplicas:      ready,
-		AvailableReplicas:  ready,
-		CurrentReplicas:    replicas,
-		UpdatedReplicas:    replicas,
-		CurrentRevision:    sts.Name + "-1",
-		UpdateRevision:     sts.Name + "-1",
-	}
-	require.NoError(t, k8sClient.Status().Update(context.Background(), sts))
+	require.NoError(t, testenv.SetStatefulSetReady(context.Background(), k8sClient, sts, ready))
 }
 
 // eventuallyReady waits until the RedisCluster reports Ready for its current generation.

@@ -231,13 +231,11 @@ func permissionsFromBindings(roles map[string]*unstructured.Unstructured, bindin
 		if !ok {
 			return nil, nil, nil, fmt.Errorf("%s %s refers to %s, which is not in the manifests", obj.GetKind(), obj.GetName(), key)
 		}
-		var rules []rbacv1.PolicyRule
-		raw, _, _ := unstructured.NestedSlice(role.Object, "rules")
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"rules": raw}, &struct {
-			Rules *[]rbacv1.PolicyRule `json:"rules"`
-		}{&rules}); err != nil {
-			return nil, nil, nil, fmt.Errorf("decoding the rules of %s: %w", key, err)
+		var decoded rbacv1.ClusterRole // the same rules as a Role
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &decoded); err != nil {
+			return nil, nil, nil, fmt.Errorf("decoding %s: %w", key, err)
 		}
+		rules := decoded.Rules
 		for _, subject := range binding.Subjects {
 			if subject.Kind != rbacv1.ServiceAccountKind || !serviceAccounts[subject.Name] {
 				continue

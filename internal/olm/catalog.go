@@ -2,16 +2,16 @@ package olm
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
-	"github.com/operator-framework/operator-registry/alpha/property"
 	"sigs.k8s.io/yaml"
 )
 
@@ -66,7 +66,7 @@ func GenerateCatalog(ctx context.Context, opts CatalogOptions) error {
 
 	out := declcfg.DeclarativeConfig{Packages: tmpl.Packages, Channels: tmpl.Channels}
 	for i := range out.Packages {
-		if err := fillPackage(&out.Packages[i], opts.Icon, current); err != nil {
+		if err := fillPackage(&out.Packages[i], opts.Icon, opts.BundleDir); err != nil {
 			return err
 		}
 	}
@@ -163,16 +163,14 @@ func loadReleased(dir string) (map[string]declcfg.Bundle, error) {
 
 // fillPackage gives the package the icon and the current CSV's description, so that both are
 // written in one place each (config/manifests) and not again in the template.
-func fillPackage(pkg *declcfg.Package, icon []byte, b declcfg.Bundle) error {
+func fillPackage(pkg *declcfg.Package, icon []byte, bundleDir string) error {
 	if len(icon) > 0 {
 		pkg.Icon = &declcfg.Icon{Data: icon, MediaType: "image/svg+xml"}
 	}
-	props, err := property.Parse(b.Properties)
+	b, err := apimanifests.GetBundleFromDir(filepath.Join(bundleDir, manifestsDir))
 	if err != nil {
-		return fmt.Errorf("reading the properties of %s: %w", b.Name, err)
+		return fmt.Errorf("reading the bundle in %s: %w", bundleDir, err)
 	}
-	if len(props.CSVMetadatas) == 1 {
-		pkg.Description = props.CSVMetadatas[0].Description
-	}
+	pkg.Description = b.CSV.Spec.Description
 	return nil
 }

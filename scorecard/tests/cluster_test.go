@@ -1,0 +1,55 @@
+package tests_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	scapiv1alpha3 "github.com/operator-framework/api/pkg/apis/scorecard/v1alpha3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/scorecard/tests"
+)
+
+// The cluster tests run against a real kube-apiserver with the operator running. envtest has no
+// StatefulSet controller and no pods, so a stand-in marks StatefulSets ready; the rest is real.
+func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(t, err)
+
+	t.Run("without the operator, the sample never becomes Ready", func(t *testing.T) {
+		ns, err := testenv.CreateNamespace(ctx, c, "scorecard")
+		require.NoError(t, err)
+		status := tests.Online[tests.SampleBecomesReady](ctx, tests.Cluster{Client: c, Namespace: ns, Timeout: 2 * time.Second}, bundleDir)
+		assert.Equal(t, scapiv1alpha3.FailState, status.Results[0].State)
+	})
+
+	ns, err := testenv.CreateNamespace(ctx, c, "scorecard")
+	require.NoError(t, err)
+	mgr, err := operator.NewManager(cfg, operator.Options{
+		WatchNamespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true,
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	go testenv.StandInStatefulSetController(ctx, c, ns)
+
+	for _, name := range []string{tests.SampleBecomesReady, tests.StatusDescriptorsMatchStatus} {
+		t.Run(name, func(t *testing.T) {
+			status := tests.Online[name](ctx, tests.Cluster{Client: c, Namespace: ns, Timeout: 30 * time.Second}, bundleDir)
+			require.Len(t, status.Results, 1)
+			r := status.Results[0]
+			assert.Equal(t, scapiv1alpha3.PassState, r.State, "errors: %v\nlog: %s", r.Errors, r.Log)
+		})
+	}
+}
