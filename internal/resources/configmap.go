@@ -9,6 +9,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // ConfigFileName is the key of redis.conf in the ConfigMap, and the file name in the pod.
@@ -24,6 +25,11 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 		// Replicas start a full sync at once instead of waiting for others to join one.
 		"repl-diskless-sync yes",
 		"repl-diskless-sync-delay 0",
+		// Every node starts fenced: a read-only replica of an address where nothing listens,
+		// until the operator points it at the primary or promotes it. A restarted node can
+		// never take writes, nor feed its replicas an empty dataset.
+		"replica-read-only yes",
+		"replicaof " + strings.Replace(topology.FenceAddr, ":", " ", 1),
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

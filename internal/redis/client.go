@@ -1,0 +1,178 @@
+// Package redis is the operator's view of one Redis node, over the Redis protocol: its role and
+// replication state, and the few commands that change the topology. Never redis-cli, never a
+// password in argv or in a log line.
+package redis
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Role is what a node says it is.
+type Role string
+
+const (
+	RolePrimary Role = "master"
+	RoleReplica Role = "slave"
+)
+
+// ReplicationInfo is the part of INFO replication the operator decides with.
+type ReplicationInfo struct {
+	Role Role
+	// PrimaryHost and PrimaryPort are whom a replica replicates from.
+	PrimaryHost string
+	PrimaryPort int
+	// LinkUp is true when a replica's link to its primary is up.
+	LinkUp bool
+	// Offset is how much of the replication stream the node holds (master_repl_offset).
+	Offset int64
+	// ReplID is the node's replication ID.
+	ReplID string
+	// ConnectedReplicas is, on a primary, how many replicas are connected.
+	ConnectedReplicas int
+}
+
+// PrimaryAddr is host:port of a replica's primary.
+func (i ReplicationInfo) PrimaryAddr() string {
+	return net.JoinHostPort(i.PrimaryHost, strconv.Itoa(i.PrimaryPort))
+}
+
+// Node is one Redis node. It is made per reconcile and closed after.
+type Node interface {
+	// Replication reads INFO replication.
+	Replication(ctx context.Context) (ReplicationInfo, error)
+	// ReplicaOf makes the node replicate from the primary at addr (host:port).
+	ReplicaOf(ctx context.Context, addr string) error
+	// Promote makes the node a primary (REPLICAOF NO ONE).
+	Promote(ctx context.Context) error
+	// PauseWrites holds every write command for d: the fence before a switchover.
+	PauseWrites(ctx context.Context, d time.Duration) error
+	// Unpause lets writes through again.
+	Unpause(ctx context.Context) error
+	Close() error
+}
+
+// Dialer opens a Node at addr (host:port).
+type Dialer func(addr string) Node
+
+// Options configure the connection to every node.
+type Options struct {
+	// Password is requirepass; empty when auth is off.
+	Password string
+	// Timeout bounds dialing, reading and writing: an unanswering node is unreachable after it.
+	Timeout time.Duration
+}
+
+// NewDialer returns a Dialer with these options.
+func NewDialer(opts Options) Dialer {
+	if opts.Timeout == 0 {
+		opts.Timeout = 500 * time.Millisecond
+	}
+	return func(addr string) Node {
+		return &node{c: goredis.NewClient(&goredis.Options{
+			Addr:            addr,
+			Password:        opts.Password,
+			DialTimeout:     opts.Timeout,
+			ReadTimeout:     opts.Timeout,
+			WriteTimeout:    opts.Timeout,
+			MaxRetries:      -1, // the caller decides what an error means; retrying hides a dead node
+			PoolSize:        1,
+			DisableIdentity: true, // no CLIENT SETINFO round trips
+			Protocol:        2,
+		})}
+	}
+}
+
+type node struct {
+	c *goredis.Client
+}
+
+func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
+	raw, err := n.c.Info(ctx, "replication").Result()
+	if err != nil {
+		return ReplicationInfo{}, classify(err)
+	}
+	return ParseReplicationInfo(raw)
+}
+
+func (n *node) ReplicaOf(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("primary address %q: %w", addr, err)
+	}
+	return classify(n.c.Do(ctx, "REPLICAOF", host, port).Err())
+}
+
+func (n *node) Promote(ctx context.Context) error {
+	return classify(n.c.Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+}
+
+func (n *node) PauseWrites(ctx context.Context, d time.Duration) error {
+	return classify(n.c.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "WRITE").Err())
+}
+
+func (n *node) Unpause(ctx context.Context) error {
+	return classify(n.c.Do(ctx, "CLIENT", "UNPAUSE").Err())
+}
+
+func (n *node) Close() error { return n.c.Close() }
+
+// ErrAuth means the node refused the password, or asked for one we did not give.
+var ErrAuth = errors.New("redis refused the credentials")
+
+// ErrRefused means nothing listens at the node's address: the process is gone.
+var ErrRefused = errors.New("connection refused")
+
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
+		strings.Contains(msg, "without any password configured"):
+		// The server's words never hold the password; keep them for the user.
+		return fmt.Errorf("%w: %s", ErrAuth, msg)
+	case strings.Contains(msg, "connection refused"):
+		return fmt.Errorf("%w: %s", ErrRefused, msg)
+	}
+	return err
+}
+
+// ParseReplicationInfo reads the fields the operator uses from INFO replication.
+func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
+	var info ReplicationInfo
+	fields := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(raw))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			fields[k] = v
+		}
+	}
+	role, ok := fields["role"]
+	if !ok {
+		return info, fmt.Errorf("INFO replication has no role")
+	}
+	info.Role = Role(role)
+	info.ReplID = fields["master_replid"]
+	var err error
+	if info.Offset, err = strconv.ParseInt(fields["master_repl_offset"], 10, 64); err != nil {
+		return info, fmt.Errorf("master_repl_offset %q: %w", fields["master_repl_offset"], err)
+	}
+	info.ConnectedReplicas, _ = strconv.Atoi(fields["connected_slaves"])
+	if info.Role == RoleReplica {
+		info.PrimaryHost = fields["master_host"]
+		info.PrimaryPort, _ = strconv.Atoi(fields["master_port"])
+		info.LinkUp = fields["master_link_status"] == "up"
+	}
+	return info, nil
+}

@@ -1,0 +1,122 @@
+// Package redistest runs real redis-server processes for tests and benchmarks, each on its own
+// loopback address (127.x.y.z:6379), configured with the redis.conf the operator writes.
+// Processes share the host's network, so each binds its address, replicates from it
+// (bind-source-addr) and announces it (replica-announce-ip): a primary then sees each replica
+// at its own address, as in a cluster.
+package redistest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	Name string
+	IP   string
+	Dir  string
+	conf string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var nextAddress atomic.Int64
+
+// allocateIP gives each server of this process its own loopback address. The second octet
+// comes from the process ID, so concurrent test processes rarely meet.
+func allocateIP() string {
+	n := nextAddress.Add(1)
+	return fmt.Sprintf("127.%d.%d.%d", 100+os.Getpid()%150, n/250, n%250+2)
+}
+
+// Port is the port every server listens on, on its own address.
+const Port = 6379
+
+// Start writes conf (the operator's redis.conf, or anything else) plus this host's address
+// settings into a new directory under baseDir and starts redis-server on it.
+func Start(baseDir, name, conf string) (*Server, error) {
+	s := &Server{Name: name, IP: allocateIP(), Dir: filepath.Join(baseDir, name)}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	s.conf = conf + fmt.Sprintf(`
+# This host: one loopback address per node.
+bind %[1]s
+bind-source-addr %[1]s
+replica-announce-ip %[1]s
+port %[2]d
+dir %[3]s
+daemonize no
+logfile %[3]s/redis.log
+`, s.IP, Port, s.Dir)
+	if err := os.WriteFile(filepath.Join(s.Dir, "redis.conf"), []byte(s.conf), 0o600); err != nil {
+		return nil, err
+	}
+	return s, s.start()
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return net.JoinHostPort(s.IP, strconv.Itoa(Port)) }
+
+func (s *Server) start() error {
+	cmd := exec.Command("redis-server", filepath.Join(s.Dir, "redis.conf"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server %s: %w", s.Name, err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", s.Addr(), 100*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-s.done:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redis-server %s exited at start: %s", s.Name, log)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errors.New("redis-server " + s.Name + " did not listen within 10s")
+}
+
+// Kill ends the process at once (SIGKILL), as a crash or a lost node would.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Restart starts the process again on the same address, configuration and data directory.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.start()
+}
+
+// WipeData removes the node's persisted data, as a restart on an emptyDir would.
+func (s *Server) WipeData() error {
+	for _, f := range []string{"dump.rdb", "appendonlydir"} {
+		if err := os.RemoveAll(filepath.Join(s.Dir, f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Running is true while the process lives.
+func (s *Server) Running() bool { return s.cmd != nil }

@@ -1,0 +1,148 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/org/redis-operator/internal/redis"
+)
+
+func primaryNode(name string, ordinal int, offset int64) Observed {
+	return Observed{Member: Member{Name: name, Ordinal: ordinal, Addr: addrOf(name)},
+		Info: redis.ReplicationInfo{Role: redis.RolePrimary, Offset: offset}}
+}
+
+func replicaNode(name string, ordinal int, of string, linkUp bool, offset int64) Observed {
+	host, port := "127.0.0.1", 1 // fenced
+	if of != "" {
+		host, port = hostOf(of), 6379
+	}
+	return Observed{Member: Member{Name: name, Ordinal: ordinal, Addr: addrOf(name)},
+		Info: redis.ReplicationInfo{Role: redis.RoleReplica, PrimaryHost: host, PrimaryPort: port, LinkUp: linkUp, Offset: offset}}
+}
+
+func downNode(name string, ordinal int, err error) Observed {
+	return Observed{Member: Member{Name: name, Ordinal: ordinal, Addr: addrOf(name)}, Err: err}
+}
+
+func hostOf(name string) string { return fmt.Sprintf("10.0.0.%d", name[len(name)-1]-'0'+1) }
+func addrOf(name string) string { return hostOf(name) + ":6379" }
+
+var (
+	refused = fmt.Errorf("%w: dial tcp", redis.ErrRefused)
+	timeout = errors.New("i/o timeout")
+	policy  = Policy{FailoverTimeout: 5 * time.Second}
+)
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name        string
+		observed    []Observed
+		current     string
+		downFor     time.Duration
+		wantPrimary string
+		wantPromote bool
+		wantRepoint []string
+		wantWait    bool
+	}{
+		{
+			name:        "bootstrap: all fenced and empty, the first ordinal leads",
+			observed:    []Observed{replicaNode("r-1", 1, "", false, 0), replicaNode("r-0", 0, "", false, 0), replicaNode("r-2", 2, "", false, 0)},
+			wantPrimary: "r-0", wantPromote: true, wantRepoint: []string{"r-1", "r-2"},
+		},
+		{
+			name:        "bootstrap with nothing recorded adopts the node holding the most data",
+			observed:    []Observed{replicaNode("r-0", 0, "", false, 10), replicaNode("r-1", 1, "", false, 99)},
+			wantPrimary: "r-1", wantPromote: true, wantRepoint: []string{"r-0"},
+		},
+		{
+			name:        "bootstrap waits for a node to answer",
+			observed:    []Observed{downNode("r-0", 0, refused)},
+			wantPrimary: "",
+		},
+		{
+			name:        "healthy: nothing to do",
+			observed:    []Observed{primaryNode("r-0", 0, 50), replicaNode("r-1", 1, "r-0", true, 50)},
+			current:     "r-0",
+			wantPrimary: "r-0",
+		},
+		{
+			name:        "a new or restarted replica is pointed at the primary",
+			observed:    []Observed{primaryNode("r-0", 0, 50), replicaNode("r-1", 1, "r-0", true, 50), replicaNode("r-2", 2, "", false, 0)},
+			current:     "r-0",
+			wantPrimary: "r-0", wantRepoint: []string{"r-2"},
+		},
+		{
+			name:        "a stale primary is demoted to a replica",
+			observed:    []Observed{primaryNode("r-0", 0, 80), primaryNode("r-1", 1, 50)},
+			current:     "r-1",
+			wantPrimary: "r-1", wantRepoint: []string{"r-0"},
+		},
+		{
+			name:        "primary unanswering but not for long: wait",
+			observed:    []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", false, 50)},
+			current:     "r-0", downFor: time.Second,
+			wantPrimary: "r-0", wantWait: true,
+		},
+		{
+			name:        "primary unanswering past the timeout: the replica with the most data takes over",
+			observed:    []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", true, 40), replicaNode("r-2", 2, "r-0", true, 50)},
+			current:     "r-0", downFor: 6 * time.Second,
+			wantPrimary: "r-2", wantPromote: true, wantRepoint: []string{"r-1"},
+		},
+		{
+			name:        "primary process gone (refused, every link down): no wait",
+			observed:    []Observed{downNode("r-0", 0, refused), replicaNode("r-1", 1, "r-0", false, 50), replicaNode("r-2", 2, "r-0", false, 40)},
+			current:     "r-0",
+			wantPrimary: "r-1", wantPromote: true, wantRepoint: []string{"r-2"},
+		},
+		{
+			name:        "refused but a replica still has its link: wait",
+			observed:    []Observed{downNode("r-0", 0, refused), replicaNode("r-1", 1, "r-0", true, 50)},
+			current:     "r-0",
+			wantPrimary: "r-0", wantWait: true,
+		},
+		{
+			name:        "primary restarted empty behind the fence: a replica with the data takes over",
+			observed:    []Observed{replicaNode("r-0", 0, "", false, 0), replicaNode("r-1", 1, "r-0", false, 70)},
+			current:     "r-0",
+			wantPrimary: "r-1", wantPromote: true, wantRepoint: []string{"r-0"},
+		},
+		{
+			// r-1 still points at r-0 and reconnects by itself.
+			name:        "primary restarted with all its data: it leads again",
+			observed:    []Observed{replicaNode("r-0", 0, "", false, 70), replicaNode("r-1", 1, "r-0", false, 70)},
+			current:     "r-0",
+			wantPrimary: "r-0", wantPromote: true,
+		},
+		{
+			name:        "an interrupted failover is finished, not redone",
+			observed:    []Observed{downNode("r-0", 0, refused), primaryNode("r-1", 1, 60), replicaNode("r-2", 2, "r-0", false, 60)},
+			current:     "r-0",
+			wantPrimary: "r-1", wantRepoint: []string{"r-2"},
+		},
+		{
+			name:        "no replica answers: keep the primary",
+			observed:    []Observed{downNode("r-0", 0, timeout), downNode("r-1", 1, timeout)},
+			current:     "r-0", downFor: time.Minute,
+			wantPrimary: "r-0",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := Decide(tt.observed, tt.current, tt.downFor, policy)
+
+			assert.Equal(t, tt.wantPrimary, plan.Primary)
+			assert.Equal(t, tt.wantPromote, plan.Promote)
+			assert.Equal(t, tt.wantRepoint, plan.Repoint)
+			assert.Equal(t, tt.wantWait, plan.Wait > 0)
+			if plan.Primary != "" {
+				assert.NotEmpty(t, plan.Reason+tt.current, "a change says why")
+			}
+		})
+	}
+}

@@ -1,0 +1,121 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/org/redis-operator/internal/redis"
+)
+
+// Step is one change made to a node, for the Event that tells the user.
+type Step struct {
+	Node    string
+	Action  string // Promoted, Repointed, Paused
+	Message string
+}
+
+// Executor carries out plans over the Redis protocol.
+type Executor struct {
+	Dial redis.Dialer
+}
+
+// Apply promotes the plan's primary, then points the other nodes at it. It stops at the first
+// error, returning the steps done so far: a later reconcile observes and decides again.
+func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]Step, error) {
+	byName := map[string]Observed{}
+	for _, o := range observed {
+		byName[o.Name] = o
+	}
+	primary, ok := byName[plan.Primary]
+	if !ok {
+		return nil, fmt.Errorf("primary %q is not a member", plan.Primary)
+	}
+	var steps []Step
+	if plan.Promote {
+		if err := e.do(primary.Addr, func(n redis.Node) error { return n.Promote(ctx) }); err != nil {
+			return steps, fmt.Errorf("promoting %s: %w", plan.Primary, err)
+		}
+		steps = append(steps, Step{Node: plan.Primary, Action: "Promoted", Message: fmt.Sprintf("Promoted %s to primary: %s", plan.Primary, plan.Reason)})
+	}
+	for _, name := range plan.Repoint {
+		o := byName[name]
+		if err := e.do(o.Addr, func(n redis.Node) error { return n.ReplicaOf(ctx, primary.Addr) }); err != nil {
+			return steps, fmt.Errorf("pointing %s at %s: %w", name, plan.Primary, err)
+		}
+		what := "replica"
+		if o.Info.Role == redis.RolePrimary {
+			what = "primary, now demoted"
+		}
+		steps = append(steps, Step{Node: name, Action: "Repointed", Message: fmt.Sprintf("%s (%s) replicates from %s", name, what, plan.Primary)})
+	}
+	return steps, nil
+}
+
+// Switchover moves the primary role from a healthy primary to a replica without losing a write:
+// it holds the primary's writes, waits until the target has every byte of the replication
+// stream, promotes the target and points every other node, the old primary first, at it.
+// Writes held during the switch fail on the demoted primary (READONLY) and are retried by
+// clients on the new one; none that was acknowledged is lost.
+func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Observed, maxPause time.Duration) ([]Step, error) {
+	old := e.Dial(from.Addr)
+	defer old.Close()
+	target := e.Dial(to.Addr)
+	defer target.Close()
+
+	if err := old.PauseWrites(ctx, maxPause); err != nil {
+		return nil, fmt.Errorf("holding writes on %s: %w", from.Name, err)
+	}
+	steps := []Step{{Node: from.Name, Action: "Paused", Message: fmt.Sprintf("Holding writes on %s for the switchover to %s", from.Name, to.Name)}}
+	abort := func(err error) ([]Step, error) {
+		_ = old.Unpause(context.WithoutCancel(ctx))
+		return steps, err
+	}
+	deadline := time.Now().Add(maxPause / 2)
+	for {
+		src, err := old.Replication(ctx)
+		if err != nil {
+			return abort(fmt.Errorf("reading %s: %w", from.Name, err))
+		}
+		dst, err := target.Replication(ctx)
+		if err != nil {
+			return abort(fmt.Errorf("reading %s: %w", to.Name, err))
+		}
+		if dst.Role == redis.RoleReplica && dst.LinkUp && dst.Offset >= src.Offset {
+			break
+		}
+		if time.Now().After(deadline) {
+			return abort(fmt.Errorf("%s did not catch up with %s (offset %d of %d)", to.Name, from.Name, dst.Offset, src.Offset))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := target.Promote(ctx); err != nil {
+		return abort(fmt.Errorf("promoting %s: %w", to.Name, err))
+	}
+	steps = append(steps, Step{Node: to.Name, Action: "Promoted", Message: fmt.Sprintf("Promoted %s to primary: switchover from %s", to.Name, from.Name)})
+	var errs []error
+	if err := old.ReplicaOf(ctx, to.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("pointing %s at %s: %w", from.Name, to.Name, err))
+	} else {
+		steps = append(steps, Step{Node: from.Name, Action: "Repointed", Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
+	}
+	_ = old.Unpause(ctx)
+	for _, o := range others {
+		if o.Name == from.Name || o.Name == to.Name || !o.Reachable() {
+			continue
+		}
+		if err := e.do(o.Addr, func(n redis.Node) error { return n.ReplicaOf(ctx, to.Addr) }); err != nil {
+			errs = append(errs, fmt.Errorf("pointing %s at %s: %w", o.Name, to.Name, err))
+			continue
+		}
+		steps = append(steps, Step{Node: o.Name, Action: "Repointed", Message: fmt.Sprintf("%s replicates from %s", o.Name, to.Name)})
+	}
+	return steps, errors.Join(errs...)
+}
+
+func (e Executor) do(addr string, fn func(redis.Node) error) error {
+	n := e.Dial(addr)
+	defer n.Close()
+	return fn(n)
+}
