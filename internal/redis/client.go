@@ -176,3 +176,11 @@ func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 	}
 	return info, nil
 }
+
+// go-redis logs every failed dial on its own; a node that is down is the operator's to report,
+// in its own words, once.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { goredis.SetLogger(quietLogger{}) }

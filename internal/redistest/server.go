@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,7 +48,7 @@ func Start(baseDir, name, conf string) (*Server, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	s.conf = conf + fmt.Sprintf(`
+	s.conf = withoutHostSettings(conf) + fmt.Sprintf(`
 # This host: one loopback address per node.
 bind %[1]s
 bind-source-addr %[1]s
@@ -63,11 +64,30 @@ logfile %[3]s/redis.log
 	return s, s.start()
 }
 
+// withoutHostSettings drops the lines that name the pod's own paths and addresses (dir, bind):
+// Redis applies a configuration line by line, and /data does not exist on this host.
+func withoutHostSettings(conf string) string {
+	var kept []string
+	for _, line := range strings.Split(conf, "\n") {
+		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") {
+			continue
+		}
+		kept = append(kept, line)
+	}
+	return strings.Join(kept, "\n")
+}
+
 // Addr is host:port.
 func (s *Server) Addr() string { return net.JoinHostPort(s.IP, strconv.Itoa(Port)) }
 
 func (s *Server) start() error {
 	cmd := exec.Command("redis-server", filepath.Join(s.Dir, "redis.conf"))
+	stderr, err := os.OpenFile(filepath.Join(s.Dir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stderr, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server %s: %w", s.Name, err)
@@ -84,7 +104,7 @@ func (s *Server) start() error {
 		}
 		select {
 		case <-s.done:
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log"))
 			return fmt.Errorf("redis-server %s exited at start: %s", s.Name, log)
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -120,3 +140,11 @@ func (s *Server) WipeData() error {
 
 // Running is true while the process lives.
 func (s *Server) Running() bool { return s.cmd != nil }
+
+// Signal sends sig to the process: SIGSTOP freezes a node as a hung host would, SIGCONT thaws it.
+func (s *Server) Signal(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return errors.New("redis-server " + s.Name + " is not running")
+	}
+	return s.cmd.Process.Signal(sig)
+}

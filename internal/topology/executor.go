@@ -53,11 +53,11 @@ func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]
 	return steps, nil
 }
 
-// Switchover moves the primary role from a healthy primary to a replica without losing a write:
-// it holds the primary's writes, waits until the target has every byte of the replication
-// stream, promotes the target and points every other node, the old primary first, at it.
-// Writes held during the switch fail on the demoted primary (READONLY) and are retried by
-// clients on the new one; none that was acknowledged is lost.
+// Switchover moves the primary role from a healthy primary to a replica without losing a write
+// and without two primaries at any moment: it holds the primary's writes, waits until the target
+// has every byte of the replication stream, demotes the old primary, promotes the target and
+// points the other nodes at it. Writes held during the switch fail on the demoted primary
+// (READONLY) and are retried by clients on the new one; none that was acknowledged is lost.
 func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Observed, maxPause time.Duration) ([]Step, error) {
 	old := e.Dial(from.Addr)
 	defer old.Close()
@@ -68,39 +68,21 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Ob
 		return nil, fmt.Errorf("holding writes on %s: %w", from.Name, err)
 	}
 	steps := []Step{{Node: from.Name, Action: "Paused", Message: fmt.Sprintf("Holding writes on %s for the switchover to %s", from.Name, to.Name)}}
-	abort := func(err error) ([]Step, error) {
-		_ = old.Unpause(context.WithoutCancel(ctx))
+	defer func() { _ = old.Unpause(context.WithoutCancel(ctx)) }()
+
+	if err := waitInSync(ctx, old, target, from.Name, to.Name, time.Now().Add(maxPause/2)); err != nil {
 		return steps, err
 	}
-	deadline := time.Now().Add(maxPause / 2)
-	for {
-		src, err := old.Replication(ctx)
-		if err != nil {
-			return abort(fmt.Errorf("reading %s: %w", from.Name, err))
-		}
-		dst, err := target.Replication(ctx)
-		if err != nil {
-			return abort(fmt.Errorf("reading %s: %w", to.Name, err))
-		}
-		if dst.Role == redis.RoleReplica && dst.LinkUp && dst.Offset >= src.Offset {
-			break
-		}
-		if time.Now().After(deadline) {
-			return abort(fmt.Errorf("%s did not catch up with %s (offset %d of %d)", to.Name, from.Name, dst.Offset, src.Offset))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := old.ReplicaOf(ctx, to.Addr); err != nil {
+		return steps, fmt.Errorf("demoting %s: %w", from.Name, err)
 	}
+	steps = append(steps, Step{Node: from.Name, Action: "Repointed", Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
 	if err := target.Promote(ctx); err != nil {
-		return abort(fmt.Errorf("promoting %s: %w", to.Name, err))
+		// Nobody is primary now; the next reconcile elects one from what the nodes hold.
+		return steps, fmt.Errorf("promoting %s: %w", to.Name, err)
 	}
 	steps = append(steps, Step{Node: to.Name, Action: "Promoted", Message: fmt.Sprintf("Promoted %s to primary: switchover from %s", to.Name, from.Name)})
 	var errs []error
-	if err := old.ReplicaOf(ctx, to.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("pointing %s at %s: %w", from.Name, to.Name, err))
-	} else {
-		steps = append(steps, Step{Node: from.Name, Action: "Repointed", Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
-	}
-	_ = old.Unpause(ctx)
 	for _, o := range others {
 		if o.Name == from.Name || o.Name == to.Name || !o.Reachable() {
 			continue
@@ -112,6 +94,31 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Ob
 		steps = append(steps, Step{Node: o.Name, Action: "Repointed", Message: fmt.Sprintf("%s replicates from %s", o.Name, to.Name)})
 	}
 	return steps, errors.Join(errs...)
+}
+
+// waitInSync waits until the target replica holds all of the (paused) primary's stream.
+func waitInSync(ctx context.Context, primary, target redis.Node, from, to string, deadline time.Time) error {
+	for {
+		src, err := primary.Replication(ctx)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", from, err)
+		}
+		dst, err := target.Replication(ctx)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", to, err)
+		}
+		if dst.Role == redis.RoleReplica && dst.LinkUp && dst.Offset >= src.Offset {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not catch up with %s (offset %d of %d)", to, from, dst.Offset, src.Offset)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (e Executor) do(addr string, fn func(redis.Node) error) error {

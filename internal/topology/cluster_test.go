@@ -1,0 +1,374 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/redistest"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+// cluster is a Redis cluster of real redis-server processes, run with the operator's redis.conf
+// and managed by the operator's topology code, as the controller manages pods.
+type cluster struct {
+	t        *testing.T
+	servers  []*redistest.Server
+	exec     topology.Executor
+	policy   topology.Policy
+	downtime topology.Downtime
+
+	mu      sync.Mutex
+	primary string
+}
+
+func newCluster(t *testing.T, n int, password string) *cluster {
+	t.Helper()
+	rc := testenv.RedisCluster("test", "sessions", int32(n))
+	conf := resources.RedisConf(rc)
+	if password != "" {
+		conf += resources.AuthConf(password)
+	}
+	c := &cluster{
+		t:      t,
+		exec:   topology.Executor{Dial: redis.NewDialer(redis.Options{Password: password, Timeout: 300 * time.Millisecond})},
+		policy: topology.Policy{FailoverTimeout: 3 * time.Second},
+	}
+	dir := t.TempDir()
+	for i := range n {
+		s, err := redistest.Start(dir, fmt.Sprintf("sessions-%d", i), conf)
+		require.NoError(t, err)
+		c.servers = append(c.servers, s)
+		t.Cleanup(s.Kill)
+	}
+	return c
+}
+
+func (c *cluster) members() []topology.Member {
+	var out []topology.Member
+	for i, s := range c.servers {
+		out = append(out, topology.Member{Name: s.Name, Ordinal: i, Addr: s.Addr()})
+	}
+	return out
+}
+
+func (c *cluster) currentPrimary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.primary
+}
+
+// reconcile runs one round, as one reconcile of the controller does.
+func (c *cluster) reconcile(ctx context.Context) topology.Round {
+	round, err := c.exec.Reconcile(ctx, c.members(), c.currentPrimary(), &c.downtime, c.policy)
+	if err != nil {
+		c.t.Logf("round: %v", err)
+	}
+	if round.Plan.Primary != "" {
+		c.mu.Lock()
+		c.primary = round.Plan.Primary
+		c.mu.Unlock()
+	}
+	return round
+}
+
+// converge reconciles until every node answers and replicates from the primary.
+func (c *cluster) converge(ctx context.Context) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		round := c.reconcile(ctx)
+		if round.Plan.Primary == "" || round.Plan.Promote || len(round.Plan.Repoint) > 0 {
+			return false
+		}
+		for _, o := range round.Observed {
+			if !o.Reachable() || (o.Name != round.Plan.Primary && !o.Info.LinkUp) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond)
+}
+
+// operate runs the control loop every interval until ctx ends, as the periodic reconcile does.
+func (c *cluster) operate(ctx context.Context, interval time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			c.reconcile(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(interval):
+			}
+		}
+	})
+	return &wg
+}
+
+func (c *cluster) server(name string) *redistest.Server {
+	for _, s := range c.servers {
+		if s.Name == name {
+			return s
+		}
+	}
+	c.t.Fatalf("no server %s", name)
+	return nil
+}
+
+func (c *cluster) client(name, password string) *goredis.Client {
+	cl := goredis.NewClient(&goredis.Options{Addr: c.server(name).Addr(), Password: password, MaxRetries: -1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, Protocol: 2, DisableIdentity: true})
+	c.t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func TestBootstrapFormsReplication(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, "")
+
+	c.converge(ctx)
+
+	primary := c.currentPrimary()
+	assert.Equal(t, "sessions-0", primary, "with equal data the first ordinal leads")
+	require.NoError(t, c.client(primary, "").Set(ctx, "greeting", "hello", 0).Err())
+	for _, s := range c.servers {
+		require.EventuallyWithT(t, func(col *assert.CollectT) {
+			v, err := c.client(s.Name, "").Get(ctx, "greeting").Result()
+			assert.NoError(col, err)
+			assert.Equal(col, "hello", v)
+		}, 5*time.Second, 20*time.Millisecond, "on %s", s.Name)
+	}
+	// Replicas refuse writes.
+	err := c.client("sessions-1", "").Set(ctx, "k", "v", 0).Err()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "READONLY")
+}
+
+// writer writes key after key to whichever node is primary (as a client of the primary Service
+// would), and counts a write as acknowledged only when WAIT says a replica has it.
+type writer struct {
+	acked   sync.Map // key -> struct{}
+	nAcked  atomic.Int64
+	nFailed atomic.Int64
+}
+
+func (w *writer) run(ctx context.Context, c *cluster) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		clients := map[string]*goredis.Client{}
+		for i := 0; ctx.Err() == nil; i++ {
+			primary := c.currentPrimary()
+			cl, ok := clients[primary]
+			if !ok {
+				cl = c.client(primary, "")
+				clients[primary] = cl
+			}
+			key := fmt.Sprintf("k%06d", i)
+			pipe := cl.Pipeline()
+			pipe.Set(ctx, key, i, 0)
+			wait := pipe.Do(ctx, "WAIT", 1, 200)
+			if _, err := pipe.Exec(ctx); err != nil {
+				w.nFailed.Add(1)
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			if n, err := wait.Int(); err == nil && n >= 1 {
+				w.acked.Store(key, struct{}{})
+				w.nAcked.Add(1)
+			}
+		}
+	})
+	return &wg
+}
+
+// primaries samples every running node's role until ctx ends and returns the most nodes that
+// were writable primaries at the same moment.
+func primaries(ctx context.Context, c *cluster) func() int {
+	var most atomic.Int64
+	var wg sync.WaitGroup
+	dial := redis.NewDialer(redis.Options{Timeout: 100 * time.Millisecond})
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			n := int64(0)
+			for _, o := range topology.Observe(ctx, dial, c.members()) {
+				if o.Reachable() && o.Info.Role == redis.RolePrimary {
+					n++
+				}
+			}
+			if n > most.Load() {
+				most.Store(n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return func() int { wg.Wait(); return int(most.Load()) }
+}
+
+func TestFailoverLosesNoAcknowledgedWriteAndTheOldPrimaryRejoinsWithoutItsStaleWrites(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(t, 3, "")
+	c.converge(ctx)
+	old := c.currentPrimary()
+	mostPrimaries := primaries(ctx, c)
+	operator := c.operate(ctx, 100*time.Millisecond)
+	w := &writer{}
+	writes := w.run(ctx, c)
+	require.Eventually(t, func() bool { return w.nAcked.Load() > 200 }, 10*time.Second, 10*time.Millisecond)
+
+	// Given writes on the primary that no replica received (the replicas are frozen and cut off),
+	// saved to its disk so that they come back with it
+	for _, s := range c.servers {
+		if s.Name != old {
+			require.NoError(t, signal(s, syscall.SIGSTOP))
+		}
+	}
+	stale := c.client(old, "")
+	require.NoError(t, stale.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+	require.NoError(t, stale.Set(ctx, "stale", "written only on the old primary", 0).Err())
+	require.NoError(t, stale.Save(ctx).Err())
+
+	// When the primary dies
+	c.server(old).Kill()
+	for _, s := range c.servers {
+		if s.Name != old {
+			require.NoError(t, signal(s, syscall.SIGCONT))
+		}
+	}
+
+	// Then a replica is promoted and writes resume on it
+	require.Eventually(t, func() bool { return c.currentPrimary() != old }, 15*time.Second, 10*time.Millisecond)
+	newPrimary := c.currentPrimary()
+	before := w.nAcked.Load()
+	require.Eventually(t, func() bool { return w.nAcked.Load() > before+100 }, 10*time.Second, 10*time.Millisecond, "writes resume")
+
+	// And the old primary, restarted with its stale write on disk, rejoins as a replica and drops it
+	require.NoError(t, c.server(old).Restart())
+	require.EventuallyWithT(t, func(col *assert.CollectT) {
+		info, err := redis.NewDialer(redis.Options{})(c.server(old).Addr()).Replication(ctx)
+		require.NoError(col, err)
+		assert.Equal(col, redis.RoleReplica, info.Role)
+		assert.Equal(col, c.server(newPrimary).Addr(), info.PrimaryAddr())
+		assert.True(col, info.LinkUp)
+	}, 15*time.Second, 50*time.Millisecond)
+	cancel()
+	writes.Wait()
+	operator.Wait()
+
+	readCtx := context.Background()
+	for _, name := range []string{newPrimary, old} {
+		n, err := c.client(name, "").Exists(readCtx, "stale").Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "the old primary's unreplicated write is on %s", name)
+	}
+	lost := 0
+	w.acked.Range(func(k, _ any) bool {
+		if n, err := c.client(newPrimary, "").Exists(readCtx, k.(string)).Result(); err != nil || n == 0 {
+			lost++
+		}
+		return true
+	})
+	t.Logf("acknowledged writes: %d, failed attempts during the failover: %d", w.nAcked.Load(), w.nFailed.Load())
+	assert.Zero(t, lost, "acknowledged writes lost")
+	assert.Equal(t, 1, mostPrimaries(), "writable primaries at the same moment")
+}
+
+func TestPrimaryRestartingEmptyDoesNotEmptyItsReplicas(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 2, "")
+	c.converge(ctx)
+	old := c.currentPrimary()
+	require.NoError(t, c.client(old, "").Set(ctx, "data", "precious", 0).Err())
+	require.NoError(t, c.client(old, "").Do(ctx, "WAIT", 1, 1000).Err())
+
+	// The primary restarts at once with no data (an emptyDir after the pod moved)
+	c.server(old).Kill()
+	require.NoError(t, c.server(old).WipeData())
+	require.NoError(t, c.server(old).Restart())
+	c.converge(ctx)
+
+	assert.NotEqual(t, old, c.currentPrimary(), "the empty node must not lead")
+	for _, s := range c.servers {
+		require.EventuallyWithT(t, func(col *assert.CollectT) {
+			v, err := c.client(s.Name, "").Get(ctx, "data").Result()
+			assert.NoError(col, err)
+			assert.Equal(col, "precious", v)
+		}, 10*time.Second, 50*time.Millisecond, "on %s", s.Name)
+	}
+}
+
+func TestSwitchoverLosesNoAcknowledgedWrite(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(t, 3, "")
+	c.converge(ctx)
+	mostPrimaries := primaries(ctx, c)
+	w := &writer{}
+	writes := w.run(ctx, c)
+	require.Eventually(t, func() bool { return w.nAcked.Load() > 200 }, 10*time.Second, 10*time.Millisecond)
+
+	observed := topology.Observe(ctx, c.exec.Dial, c.members())
+	from, to := observed[0], observed[2]
+	require.Equal(t, c.currentPrimary(), from.Name)
+	steps, err := c.exec.Switchover(ctx, from, to, observed, 5*time.Second)
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.primary = to.Name
+	c.mu.Unlock()
+	var actions []string
+	for _, s := range steps {
+		actions = append(actions, s.Action+" "+s.Node)
+	}
+	assert.Equal(t, []string{"Paused sessions-0", "Repointed sessions-0", "Promoted sessions-2", "Repointed sessions-1"}, actions)
+
+	before := w.nAcked.Load()
+	require.Eventually(t, func() bool { return w.nAcked.Load() > before+100 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	writes.Wait()
+
+	lost := 0
+	w.acked.Range(func(k, _ any) bool {
+		if n, err := c.client(to.Name, "").Exists(context.Background(), k.(string)).Result(); err != nil || n == 0 {
+			lost++
+		}
+		return true
+	})
+	assert.Zero(t, lost, "acknowledged writes lost")
+	assert.Equal(t, 1, mostPrimaries(), "writable primaries at the same moment")
+}
+
+func TestWrongPasswordIsAnAuthErrorThatDoesNotCarryThePassword(t *testing.T) {
+	const password = "s3cret-Pa55 with spaces \"and\" quotes"
+	c := newCluster(t, 1, password)
+	ctx := context.Background()
+
+	_, err := redis.NewDialer(redis.Options{Password: password})(c.servers[0].Addr()).Replication(ctx)
+	require.NoError(t, err, "the right password, written into redis.conf by the operator, works")
+
+	for _, wrong := range []string{"wrong-password", ""} {
+		_, err := redis.NewDialer(redis.Options{Password: wrong})(c.servers[0].Addr()).Replication(ctx)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, redis.ErrAuth), "got %v", err)
+		assert.NotContains(t, err.Error(), password)
+		if wrong != "" {
+			assert.NotContains(t, err.Error(), wrong)
+		}
+	}
+	log := c.servers[0].Dir + "/redis.log"
+	raw, err := readFile(log)
+	require.NoError(t, err)
+	assert.False(t, strings.Contains(raw, password), "redis.log holds the password")
+}
+
