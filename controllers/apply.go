@@ -31,6 +31,8 @@ type child[T client.Object, A runtime.ApplyConfiguration] struct {
 	name    types.NamespacedName
 	live    T
 	extract func(live T, fieldManager string) (A, error)
+	// reader reads the live object; the cached client when nil. Secrets are read uncached.
+	reader client.Reader
 }
 
 // apply applies the desired configuration of a child only when the live object lacks
@@ -39,7 +41,11 @@ type child[T client.Object, A runtime.ApplyConfiguration] struct {
 // write, and a manual edit of a field we own is put back with forced ownership.
 func (ch child[T, A]) apply(ctx context.Context, c client.Client) (applyResult, error) {
 	result := updated
-	err := c.Get(ctx, ch.name, ch.live)
+	var reader client.Reader = c
+	if ch.reader != nil {
+		reader = ch.reader
+	}
+	err := reader.Get(ctx, ch.name, ch.live)
 	switch {
 	case apierrors.IsNotFound(err):
 		result = created

@@ -1,43 +1,87 @@
 // Package controllers holds the RedisCluster reconciler: it applies the children that the
-// builders in internal/resources describe, observes them, and writes the RedisCluster's status.
+// builders in internal/resources describe, manages replication over the Redis protocol
+// (internal/topology), and writes the RedisCluster's status.
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
 )
 
-// RedisClusterReconciler makes a RedisCluster's children match its spec and reports what it sees.
+// DefaultCheckInterval is how often every RedisCluster's Redis nodes are checked when nothing
+// else triggers a reconcile: the failure detector's period.
+const DefaultCheckInterval = time.Second
+
+// RedisClusterReconciler makes a RedisCluster's children match its spec, keeps its Redis nodes
+// one primary and its replicas, and reports what it sees.
 type RedisClusterReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Recorder recorder.EventRecorder
+	// APIReader reads Secrets by name, uncached: the operator never lists or watches Secrets.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  recorder.EventRecorder
+	// Dial opens Redis connections with a password.
+	Dial func(password string) redis.Dialer
+	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
+	CheckInterval time.Duration
+
+	clusters sync.Map // types.NamespacedName -> *clusterState
+}
+
+// clusterState is what the reconciler remembers of one RedisCluster between reconciles.
+type clusterState struct {
+	downtime topology.Downtime
+	mu       sync.Mutex
+	creds    credentials
+}
+
+func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
+	cs, _ := r.clusters.LoadOrStore(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}, &clusterState{})
+	return cs.(*clusterState)
 }
 
 // reconcileState is what one reconcile learns, from the phases to the status.
 type reconcileState struct {
+	creds       credentials
 	statefulSet *appsv1.StatefulSet
+	pods        []corev1.Pod
+	observed    []topology.Observed
+	plan        topology.Plan
 	// changed is true when this reconcile created or changed a child.
 	changed bool
-	// applyErr is the first child that could not be applied.
+	// topologyChanged is true when this reconcile changed a node's role or replaced a pod.
+	topologyChanged bool
+	// applyErr is the first phase that failed.
 	applyErr error
+	// authErr is set when Redis refused the password.
+	authErr error
 }
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters,verbs=get;list;watch
@@ -45,10 +89,14 @@ type reconcileState struct {
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile applies the children of one RedisCluster, then writes its status once.
+// Reconcile applies the children of one RedisCluster, manages its replication, then writes its
+// status once. It runs again after CheckInterval: the health check.
 func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rc := &cachev1.RedisCluster{}
 	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.clusters.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rc.DeletionTimestamp.IsZero() {
@@ -62,9 +110,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		name string
 		run  func(context.Context, *cachev1.RedisCluster, *reconcileState) error
 	}{
+		{"Secrets", r.reconcileSecrets},
 		{"ConfigMap", r.reconcileConfigMap},
 		{"Services", r.reconcileServices},
+		{"PodDisruptionBudget", r.reconcilePodDisruptionBudget},
 		{"StatefulSet", r.reconcileStatefulSet},
+		{"Topology", r.reconcileTopology},
 	}
 	for _, phase := range phases {
 		if err := phase.run(ctx, rc, state); err != nil {
@@ -78,7 +129,21 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.patchStatus(ctx, original, rc); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, state.applyErr
+	if state.applyErr != nil {
+		return ctrl.Result{}, state.applyErr
+	}
+	return ctrl.Result{RequeueAfter: r.requeueAfter(state)}, nil
+}
+
+func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Duration {
+	interval := r.CheckInterval
+	if interval == 0 {
+		interval = DefaultCheckInterval
+	}
+	if state.plan.Wait > 0 && state.plan.Wait < interval {
+		return state.plan.Wait
+	}
+	return interval
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
@@ -96,6 +161,7 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 	for _, desired := range []*corev1ac.ServiceApplyConfiguration{
 		resources.DesiredHeadlessService(rc),
 		resources.DesiredClientService(rc),
+		resources.DesiredReplicasService(rc),
 	} {
 		err := r.applyChild(ctx, rc, state, "Service", child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Service{}, extract: corev1ac.ExtractService,
@@ -107,10 +173,23 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 	return nil
 }
 
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
+
+func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	desired := resources.DesiredPodDisruptionBudget(rc)
+	return r.applyChild(ctx, rc, state, "PodDisruptionBudget", child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
+		desired: desired, name: nameOf(rc, *desired.Name), live: &policyv1.PodDisruptionBudget{}, extract: policyv1ac.ExtractPodDisruptionBudget,
+	})
+}
+
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	desired := resources.DesiredStatefulSet(rc)
+	conf := resources.RedisConf(rc)
+	desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{
+		Replicas:   statefulSetReplicas(rc),
+		ConfigHash: resources.ConfigHash(rc, conf, state.creds.authConf),
+	})
 	live := &appsv1.StatefulSet{}
 	err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
@@ -122,6 +201,20 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		state.statefulSet = live
 	}
 	return nil
+}
+
+// statefulSetReplicas is spec.replicas, except that the primary's pod is kept until a
+// switchover has moved the primary to a pod that stays.
+func statefulSetReplicas(rc *cachev1.RedisCluster) int32 {
+	i := strings.LastIndexByte(rc.Status.Primary, '-')
+	if i < 0 {
+		return rc.Spec.Replicas
+	}
+	ordinal, err := strconv.Atoi(rc.Status.Primary[i+1:])
+	if err != nil || int32(ordinal) < rc.Spec.Replicas {
+		return rc.Spec.Replicas
+	}
+	return int32(ordinal) + 1
 }
 
 // applyChild applies one child when it drifted, and tells the user through an Event what
@@ -154,13 +247,24 @@ func nameOf(rc *cachev1.RedisCluster, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: rc.Namespace, Name: name}
 }
 
-// SetupWithManager watches RedisClusters and the children they own.
+// SetupWithManager watches RedisClusters, the children they own, and their pods.
 func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1.RedisCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		// Pods belong to the StatefulSet; their instance label leads back to the RedisCluster.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisCluster)).
 		Named("rediscluster").
 		Complete(r)
+}
+
+func podToRedisCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[resources.LabelInstance]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }

@@ -18,6 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	policyv1 "k8s.io/api/policy/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -25,6 +29,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/internal/testenv"
 )
 
@@ -52,10 +57,16 @@ func eventuallyStatefulSet(t *testing.T, namespace, name string, check func(*ass
 	return sts
 }
 
-// markStatefulSetReady stands in for the StatefulSet controller, which envtest does not run.
-func markStatefulSetReady(t *testing.T, sts *appsv1.StatefulSet, ready int32) {
+// runLocalNode runs the namespace's pods as local redis-server processes until the test ends:
+// envtest has no StatefulSet controller and no kubelet (see testenv.LocalNode).
+func runLocalNode(t *testing.T, namespace string) *testenv.LocalNode {
 	t.Helper()
-	require.NoError(t, testenv.SetStatefulSetReady(context.Background(), k8sClient, sts, ready))
+	node := &testenv.LocalNode{Client: k8sClient, Namespace: namespace, Dir: t.TempDir()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { node.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return node
 }
 
 // eventuallyReady waits until the RedisCluster reports Ready for its current generation.
@@ -102,11 +113,15 @@ func TestSampleCreatesItsChildren(t *testing.T) {
 	assert.Equal(t, "RedisCluster", owner.Kind)
 	assert.True(t, ptr.Deref(owner.BlockOwnerDeletion, false))
 
-	// and so are the two Services and the ConfigMap
+	// and so are the Services, the ConfigMap, the PodDisruptionBudget and the password Secrets
 	for _, obj := range []client.Object{
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "sessions"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "sessions-replicas"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "sessions-headless"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sessions-config"}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "sessions"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sessions-auth"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sessions-auth-conf"}},
 	} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			require.NoError(c, k8sClient.Get(context.Background(), key(ns, obj.GetName()), obj))
@@ -118,6 +133,12 @@ func TestSampleCreatesItsChildren(t *testing.T) {
 	headless := &corev1.Service{}
 	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-headless"), headless))
 	assert.Equal(t, corev1.ClusterIPNone, headless.Spec.ClusterIP)
+	generated := &corev1.Secret{}
+	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-auth"), generated))
+	assert.Len(t, generated.Data["password"], 32, "a random password is generated")
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-config"), cm))
+	assert.NotContains(t, cm.Data["redis.conf"], string(generated.Data["password"]), "the password is never in the ConfigMap")
 
 	// and the user is told through Events
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -148,13 +169,12 @@ func TestScalingChangesTheStatefulSet(t *testing.T) {
 	})
 }
 
-func TestStatusFollowsTheStatefulSet(t *testing.T) {
+func TestSampleBecomesReadyWithReplication(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	rc := createSample(t, ns)
-	sts := eventuallyStatefulSet(t, ns, "sessions", func(*assert.CollectT, *appsv1.StatefulSet) {})
 
-	// While no pod is ready, the RedisCluster is not Ready
+	// While no pod runs, the RedisCluster is not Ready
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got := &cachev1.RedisCluster{}
 		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
@@ -163,18 +183,63 @@ func TestStatusFollowsTheStatefulSet(t *testing.T) {
 		assert.Equal(c, metav1.ConditionFalse, ready.Status)
 		assert.Equal(c, cachev1.ReasonReplicasNotReady, ready.Reason)
 		assert.Equal(c, got.Generation, ready.ObservedGeneration)
+		assert.True(c, meta.IsStatusConditionFalse(got.Status.Conditions, cachev1.ConditionPersistent), "emptyDir is not persistent")
 	}, waitFor, tick)
 
-	// When the StatefulSet reports its 3 pods ready
-	markStatefulSetReady(t, sts, 3)
+	// When the pods run
+	node := runLocalNode(t, ns)
 
-	// Then readyReplicas and the Ready condition follow
+	// Then it becomes Ready: one primary, two caught-up replicas
 	got := eventuallyReady(t, rc)
 	assert.Equal(t, int32(3), got.Status.ReadyReplicas)
+	assert.Equal(t, "sessions-0", got.Status.Primary)
+	assert.Equal(t, []cachev1.NodeStatus{
+		{Name: "sessions-0", Role: cachev1.RolePrimary, State: cachev1.NodeServing},
+		{Name: "sessions-1", Role: cachev1.RoleReplica, State: cachev1.NodeServing},
+		{Name: "sessions-2", Role: cachev1.RoleReplica, State: cachev1.NodeServing},
+	}, got.Status.Nodes)
 	ready := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady)
 	assert.Equal(t, cachev1.ReasonAllReplicasReady, ready.Reason)
 	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, cachev1.ConditionDegraded))
-	assert.True(t, meta.IsStatusConditionFalse(got.Status.Conditions, cachev1.ConditionProgressing))
+
+	// and the pods carry the role labels the Services select on
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		roles := map[string]string{}
+		pods := &corev1.PodList{}
+		require.NoError(c, k8sClient.List(context.Background(), pods, client.InNamespace(ns)))
+		for _, p := range pods.Items {
+			roles[p.Name] = p.Labels["cache.example.com/role"]
+		}
+		assert.Equal(c, map[string]string{"sessions-0": "primary", "sessions-1": "replica", "sessions-2": "replica"}, roles)
+	}, waitFor, tick)
+
+	// and a key written on the primary is read on a replica, with the generated password
+	password := secretValue(t, ns, "sessions-auth", "password")
+	primary := redisClient(t, node, "sessions-0", password)
+	require.NoError(t, primary.Set(context.Background(), "greeting", "hello", 0).Err())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		v, err := redisClient(t, node, "sessions-2", password).Get(context.Background(), "greeting").Result()
+		assert.NoError(c, err)
+		assert.Equal(c, "hello", v)
+	}, waitFor, tick)
+	// Without the password Redis refuses.
+	assert.Error(t, redisClient(t, node, "sessions-0", "").Ping(context.Background()).Err())
+}
+
+func secretValue(t *testing.T, ns, name, key string) string {
+	t.Helper()
+	s := &corev1.Secret{}
+	require.NoError(t, k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s))
+	return string(s.Data[key])
+}
+
+func redisClient(t *testing.T, node *testenv.LocalNode, pod, password string) *goredis.Client {
+	t.Helper()
+	server := node.Server(pod)
+	require.NotNil(t, server, "pod %s runs no Redis", pod)
+	c := goredis.NewClient(&goredis.Options{Addr: server.Addr(), Password: password, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 func TestConvergedReconcileWritesNothing(t *testing.T) {
@@ -182,14 +247,16 @@ func TestConvergedReconcileWritesNothing(t *testing.T) {
 	ns := newNamespace(t)
 	op := startOperator(t, adminCfg, ns)
 	rc := createSample(t, ns)
-	sts := eventuallyStatefulSet(t, ns, "sessions", func(*assert.CollectT, *appsv1.StatefulSet) {})
-	markStatefulSetReady(t, sts, 3)
+	runLocalNode(t, ns)
 	eventuallyReady(t, rc)
 
 	children := []client.Object{
-		&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Service{}, &corev1.ConfigMap{}, &cachev1.RedisCluster{},
+		&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Service{}, &corev1.Service{}, &corev1.ConfigMap{},
+		&corev1.Secret{}, &corev1.Secret{}, &policyv1.PodDisruptionBudget{}, &cachev1.RedisCluster{},
+		&corev1.Pod{}, &corev1.Pod{}, &corev1.Pod{},
 	}
-	names := []string{"sessions", "sessions", "sessions-headless", "sessions-config", "sessions"}
+	names := []string{"sessions", "sessions", "sessions-replicas", "sessions-headless", "sessions-config",
+		"sessions-auth", "sessions-auth-conf", "sessions", "sessions", "sessions-0", "sessions-1", "sessions-2"}
 	versions := func() []string {
 		var out []string
 		for i, obj := range children {
@@ -207,19 +274,22 @@ func TestConvergedReconcileWritesNothing(t *testing.T) {
 	before := versions()
 	writesBefore := op.requests.Writes()
 
-	// When it is reconciled again, and again
+	// When it is reconciled again and again: by its periodic health check, and directly
 	reconciler := &controllers.RedisClusterReconciler{
-		Client:   op.mgr.GetClient(),
-		Scheme:   op.mgr.GetScheme(),
-		Recorder: op.mgr.GetEventRecorder("idempotency-test"),
+		Client:    op.mgr.GetClient(),
+		APIReader: op.mgr.GetAPIReader(),
+		Scheme:    op.mgr.GetScheme(),
+		Recorder:  op.mgr.GetEventRecorder("idempotency-test"),
+		Dial:      operator.RedisDialer(time.Second),
 	}
+	time.Sleep(3 * controllers.DefaultCheckInterval)
 	for range 5 {
 		_, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)})
 		require.NoError(t, err)
 	}
 
 	// Then nothing was written and no object changed
-	assert.Equal(t, writesBefore, op.requests.Writes(), "write requests by converged reconciles")
+	assert.Equal(t, writesBefore, op.requests.Writes(), "write requests by converged reconciles and health checks")
 	assert.Equal(t, before, versions(), "resourceVersions of the RedisCluster and its children")
 }
 
@@ -332,15 +402,11 @@ func TestOperatorWorksWithOnlyTheGeneratedRole(t *testing.T) {
 	operatorWithRole(t, managerRole(t), ns)
 
 	rc := createSample(t, ns)
+	runLocalNode(t, ns)
 
-	sts := eventuallyStatefulSet(t, ns, "sessions", func(*assert.CollectT, *appsv1.StatefulSet) {})
-	for _, name := range []string{"sessions", "sessions-headless"} {
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			require.NoError(c, k8sClient.Get(context.Background(), key(ns, name), &corev1.Service{}))
-		}, waitFor, tick)
-	}
-	markStatefulSetReady(t, sts, 3)
-	eventuallyReady(t, rc)
+	// Everything, the Secrets and the pod labels included, works with that role alone.
+	got := eventuallyReady(t, rc)
+	assert.Equal(t, "sessions-0", got.Status.Primary)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NotEmpty(c, eventsFor(c, rc), "the operator may record events")
 	}, waitFor, tick)
@@ -375,7 +441,7 @@ func TestMissingPermissionIsExplainedByAWarningEvent(t *testing.T) {
 			}
 		}
 		require.NotEmpty(c, notes)
-		assert.Contains(c, notes[0], `cannot patch resource "configmaps"`)
+		assert.Contains(c, notes[0], `cannot patch resource "secrets"`)
 	}, waitFor, tick)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got := &cachev1.RedisCluster{}

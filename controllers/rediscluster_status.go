@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,15 +22,26 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 	if sts != nil {
 		rc.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
+	if state.observed != nil {
+		rc.Status.Nodes = nodeStatuses(state.observed, rc.Status.Primary)
+	}
+	setPersistent(rc)
+	if meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionFailingOver) == nil {
+		setCondition(rc, cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, "The primary has not changed")
+	}
 
 	if state.applyErr != nil {
+		reason := cachev1.ReasonApplyFailed
+		if errors.Is(state.applyErr, errSecret) {
+			reason = cachev1.ReasonSecretNotFound
+		}
 		msg := state.applyErr.Error()
-		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonApplyFailed, msg)
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonApplyFailed, msg)
+		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		// observedGeneration moves only when the spec was carried out.
 		return
 	}
-	setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
+	rc.Status.ObservedGeneration = rc.Generation
 
 	if state.changed || !rolledOut(sts) {
 		setCondition(rc, cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
@@ -39,15 +51,65 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 			"The StatefulSet runs the current spec")
 	}
 
-	ready := rc.Status.ReadyReplicas
-	if !state.changed && observed(sts) && ready >= rc.Spec.Replicas {
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
-			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))
+	degraded, reason, msg := replicationProblem(rc, state)
+	if degraded {
+		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
 	} else {
+		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
+	}
+
+	ready := rc.Status.ReadyReplicas
+	switch {
+	case state.changed || !observed(sts) || ready < rc.Spec.Replicas:
 		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))
+	case degraded:
+		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	case !replicationServing(rc):
+		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicationNotReady,
+			"Not every replica has caught up with the primary")
+	default:
+		setCondition(rc, cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
+			fmt.Sprintf("%d of %d Redis nodes are ready; %s is the primary", ready, rc.Spec.Replicas, rc.Status.Primary))
 	}
-	rc.Status.ObservedGeneration = rc.Generation
+}
+
+// replicationProblem says whether replication itself is broken, as opposed to still forming.
+func replicationProblem(rc *cachev1.RedisCluster, state *reconcileState) (bool, string, string) {
+	switch {
+	case state.authErr != nil:
+		return true, cachev1.ReasonAuthenticationFailed, state.authErr.Error()
+	case len(state.observed) > 0 && state.plan.Primary == "":
+		return true, cachev1.ReasonNoPrimary, "No Redis node answers; no primary can be chosen"
+	case state.plan.Wait > 0:
+		return true, cachev1.ReasonPrimaryUnreachable, fmt.Sprintf(
+			"Primary %s does not answer; a replica replaces it if it does not answer within %s", rc.Status.Primary, unreachableTimeout(rc))
+	}
+	return false, "", ""
+}
+
+// replicationServing is true when the status shows every node serving: the primary and
+// caught-up replicas.
+func replicationServing(rc *cachev1.RedisCluster) bool {
+	if rc.Status.Primary == "" || len(rc.Status.Nodes) < int(rc.Spec.Replicas) {
+		return false
+	}
+	for _, n := range rc.Status.Nodes {
+		if n.State != cachev1.NodeServing {
+			return false
+		}
+	}
+	return true
+}
+
+func setPersistent(rc *cachev1.RedisCluster) {
+	if rc.Spec.Storage != nil {
+		setCondition(rc, cachev1.ConditionPersistent, metav1.ConditionTrue, cachev1.ReasonPersistentVolumeClaims,
+			"Each Redis node keeps its data on its own PersistentVolumeClaim")
+		return
+	}
+	setCondition(rc, cachev1.ConditionPersistent, metav1.ConditionFalse, cachev1.ReasonEmptyDir,
+		"Data lives in emptyDir volumes and is lost when a pod is deleted or moves; set spec.storage to keep it")
 }
 
 // observed is true when the StatefulSet controller has seen the StatefulSet's current spec,

@@ -8,6 +8,10 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when the operator cannot bring the children to the spec.
 	ConditionDegraded = "Degraded"
+	// ConditionFailingOver is True while the primary moves to another node.
+	ConditionFailingOver = "FailingOver"
+	// ConditionPersistent is True when every node keeps its data on a PersistentVolumeClaim.
+	ConditionPersistent = "Persistent"
 )
 
 // Condition reasons. They are API: users grep for them and alerts match them.
@@ -24,6 +28,29 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonAsExpected (Degraded=False): nothing is wrong.
 	ReasonAsExpected = "AsExpected"
+	// ReasonSecretNotFound (Degraded=True): the password Secret or its key is missing.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonAuthenticationFailed (Degraded=True): Redis refused the password.
+	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonNoPrimary (Degraded=True, Ready=False): no node can be primary yet.
+	ReasonNoPrimary = "NoPrimary"
+	// ReasonPrimaryUnreachable (Degraded=True): the primary does not answer; a replica replaces
+	// it when spec.failover.unreachableTimeout passes.
+	ReasonPrimaryUnreachable = "PrimaryUnreachable"
+	// ReasonReplicationNotReady (Ready=False): a node is not (yet) a caught-up replica.
+	ReasonReplicationNotReady = "ReplicationNotReady"
+	// ReasonFailover (FailingOver=True): the primary is gone and a replica is being promoted.
+	ReasonFailover = "Failover"
+	// ReasonSwitchover (FailingOver=True): the primary role moves on purpose (scale-in, upgrade).
+	ReasonSwitchover = "Switchover"
+	// ReasonFailoverComplete (FailingOver=False): the last change of primary is done.
+	ReasonFailoverComplete = "FailoverComplete"
+	// ReasonStable (FailingOver=False): the primary has not changed.
+	ReasonStable = "Stable"
+	// ReasonPersistentVolumeClaims (Persistent=True): each node's data is on its own volume.
+	ReasonPersistentVolumeClaims = "PersistentVolumeClaims"
+	// ReasonEmptyDir (Persistent=False): data lives in emptyDir and is lost with the pod.
+	ReasonEmptyDir = "EmptyDir"
 )
 
 // Event reasons recorded on a RedisCluster.
@@ -34,4 +61,20 @@ const (
 	EventChildUpdated = "Updated"
 	// EventApplyFailed (Warning): the API server refused a child; the note carries its error.
 	EventApplyFailed = "ApplyFailed"
+	// EventSecretNotFound (Warning): the password Secret or its key is missing.
+	EventSecretNotFound = "SecretNotFound"
+	// EventAuthenticationFailed (Warning): Redis refused the password.
+	EventAuthenticationFailed = "AuthenticationFailed"
+	// EventPromoted (Normal): a node became the primary.
+	EventPromoted = "Promoted"
+	// EventRepointed (Normal): a node now replicates from the primary.
+	EventRepointed = "Repointed"
+	// EventPaused (Normal): writes are held on the primary for a switchover.
+	EventPaused = "Paused"
+	// EventFailedOver (Warning): a replica replaced a primary that was gone.
+	EventFailedOver = "FailedOver"
+	// EventSwitchedOver (Normal): the primary role moved on purpose.
+	EventSwitchedOver = "SwitchedOver"
+	// EventReplacingPod (Normal): a pod is deleted so that it comes back with the current spec.
+	EventReplacingPod = "ReplacingPod"
 )

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -29,6 +31,116 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$`
 	// +optional
 	Image string `json:"image,omitempty"`
+
+	// Config holds redis.conf settings, by directive: {"maxmemory": "256mb"}. The settings the
+	// operator manages (addresses, replication, auth, paths) are refused.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="spec.config keys are redis.conf directives: lowercase letters, digits and '-'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
+	// +optional
+	Config map[string]ConfigValue `json:"config,omitempty"`
+
+	// Resources of the Redis container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Storage keeps each node's data on a PersistentVolumeClaim. Without it data lives in an
+	// emptyDir and is lost when a pod is deleted or moves (the Persistent condition says so).
+	// +optional
+	Storage *StorageSpec `json:"storage,omitempty"`
+
+	// Auth says where the password is. Without it the operator creates a Secret
+	// <name>-auth with a random password.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// Failover tunes when a replica replaces an unanswering primary.
+	// +optional
+	Failover *FailoverSpec `json:"failover,omitempty"`
+
+	// NodeSelector constrains the nodes the pods run on.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Affinity of the pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// Tolerations of the pods.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// TopologySpreadConstraints of the pods. Default: spread across nodes where possible.
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+}
+
+// ConfigValue is the value of one redis.conf directive, on one line.
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:Pattern=`^[^\r\n]*$`
+type ConfigValue string
+
+// PVCRetention is what happens to a node's PersistentVolumeClaim.
+// +kubebuilder:validation:Enum=Retain;Delete
+type PVCRetention string
+
+const (
+	PVCRetain PVCRetention = "Retain"
+	PVCDelete PVCRetention = "Delete"
+)
+
+// StorageSpec is each node's persistent volume.
+type StorageSpec struct {
+	// Size of each node's volume.
+	// +required
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName of the volumes; the cluster's default class when empty.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// WhenDeleted: keep (Retain, default) or delete the volumes when the RedisCluster is deleted.
+	// +kubebuilder:default=Retain
+	// +optional
+	WhenDeleted PVCRetention `json:"whenDeleted,omitempty"`
+
+	// WhenScaled: keep (Retain, default) or delete a node's volume when replicas scales it away.
+	// +kubebuilder:default=Retain
+	// +optional
+	WhenScaled PVCRetention `json:"whenScaled,omitempty"`
+}
+
+// AuthSpec names the password Secret.
+type AuthSpec struct {
+	// SecretRef is the Secret and key holding the password.
+	// +required
+	SecretRef SecretKeyRef `json:"secretRef"`
+}
+
+// SecretKeyRef is a key of a Secret in the RedisCluster's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Key in the Secret.
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// FailoverSpec tunes automatic failover.
+type FailoverSpec struct {
+	// UnreachableTimeout is how long the primary may not answer before a replica replaces it.
+	// A primary whose Redis has exited (its port refuses connections and every replica lost
+	// its link) is replaced at once. Default 5s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +optional
+	UnreachableTimeout *metav1.Duration `json:"unreachableTimeout,omitempty"`
 }
 
 // RedisClusterStatus is what the operator observed.
@@ -41,11 +153,52 @@ type RedisClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Progressing and Degraded.
+	// Primary is the pod that is the primary, the one the <name> Service sends clients to.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+
+	// Nodes are the Redis nodes and what each is doing.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Nodes []NodeStatus `json:"nodes,omitempty"`
+
+	// Conditions: Ready, Progressing, Degraded, FailingOver and Persistent.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeRole is a node's part in replication.
+type NodeRole string
+
+const (
+	RolePrimary NodeRole = "Primary"
+	RoleReplica NodeRole = "Replica"
+	RoleUnknown NodeRole = "Unknown"
+)
+
+// NodeState is whether a node serves.
+type NodeState string
+
+const (
+	// NodeServing: a primary that answers, or a replica whose link to the primary is up.
+	NodeServing NodeState = "Serving"
+	// NodeSyncing: a replica that has not (yet) caught up with the primary.
+	NodeSyncing NodeState = "Syncing"
+	// NodeUnreachable: Redis does not answer.
+	NodeUnreachable NodeState = "Unreachable"
+)
+
+// NodeStatus is one Redis node.
+type NodeStatus struct {
+	// Name of the pod.
+	Name string `json:"name"`
+	// Role: Primary, Replica or Unknown.
+	Role NodeRole `json:"role"`
+	// State: Serving, Syncing or Unreachable.
+	State NodeState `json:"state"`
 }
 
 // RedisCluster is a highly available Redis: one primary and its replicas.

@@ -5,9 +5,11 @@ package operator
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -22,6 +24,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -39,6 +42,10 @@ type Options struct {
 	LeaderElectionNamespace string
 	// MaxConcurrentReconciles is how many RedisClusters are reconciled at once (default 1).
 	MaxConcurrentReconciles int
+	// CheckInterval is the period of each RedisCluster's health check (controllers.DefaultCheckInterval when 0).
+	CheckInterval time.Duration
+	// RedisTimeout bounds each Redis command; a node that does not answer within it is unreachable.
+	RedisTimeout time.Duration
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
 	SkipNameValidation bool
 }
@@ -52,6 +59,13 @@ func ParseWatchNamespaces(value string) []string {
 		}
 	}
 	return namespaces
+}
+
+// RedisDialer connects to Redis nodes with the given per-command timeout.
+func RedisDialer(timeout time.Duration) func(password string) redis.Dialer {
+	return func(password string) redis.Dialer {
+		return redis.NewDialer(redis.Options{Password: password, Timeout: timeout})
+	}
 }
 
 // NewScheme registers the built-in types and cache.example.com/v1.
@@ -70,9 +84,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedByValue})
 	cacheOpts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.StatefulSet{}: {Label: managed},
-			&corev1.Service{}:     {Label: managed},
-			&corev1.ConfigMap{}:   {Label: managed},
+			&appsv1.StatefulSet{}:           {Label: managed},
+			&corev1.Service{}:               {Label: managed},
+			&corev1.ConfigMap{}:             {Label: managed},
+			&corev1.Pod{}:                   {Label: managed},
+			&policyv1.PodDisruptionBudget{}: {Label: managed},
 		},
 	}
 	if len(opts.WatchNamespaces) > 0 {
@@ -82,8 +98,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOpts,
+		Scheme: scheme,
+		Cache:  cacheOpts,
+		// Secrets are read by name, uncached: no informer lists or watches them.
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
@@ -100,9 +118,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	reconciler := &controllers.RedisClusterReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   scheme,
-		Recorder: mgr.GetEventRecorder("rediscluster-controller"),
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Scheme:        scheme,
+		Recorder:      mgr.GetEventRecorder("rediscluster-controller"),
+		Dial:          RedisDialer(opts.RedisTimeout),
+		CheckInterval: opts.CheckInterval,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)

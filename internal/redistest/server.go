@@ -44,7 +44,13 @@ const Port = 6379
 // Start writes conf (the operator's redis.conf, or anything else) plus this host's address
 // settings into a new directory under baseDir and starts redis-server on it.
 func Start(baseDir, name, conf string) (*Server, error) {
-	s := &Server{Name: name, IP: allocateIP(), Dir: filepath.Join(baseDir, name)}
+	return StartIn(filepath.Join(baseDir, name), name, conf)
+}
+
+// StartIn is Start with the data directory named in full: a directory that already holds data
+// (a persistent volume) keeps it.
+func StartIn(dir, name, conf string) (*Server, error) {
+	s := &Server{Name: name, IP: allocateIP(), Dir: dir}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -64,12 +70,14 @@ logfile %[3]s/redis.log
 	return s, s.start()
 }
 
-// withoutHostSettings drops the lines that name the pod's own paths and addresses (dir, bind):
+// withoutHostSettings drops the lines that name the pod's own paths and addresses (dir, bind,
+// include):
 // Redis applies a configuration line by line, and /data does not exist on this host.
 func withoutHostSettings(conf string) string {
 	var kept []string
 	for _, line := range strings.Split(conf, "\n") {
-		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") {
+		// include names the pod's password file; tests append the password settings themselves.
+		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") || strings.HasPrefix(line, "include ") {
 			continue
 		}
 		kept = append(kept, line)
@@ -138,8 +146,21 @@ func (s *Server) WipeData() error {
 	return nil
 }
 
-// Running is true while the process lives.
+// Running is true until Kill: the process was started and not killed on purpose.
 func (s *Server) Running() bool { return s.cmd != nil }
+
+// Alive is true while the process lives; false after it exited or was killed.
+func (s *Server) Alive() bool {
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
 
 // Signal sends sig to the process: SIGSTOP freezes a node as a hung host would, SIGCONT thaws it.
 func (s *Server) Signal(sig syscall.Signal) error {

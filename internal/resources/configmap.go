@@ -3,6 +3,8 @@ package resources
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,28 +17,42 @@ import (
 // ConfigFileName is the key of redis.conf in the ConfigMap, and the file name in the pod.
 const ConfigFileName = "redis.conf"
 
-// RedisConf renders the redis.conf of a RedisCluster's nodes.
+// RedisConf renders the redis.conf of a RedisCluster's nodes: the operator's settings, then the
+// user's spec.config (whose keys never collide with ours: the API refuses those), then the
+// password file and the fence.
 func RedisConf(rc *cachev1.RedisCluster) string {
 	lines := []string{
 		"port " + strconv.Itoa(RedisPort),
 		"bind * -::*",
 		"protected-mode no",
-		"dir /data",
+		"dir " + dataDir,
 		// Replicas start a full sync at once instead of waiting for others to join one.
 		"repl-diskless-sync yes",
 		"repl-diskless-sync-delay 0",
+	}
+	if rc.Spec.Storage != nil {
+		lines = append(lines, "appendonly yes", "appendfsync everysec")
+	}
+	for _, key := range slices.Sorted(maps.Keys(rc.Spec.Config)) {
+		lines = append(lines, key+" "+string(rc.Spec.Config[key]))
+	}
+	lines = append(lines,
+		// requirepass and masterauth, from a Secret: never in the ConfigMap, never in argv.
+		"include "+authDir+"/"+AuthConfKey,
 		// Every node starts fenced: a read-only replica of an address where nothing listens,
 		// until the operator points it at the primary or promotes it. A restarted node can
 		// never take writes, nor feed its replicas an empty dataset.
 		"replica-read-only yes",
-		"replicaof " + strings.Replace(topology.FenceAddr, ":", " ", 1),
-	}
+		"replicaof "+strings.Replace(topology.FenceAddr, ":", " ", 1),
+	)
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// ConfigHash is a short, stable digest of redis.conf; on the pod template it rolls the pods when the file changes.
-func ConfigHash(conf string) string {
-	sum := sha256.Sum256([]byte(conf))
+// ConfigHash is a short digest of everything a node reads at start: redis.conf and the password
+// file, salted with the RedisCluster's UID. On the pod template it rolls the pods when either
+// changes; the salt keeps the digest from confirming a guessed password.
+func ConfigHash(rc *cachev1.RedisCluster, conf, authConf string) string {
+	sum := sha256.Sum256([]byte(string(rc.UID) + "\x00" + conf + "\x00" + authConf))
 	return hex.EncodeToString(sum[:8])
 }
 

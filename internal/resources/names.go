@@ -13,6 +13,12 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelComponent = "app.kubernetes.io/component"
 
+	// LabelRole on a pod says what the operator made it: primary or replica. The Services
+	// select on it; a pod that is neither serving primary nor caught-up replica has none.
+	LabelRole   = "cache.example.com/role"
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+
 	// ManagedByValue marks objects this operator manages; the manager's cache only holds those.
 	ManagedByValue = "redis-operator"
 	nameValue      = "redis"
@@ -32,6 +38,9 @@ func HeadlessServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-h
 
 // ClientServiceName names the Service clients connect to.
 func ClientServiceName(rc *cachev1.RedisCluster) string { return rc.Name }
+
+// ReplicasServiceName names the Service for reads from replicas.
+func ReplicasServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-replicas" }
 
 // ConfigMapName names the ConfigMap that holds redis.conf.
 func ConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-config" }

@@ -1,13 +1,17 @@
 package resources_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -41,7 +45,7 @@ func TestDesiredStatefulSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sts := resources.DesiredStatefulSet(tt.rc)
+			sts := resources.DesiredStatefulSet(tt.rc, resources.StatefulSetOptions{Replicas: tt.rc.Spec.Replicas, ConfigHash: "h"})
 
 			assert.Equal(t, "sessions", *sts.Name)
 			assert.Equal(t, "team-a", *sts.Namespace)
@@ -72,7 +76,7 @@ func TestDesiredStatefulSet(t *testing.T) {
 
 // The restricted Pod Security Standard: what a namespace with enforce=restricted admits.
 func TestStatefulSetMeetsRestrictedPodSecurity(t *testing.T) {
-	pod := resources.DesiredStatefulSet(redisCluster(nil)).Spec.Template.Spec
+	pod := resources.DesiredStatefulSet(redisCluster(nil), resources.StatefulSetOptions{Replicas: 3}).Spec.Template.Spec
 
 	assert.True(t, *pod.SecurityContext.RunAsNonRoot)
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, *pod.SecurityContext.SeccompProfile.Type)
@@ -89,15 +93,101 @@ func TestStatefulSetMeetsRestrictedPodSecurity(t *testing.T) {
 	}
 }
 
-func TestConfigHashFollowsRedisConf(t *testing.T) {
-	rc := redisCluster(nil)
-	sts := resources.DesiredStatefulSet(rc)
-	cm := resources.DesiredConfigMap(rc)
+func TestRedisConf(t *testing.T) {
+	tests := []struct {
+		name        string
+		rc          *cachev1.RedisCluster
+		contains    []string
+		notContains []string
+	}{
+		{"defaults", redisCluster(nil),
+			[]string{"port 6379\n", "replicaof 127.0.0.1 1\n", "replica-read-only yes\n", "include /etc/redis-auth/auth.conf\n", "repl-diskless-sync-delay 0\n"},
+			[]string{"appendonly yes", "requirepass"}},
+		{"storage turns on the append-only file", redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+		}), []string{"appendonly yes\n"}, nil},
+		{"user settings, sorted", redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory-policy": "allkeys-lru", "maxmemory": "256mb"}
+		}), []string{"maxmemory 256mb\nmaxmemory-policy allkeys-lru\n"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := resources.RedisConf(tt.rc)
+			for _, want := range tt.contains {
+				assert.Contains(t, conf, want)
+			}
+			for _, unwanted := range tt.notContains {
+				assert.NotContains(t, conf, unwanted)
+			}
+			// The fence is the last word on replication: nothing after it can undo it.
+			assert.True(t, strings.HasSuffix(conf, "replicaof 127.0.0.1 1\n"))
+		})
+	}
+}
 
-	conf := cm.Data[resources.ConfigFileName]
-	assert.Contains(t, conf, "port 6379\n")
-	assert.Equal(t, resources.ConfigHash(conf), sts.Spec.Template.Annotations[resources.ConfigHashAnnotation])
-	assert.NotEqual(t, resources.ConfigHash(conf), resources.ConfigHash(conf+"maxmemory 1mb\n"))
+func TestConfigHash(t *testing.T) {
+	rc := redisCluster(nil)
+	conf := resources.RedisConf(rc)
+	h := resources.ConfigHash(rc, conf, resources.AuthConf("pw"))
+
+	assert.Equal(t, h, resources.ConfigHash(rc, conf, resources.AuthConf("pw")), "stable")
+	assert.NotEqual(t, h, resources.ConfigHash(rc, conf+"maxmemory 1mb\n", resources.AuthConf("pw")), "follows redis.conf")
+	assert.NotEqual(t, h, resources.ConfigHash(rc, conf, resources.AuthConf("other")), "follows the password")
+	other := redisCluster(func(rc *cachev1.RedisCluster) { rc.UID = "uid-2" })
+	assert.NotEqual(t, h, resources.ConfigHash(other, conf, resources.AuthConf("pw")), "salted per RedisCluster")
+}
+
+func TestAuthConfEscapesEveryByte(t *testing.T) {
+	conf := resources.AuthConf("a\"b \n\\c")
+
+	assert.Equal(t, "requirepass \"\\x61\\x22\\x62\\x20\\x0a\\x5c\\x63\"\nmasterauth \"\\x61\\x22\\x62\\x20\\x0a\\x5c\\x63\"\n", conf)
+	assert.Equal(t, 2, strings.Count(conf, "\n"), "a password cannot add a line")
+}
+
+func TestRandomPassword(t *testing.T) {
+	a, b := resources.RandomPassword(), resources.RandomPassword()
+	assert.Len(t, a, 32)
+	assert.NotEqual(t, a, b)
+	assert.Regexp(t, "^[a-zA-Z0-9]{32}$", a)
+}
+
+func TestStatefulSetStorageAndScheduling(t *testing.T) {
+	class := "fast"
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("5Gi"), StorageClassName: &class, WhenScaled: cachev1.PVCDelete}
+		rc.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		rc.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+		rc.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+	})
+	sts := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 4, ConfigHash: "abc"})
+
+	assert.Equal(t, int32(4), *sts.Spec.Replicas, "the controller may keep a pod for a switchover")
+	assert.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, *sts.Spec.UpdateStrategy.Type, "the operator replaces pods, replicas first")
+	assert.Equal(t, "abc", sts.Spec.Template.Annotations[resources.ConfigHashAnnotation])
+	require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
+	claim := sts.Spec.VolumeClaimTemplates[0]
+	assert.Equal(t, "data", *claim.Name)
+	assert.Equal(t, "fast", *claim.Spec.StorageClassName)
+	assert.Equal(t, resource.MustParse("5Gi"), (*claim.Spec.Resources.Requests)[corev1.ResourceStorage])
+	assert.Equal(t, appsv1.RetainPersistentVolumeClaimRetentionPolicyType, *sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted)
+	assert.Equal(t, appsv1.DeletePersistentVolumeClaimRetentionPolicyType, *sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenScaled)
+	pod := sts.Spec.Template.Spec
+	for _, v := range pod.Volumes {
+		assert.NotEqual(t, "data", *v.Name, "no emptyDir beside the claim")
+	}
+	assert.Equal(t, resource.MustParse("1Gi"), (*pod.Containers[0].Resources.Limits)[corev1.ResourceMemory])
+	assert.Equal(t, map[string]string{"disk": "ssd"}, pod.NodeSelector)
+	require.Len(t, pod.Tolerations, 1)
+	assert.Equal(t, "dedicated", *pod.Tolerations[0].Key)
+	require.Len(t, pod.TopologySpreadConstraints, 1, "spread across nodes by default")
+	assert.Equal(t, corev1.LabelHostname, *pod.TopologySpreadConstraints[0].TopologyKey)
+}
+
+func TestPodDisruptionBudget(t *testing.T) {
+	pdb := resources.DesiredPodDisruptionBudget(redisCluster(nil))
+
+	assert.Equal(t, intstr.FromInt32(1), *pdb.Spec.MaxUnavailable)
+	assert.Equal(t, resources.SelectorLabels(redisCluster(nil)), pdb.Spec.Selector.MatchLabels)
 }
 
 func TestDesiredServices(t *testing.T) {
@@ -108,10 +198,12 @@ func TestDesiredServices(t *testing.T) {
 		wantName      string
 		wantClusterIP *string
 		wantNotReady  bool
+		wantRole      string
 	}{
-		{"headless", resources.DesiredHeadlessService(rc), "sessions-headless", ptr.To(corev1.ClusterIPNone), true},
-		// The API server allocates the client Service's ClusterIP.
-		{"client", resources.DesiredClientService(rc), "sessions", nil, false},
+		{"headless", resources.DesiredHeadlessService(rc), "sessions-headless", ptr.To(corev1.ClusterIPNone), true, ""},
+		// The API server allocates the other Services' ClusterIPs.
+		{"client", resources.DesiredClientService(rc), "sessions", nil, false, "primary"},
+		{"replicas", resources.DesiredReplicasService(rc), "sessions-replicas", nil, false, "replica"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +211,10 @@ func TestDesiredServices(t *testing.T) {
 			assert.Equal(t, tt.wantName, *svc.Name)
 			assert.Equal(t, tt.wantClusterIP, svc.Spec.ClusterIP)
 			assert.Equal(t, tt.wantNotReady, ptr.Deref(svc.Spec.PublishNotReadyAddresses, false))
-			assert.Equal(t, resources.SelectorLabels(rc), svc.Spec.Selector)
+			for k, v := range resources.SelectorLabels(rc) {
+				assert.Equal(t, v, svc.Spec.Selector[k])
+			}
+			assert.Equal(t, tt.wantRole, svc.Spec.Selector[resources.LabelRole])
 			require.Len(t, svc.Spec.Ports, 1)
 			assert.Equal(t, int32(6379), *svc.Spec.Ports[0].Port)
 			require.Len(t, svc.OwnerReferences, 1)

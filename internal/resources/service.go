@@ -4,6 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 )
@@ -30,13 +32,36 @@ func DesiredHeadlessService(rc *cachev1.RedisCluster) *corev1ac.ServiceApplyConf
 			WithPorts(redisServicePort()))
 }
 
-// DesiredClientService is the address applications connect to.
+// DesiredClientService is the address applications write to: it selects the one pod labelled
+// primary.
 func DesiredClientService(rc *cachev1.RedisCluster) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(ClientServiceName(rc), rc.Namespace).
-		WithLabels(labelsWithComponent(rc, "client")).
+	return roleService(rc, ClientServiceName(rc), "client", RolePrimary)
+}
+
+// DesiredReplicasService is the address for reads that may lag: it selects the replicas whose
+// link to the primary is up.
+func DesiredReplicasService(rc *cachev1.RedisCluster) *corev1ac.ServiceApplyConfiguration {
+	return roleService(rc, ReplicasServiceName(rc), "replicas", RoleReplica)
+}
+
+func roleService(rc *cachev1.RedisCluster, name, component, role string) *corev1ac.ServiceApplyConfiguration {
+	selector := SelectorLabels(rc)
+	selector[LabelRole] = role
+	return corev1ac.Service(name, rc.Namespace).
+		WithLabels(labelsWithComponent(rc, component)).
 		WithOwnerReferences(ownerReference(rc)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(SelectorLabels(rc)).
+			WithSelector(selector).
 			WithPorts(redisServicePort()))
+}
+
+// DesiredPodDisruptionBudget lets a voluntary disruption (a node drain) take one Redis node at a time.
+func DesiredPodDisruptionBudget(rc *cachev1.RedisCluster) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+	return policyv1ac.PodDisruptionBudget(rc.Name, rc.Namespace).
+		WithLabels(Labels(rc)).
+		WithOwnerReferences(ownerReference(rc)).
+		WithSpec(policyv1ac.PodDisruptionBudgetSpec().
+			WithMaxUnavailable(intstr.FromInt32(1)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(rc))))
 }

@@ -16,34 +16,67 @@ const (
 	redisUID = 999
 
 	configVolume = "config"
+	authVolume   = "auth"
 	dataVolume   = "data"
 	configDir    = "/etc/redis"
 	dataDir      = "/data"
 )
 
+// StatefulSetOptions are what the controller decides beyond the spec.
+type StatefulSetOptions struct {
+	// Replicas is spec.replicas, or more while the primary must first move off a pod that a
+	// scale-in would remove.
+	Replicas int32
+	// ConfigHash is ConfigHash of what the nodes read at start.
+	ConfigHash string
+}
+
 // DesiredStatefulSet runs the Redis nodes of a RedisCluster: one pod per replica, each with a
-// stable name, under the restricted Pod Security Standard.
-func DesiredStatefulSet(rc *cachev1.RedisCluster) *appsv1ac.StatefulSetApplyConfiguration {
-	podLabels := Labels(rc)
+// stable name, under the restricted Pod Security Standard. Pods are replaced by the operator
+// (OnDelete), replicas first and the primary after a switchover, never by the StatefulSet
+// controller's own order.
+func DesiredStatefulSet(rc *cachev1.RedisCluster, opts StatefulSetOptions) *appsv1ac.StatefulSetApplyConfiguration {
+	spec := appsv1ac.StatefulSetSpec().
+		WithReplicas(opts.Replicas).
+		WithServiceName(HeadlessServiceName(rc)).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(rc))).
+		// Pods start together: a replica does not wait for the one before it to be ready.
+		WithPodManagementPolicy(appsv1.ParallelPodManagement).
+		WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().WithType(appsv1.OnDeleteStatefulSetStrategyType)).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(Labels(rc)).
+			WithAnnotations(map[string]string{ConfigHashAnnotation: opts.ConfigHash}).
+			WithSpec(podSpec(rc)))
+	if st := rc.Spec.Storage; st != nil {
+		claim := corev1ac.PersistentVolumeClaimSpec().
+			WithAccessModes(corev1.ReadWriteOnce).
+			WithResources(corev1ac.VolumeResourceRequirements().
+				WithRequests(corev1.ResourceList{corev1.ResourceStorage: st.Size}))
+		if st.StorageClassName != nil {
+			claim.WithStorageClassName(*st.StorageClassName)
+		}
+		spec.WithVolumeClaimTemplates(corev1ac.PersistentVolumeClaim(dataVolume, "").
+			WithLabels(Labels(rc)).
+			WithSpec(claim)).
+			WithPersistentVolumeClaimRetentionPolicy(appsv1ac.StatefulSetPersistentVolumeClaimRetentionPolicy().
+				WithWhenDeleted(retention(st.WhenDeleted)).
+				WithWhenScaled(retention(st.WhenScaled)))
+	}
 	return appsv1ac.StatefulSet(StatefulSetName(rc), rc.Namespace).
 		WithLabels(Labels(rc)).
 		WithOwnerReferences(ownerReference(rc)).
-		WithSpec(appsv1ac.StatefulSetSpec().
-			WithReplicas(rc.Spec.Replicas).
-			WithServiceName(HeadlessServiceName(rc)).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(rc))).
-			// Pods start together: a replica does not wait for the one before it to be ready.
-			WithPodManagementPolicy(appsv1.ParallelPodManagement).
-			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().
-				WithType(appsv1.RollingUpdateStatefulSetStrategyType)).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(podLabels).
-				WithAnnotations(map[string]string{ConfigHashAnnotation: ConfigHash(RedisConf(rc))}).
-				WithSpec(podSpec(rc))))
+		WithSpec(spec)
+}
+
+func retention(r cachev1.PVCRetention) appsv1.PersistentVolumeClaimRetentionPolicyType {
+	if r == cachev1.PVCDelete {
+		return appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	}
+	return appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 }
 
 func podSpec(rc *cachev1.RedisCluster) *corev1ac.PodSpecApplyConfiguration {
-	return corev1ac.PodSpec().
+	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
 		WithTerminationGracePeriodSeconds(30).
@@ -57,9 +90,35 @@ func podSpec(rc *cachev1.RedisCluster) *corev1ac.PodSpecApplyConfiguration {
 		WithVolumes(
 			corev1ac.Volume().WithName(configVolume).
 				WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(rc))),
-			corev1ac.Volume().WithName(dataVolume).
-				WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			corev1ac.Volume().WithName(authVolume).
+				WithSecret(corev1ac.SecretVolumeSource().WithSecretName(AuthConfSecretName(rc)).WithDefaultMode(0o440)),
 		)
+	if rc.Spec.Storage == nil {
+		pod.WithVolumes(corev1ac.Volume().WithName(dataVolume).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
+	if len(rc.Spec.NodeSelector) > 0 {
+		pod.WithNodeSelector(rc.Spec.NodeSelector)
+	}
+	if rc.Spec.Affinity != nil {
+		pod.WithAffinity(affinity(rc.Spec.Affinity))
+	}
+	for i := range rc.Spec.Tolerations {
+		pod.WithTolerations(toleration(rc.Spec.Tolerations[i]))
+	}
+	if len(rc.Spec.TopologySpreadConstraints) > 0 {
+		for i := range rc.Spec.TopologySpreadConstraints {
+			pod.WithTopologySpreadConstraints(spreadConstraint(rc.Spec.TopologySpreadConstraints[i]))
+		}
+	} else {
+		// Spread the nodes across machines where the scheduler can, so that one machine's loss
+		// takes at most one node.
+		pod.WithTopologySpreadConstraints(corev1ac.TopologySpreadConstraint().
+			WithMaxSkew(1).
+			WithTopologyKey(corev1.LabelHostname).
+			WithWhenUnsatisfiable(corev1.ScheduleAnyway).
+			WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(rc))))
+	}
+	return pod
 }
 
 func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfiguration {
@@ -79,6 +138,7 @@ func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfigurat
 			WithInitialDelaySeconds(10).
 			WithPeriodSeconds(10).
 			WithFailureThreshold(3)).
+		WithResources(resourceRequirements(rc.Spec.Resources)).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
@@ -86,6 +146,7 @@ func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfigurat
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithVolumeMounts(
 			corev1ac.VolumeMount().WithName(configVolume).WithMountPath(configDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(authVolume).WithMountPath(authDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(dataVolume).WithMountPath(dataDir),
 		)
 }

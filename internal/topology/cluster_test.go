@@ -371,4 +371,3 @@ func TestWrongPasswordIsAnAuthErrorThatDoesNotCarryThePassword(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, strings.Contains(raw, password), "redis.log holds the password")
 }
-

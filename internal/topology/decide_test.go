@@ -83,15 +83,15 @@ func TestDecide(t *testing.T) {
 			wantPrimary: "r-1", wantRepoint: []string{"r-0"},
 		},
 		{
-			name:        "primary unanswering but not for long: wait",
-			observed:    []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", false, 50)},
-			current:     "r-0", downFor: time.Second,
+			name:     "primary unanswering but not for long: wait",
+			observed: []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", false, 50)},
+			current:  "r-0", downFor: time.Second,
 			wantPrimary: "r-0", wantWait: true,
 		},
 		{
-			name:        "primary unanswering past the timeout: the replica with the most data takes over",
-			observed:    []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", true, 40), replicaNode("r-2", 2, "r-0", true, 50)},
-			current:     "r-0", downFor: 6 * time.Second,
+			name:     "primary unanswering past the timeout: the replica with the most data takes over",
+			observed: []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", true, 40), replicaNode("r-2", 2, "r-0", true, 50)},
+			current:  "r-0", downFor: 6 * time.Second,
 			wantPrimary: "r-2", wantPromote: true, wantRepoint: []string{"r-1"},
 		},
 		{
@@ -126,9 +126,9 @@ func TestDecide(t *testing.T) {
 			wantPrimary: "r-1", wantRepoint: []string{"r-2"},
 		},
 		{
-			name:        "no replica answers: keep the primary",
-			observed:    []Observed{downNode("r-0", 0, timeout), downNode("r-1", 1, timeout)},
-			current:     "r-0", downFor: time.Minute,
+			name:     "no replica answers: keep the primary",
+			observed: []Observed{downNode("r-0", 0, timeout), downNode("r-1", 1, timeout)},
+			current:  "r-0", downFor: time.Minute,
 			wantPrimary: "r-0",
 		},
 	}

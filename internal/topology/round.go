@@ -15,8 +15,8 @@ type Downtime struct {
 	since   time.Time
 }
 
-// observe records whether primary answered now, and says for how long it has not.
-func (d *Downtime) observe(primary string, answered bool, now time.Time) time.Duration {
+// Observe records whether primary answered now, and says for how long it has not.
+func (d *Downtime) Observe(primary string, answered bool, now time.Time) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if answered || primary != d.primary {
@@ -48,7 +48,7 @@ func (e Executor) Reconcile(ctx context.Context, members []Member, current strin
 			answered = true
 		}
 	}
-	downFor := downtime.observe(current, answered, time.Now())
+	downFor := downtime.Observe(current, answered, time.Now())
 	r.Plan = Decide(r.Observed, current, downFor, policy)
 	if r.Plan.Primary == "" || (!r.Plan.Promote && len(r.Plan.Repoint) == 0) {
 		return r, nil

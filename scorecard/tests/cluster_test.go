@@ -16,7 +16,8 @@ import (
 )
 
 // The cluster tests run against a real kube-apiserver with the operator running. envtest has no
-// StatefulSet controller and no pods, so a stand-in marks StatefulSets ready; the rest is real.
+// StatefulSet controller and no kubelet: testenv.LocalNode runs the pods as real redis-server
+// processes.
 func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
 	env, cfg, err := testenv.Start()
 	require.NoError(t, err)
@@ -42,7 +43,10 @@ func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	go testenv.StandInStatefulSetController(ctx, c, ns)
+	node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: t.TempDir()}
+	nodeDone := make(chan struct{})
+	go func() { node.Run(ctx); close(nodeDone) }()
+	t.Cleanup(func() { cancel(); <-nodeDone })
 
 	for _, name := range []string{tests.SampleBecomesReady, tests.StatusDescriptorsMatchStatus} {
 		t.Run(name, func(t *testing.T) {

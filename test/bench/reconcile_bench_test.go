@@ -71,7 +71,9 @@ func plainClientApply(b *testing.B, ctx context.Context, c client.Client) time.D
 		rc.UID = types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))
 		for _, obj := range []runtime.ApplyConfiguration{
 			resources.DesiredConfigMap(rc), resources.DesiredHeadlessService(rc),
-			resources.DesiredClientService(rc), resources.DesiredStatefulSet(rc),
+			resources.DesiredClientService(rc), resources.DesiredReplicasService(rc),
+			resources.DesiredPodDisruptionBudget(rc), resources.DesiredAuthConfSecret(rc, resources.RandomPassword()),
+			resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 3}),
 		} {
 			if err := c.Apply(ctx, obj, client.FieldOwner("baseline"), client.ForceOwnership); err != nil {
 				return err

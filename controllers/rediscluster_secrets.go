@@ -1,0 +1,95 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/resources"
+)
+
+// secretResync is how often the password is read again from its Secret, to follow a rotation.
+// Between reads the reconciler keeps it in memory, so the periodic health check costs no API
+// request for it.
+const secretResync = time.Minute
+
+// credentials are what the nodes read at start, as last synced from the Secrets.
+type credentials struct {
+	password   string
+	authConf   string
+	generation int64
+	syncedAt   time.Time
+}
+
+// errSecret is a password Secret the user must fix: missing, or without the key.
+var errSecret = errors.New("password Secret")
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
+
+// reconcileSecrets reads the password (creating a random one when spec.auth is not set) and
+// applies the Secret holding the password file the nodes include. Secrets are read by name with
+// an uncached reader: the operator never lists or watches Secrets.
+func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	cs := r.clusterState(rc)
+	cs.mu.Lock()
+	creds := cs.creds
+	cs.mu.Unlock()
+	if creds.password != "" && creds.generation == rc.Generation && time.Since(creds.syncedAt) < secretResync {
+		state.creds = creds
+		return nil
+	}
+
+	password, err := r.readPassword(ctx, rc)
+	if errors.Is(err, errSecret) {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventSecretNotFound, "ReadPassword", "%s", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	desired := resources.DesiredAuthConfSecret(rc, password)
+	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
+		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Secret{}, extract: corev1ac.ExtractSecret,
+		reader: r.APIReader,
+	})
+	if err != nil {
+		return err
+	}
+	creds = credentials{password: password, authConf: resources.AuthConf(password), generation: rc.Generation, syncedAt: time.Now()}
+	cs.mu.Lock()
+	cs.creds = creds
+	cs.mu.Unlock()
+	state.creds = creds
+	return nil
+}
+
+func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.RedisCluster) (string, error) {
+	name, key := resources.PasswordSource(rc)
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	if apierrors.IsNotFound(err) && rc.Spec.Auth == nil {
+		generated := resources.GeneratedPasswordSecret(rc, resources.RandomPassword())
+		if err := r.Create(ctx, generated); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating password Secret %s: %w", name, err)
+		}
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildCreated, "Apply",
+			"Created Secret %s with a random password", name)
+		err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	}
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%w %s not found in namespace %s", errSecret, name, rc.Namespace)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading password Secret %s: %w", name, err)
+	}
+	password, ok := secret.Data[key]
+	if !ok || len(password) == 0 {
+		return "", fmt.Errorf("%w %s has no key %q", errSecret, name, key)
+	}
+	return string(password), nil
+}

@@ -1,0 +1,294 @@
+package testenv
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/internal/redistest"
+)
+
+// LocalNode plays, for envtest (which runs no controllers and no kubelet), the parts of the
+// StatefulSet controller and the kubelet that a RedisCluster needs: it creates each
+// StatefulSet's pods, runs each pod's Redis as a real redis-server process on its own loopback
+// address (reported as the pod IP) with the pod's ConfigMap and Secret, restarts a process that
+// exits, reports readiness from a TCP probe, and writes the StatefulSet's status. Everything
+// the operator talks to is real: the API server, and Redis over its protocol.
+type LocalNode struct {
+	Client    client.Client
+	Namespace string
+	// Dir holds each pod's data directory.
+	Dir string
+	// NoRestart leaves a process that exited down, as a node that is gone would.
+	NoRestart bool
+
+	mu    sync.Mutex
+	procs map[string]*podProcess // pod name -> process
+}
+
+type podProcess struct {
+	sts    string
+	uid    types.UID
+	server *redistest.Server
+}
+
+// Run works until ctx ends, then stops every process it started.
+func (n *LocalNode) Run(ctx context.Context) {
+	n.mu.Lock()
+	n.procs = map[string]*podProcess{}
+	n.mu.Unlock()
+	defer n.stopAll()
+	for {
+		if err := n.sync(ctx); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) {
+			fmt.Fprintln(os.Stderr, "local node:", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Server is the redis-server process of a pod, for tests that kill or inspect it.
+func (n *LocalNode) Server(pod string) *redistest.Server {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.procs[pod]; ok {
+		return p.server
+	}
+	return nil
+}
+
+func (n *LocalNode) stopAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.procs {
+		p.server.Kill()
+	}
+}
+
+func (n *LocalNode) sync(ctx context.Context) error {
+	list := &appsv1.StatefulSetList{}
+	if err := n.Client.List(ctx, list, client.InNamespace(n.Namespace)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if err := n.syncStatefulSet(ctx, &list.Items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet) error {
+	revision := templateRevision(sts)
+	replicas := int(ptr.Deref(sts.Spec.Replicas, 1))
+	pods := &corev1.PodList{}
+	if err := n.Client.List(ctx, pods, client.InNamespace(sts.Namespace), client.MatchingLabels(sts.Spec.Selector.MatchLabels)); err != nil {
+		return err
+	}
+	existing := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		existing[pods.Items[i].Name] = &pods.Items[i]
+	}
+	// Processes of pods that were deleted end with them.
+	n.mu.Lock()
+	for name, p := range n.procs {
+		if pod, ok := existing[name]; p.sts == sts.Name && (!ok || pod.UID != p.uid) {
+			p.server.Kill()
+			delete(n.procs, name)
+		}
+	}
+	n.mu.Unlock()
+
+	status := appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, UpdateRevision: revision, CurrentRevision: revision}
+	for ordinal := 0; ordinal < replicas; ordinal++ {
+		name := fmt.Sprintf("%s-%d", sts.Name, ordinal)
+		pod, ok := existing[name]
+		if !ok {
+			var err error
+			if pod, err = n.createPod(ctx, sts, name, revision); err != nil {
+				return err
+			}
+		}
+		ready, err := n.runPod(ctx, sts, pod)
+		if err != nil {
+			return err
+		}
+		status.Replicas++
+		if ready {
+			status.ReadyReplicas++
+			status.AvailableReplicas++
+		}
+		if pod.Labels[appsv1.ControllerRevisionHashLabelKey] == revision {
+			status.UpdatedReplicas++
+		} else {
+			status.CurrentRevision = pod.Labels[appsv1.ControllerRevisionHashLabelKey]
+		}
+	}
+	status.CurrentReplicas = status.Replicas
+	for name, pod := range existing {
+		if ordinalOf(name) >= replicas {
+			if err := n.Client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	}
+	if !jsonEqual(sts.Status, status) {
+		sts.Status = status
+		return n.Client.Status().Update(ctx, sts)
+	}
+	return nil
+}
+
+func (n *LocalNode) createPod(ctx context.Context, sts *appsv1.StatefulSet, name, revision string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: sts.Namespace,
+			Labels:      map[string]string{},
+			Annotations: sts.Spec.Template.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: sts.Spec.Template.Spec,
+	}
+	for k, v := range sts.Spec.Template.Labels {
+		pod.Labels[k] = v
+	}
+	pod.Labels[appsv1.ControllerRevisionHashLabelKey] = revision
+	pod.Labels[appsv1.StatefulSetPodNameLabel] = name
+	if err := n.Client.Create(ctx, pod); err != nil {
+		return nil, fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	return pod, nil
+}
+
+// runPod keeps the pod's process running and its status true; it returns whether it is ready.
+func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *corev1.Pod) (bool, error) {
+	n.mu.Lock()
+	p, ok := n.procs[pod.Name]
+	n.mu.Unlock()
+	if !ok {
+		conf, err := n.podConfig(ctx, pod)
+		if err != nil {
+			return false, err
+		}
+		dir := filepath.Join(n.Dir, pod.Name)
+		if len(sts.Spec.VolumeClaimTemplates) == 0 {
+			// An emptyDir is new with every pod.
+			dir = filepath.Join(n.Dir, string(pod.UID))
+		}
+		server, err := redistest.StartIn(dir, pod.Name, conf)
+		if err != nil {
+			return false, err
+		}
+		p = &podProcess{sts: sts.Name, uid: pod.UID, server: server}
+		n.mu.Lock()
+		n.procs[pod.Name] = p
+		n.mu.Unlock()
+	}
+	if !p.server.Alive() && !n.NoRestart {
+		_ = p.server.Restart()
+	}
+	ready := probe(p.server.Addr())
+	want := corev1.PodStatus{
+		Phase:  corev1.PodRunning,
+		PodIP:  p.server.IP,
+		PodIPs: []corev1.PodIP{{IP: p.server.IP}},
+		Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: boolStatus(ready),
+		}},
+	}
+	if pod.Status.PodIP != want.PodIP || len(pod.Status.Conditions) != 1 || pod.Status.Conditions[0].Status != want.Conditions[0].Status {
+		pod.Status = want
+		if err := n.Client.Status().Update(ctx, pod); err != nil {
+			return false, err
+		}
+	}
+	return ready, nil
+}
+
+// podConfig is the pod's redis.conf from its ConfigMap volume, with the password file from its
+// Secret volume written in where the conf includes it.
+func (n *LocalNode) podConfig(ctx context.Context, pod *corev1.Pod) (string, error) {
+	var conf, auth string
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.ConfigMap != nil:
+			cm := &corev1.ConfigMap{}
+			if err := n.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
+				return "", fmt.Errorf("pod %s: ConfigMap %s: %w", pod.Name, v.ConfigMap.Name, err)
+			}
+			conf = cm.Data["redis.conf"]
+		case v.Secret != nil:
+			s := &corev1.Secret{}
+			if err := n.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
+				return "", fmt.Errorf("pod %s: Secret %s: %w", pod.Name, v.Secret.SecretName, err)
+			}
+			for _, data := range s.Data {
+				auth += string(data)
+			}
+		}
+	}
+	return conf + auth, nil
+}
+
+func templateRevision(sts *appsv1.StatefulSet) string {
+	raw, _ := json.Marshal(sts.Spec.Template)
+	sum := sha256.Sum256(raw)
+	return sts.Name + "-" + hex.EncodeToString(sum[:5])
+}
+
+func ordinalOf(name string) int {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '-' {
+			n, err := strconv.Atoi(name[i+1:])
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+func probe(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+func boolStatus(b bool) corev1.ConditionStatus {
+	if b {
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
+
+func jsonEqual(a, b any) bool {
+	ra, _ := json.Marshal(a)
+	rb, _ := json.Marshal(b)
+	return string(ra) == string(rb)
+}
