@@ -51,6 +51,8 @@ type RedisClusterReconciler struct {
 	Dial func(password string) redis.Dialer
 	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
 	CheckInterval time.Duration
+	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
+	SecretResync time.Duration
 
 	clusters sync.Map // types.NamespacedName -> *clusterState
 }

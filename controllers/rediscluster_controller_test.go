@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -331,6 +332,22 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"image with spaces", func(rc *cachev1.RedisCluster) { rc.Spec.Image = "redis:7.2 --evil" }, "spec.image"},
 		{"name too long for its Services", func(rc *cachev1.RedisCluster) { rc.Name = strings.Repeat("a", 53) }, "metadata.name"},
 		{"name starting with a digit", func(rc *cachev1.RedisCluster) { rc.Name = "1sessions" }, "metadata.name"},
+		{"a setting the operator manages", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory": "1gb", "replicaof": "10.1.1.1 6379"}
+		}, "spec.config.replicaof is managed by the operator"},
+		{"a setting that is not a directive", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"Max Memory": "1gb"}
+		}, "spec.config"},
+		{"a value that adds a line", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory": "1gb\nrequirepass x"}
+		}, "spec.config.maxmemory"},
+		{"storage without a size", func(rc *cachev1.RedisCluster) { rc.Spec.Storage = &cachev1.StorageSpec{} }, "spec.storage.size"},
+		{"unknown retention", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi"), WhenDeleted: "Archive"}
+		}, "spec.storage.whenDeleted"},
+		{"password Secret without a name", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Key: "pw"}}
+		}, "spec.auth.secretRef.name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,10 +14,9 @@ import (
 	"github.com/org/redis-operator/internal/resources"
 )
 
-// secretResync is how often the password is read again from its Secret, to follow a rotation.
-// Between reads the reconciler keeps it in memory, so the periodic health check costs no API
-// request for it.
-const secretResync = time.Minute
+// DefaultSecretResync is how often the password is read again from its Secret. Between reads
+// the reconciler keeps it in memory, so the periodic health check costs no API request for it.
+const DefaultSecretResync = time.Minute
 
 // credentials are what the nodes read at start, as last synced from the Secrets.
 type credentials struct {
@@ -40,7 +39,11 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	cs.mu.Lock()
 	creds := cs.creds
 	cs.mu.Unlock()
-	if creds.password != "" && creds.generation == rc.Generation && time.Since(creds.syncedAt) < secretResync {
+	resync := r.SecretResync
+	if resync == 0 {
+		resync = DefaultSecretResync
+	}
+	if creds.password != "" && creds.generation == rc.Generation && time.Since(creds.syncedAt) < resync {
 		state.creds = creds
 		return nil
 	}

@@ -1,10 +1,12 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +24,29 @@ import (
 // The control plane every test in this package shares: a real kube-apiserver and etcd.
 // It runs no controllers of its own (no StatefulSet controller, no garbage collector), so
 // tests write a StatefulSet's status where the StatefulSet controller would.
+// lockedBuffer collects log output written from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 var (
-	env       *envtest.Environment
-	adminCfg  *rest.Config
-	k8sClient client.Client
+	operatorLogs lockedBuffer
+	env          *envtest.Environment
+	adminCfg     *rest.Config
+	k8sClient    client.Client
 )
 
 const (
@@ -34,10 +55,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// The operator's logs go to stderr when TEST_LOGS is set; otherwise they would drown the test output.
-	logs := io.Discard
+	// The operator's logs are kept, so that tests can check what they hold, and go to stderr
+	// too when TEST_LOGS is set; otherwise they would drown the test output.
+	var logs io.Writer = &operatorLogs
 	if os.Getenv("TEST_LOGS") != "" {
-		logs = os.Stderr
+		logs = io.MultiWriter(&operatorLogs, os.Stderr)
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logs)))
 	var err error
@@ -66,15 +88,19 @@ type runningOperator struct {
 
 // startOperator runs the operator as the given identity, watching only namespace, until the
 // test ends. Every request it sends is counted.
-func startOperator(t *testing.T, cfg *rest.Config, namespace string) *runningOperator {
+func startOperator(t *testing.T, cfg *rest.Config, namespace string, tune ...func(*operator.Options)) *runningOperator {
 	t.Helper()
 	requests := &testenv.RequestCounter{}
-	mgr, err := operator.NewManager(requests.Wrap(cfg), operator.Options{
+	opts := operator.Options{
 		WatchNamespaces:    []string{namespace},
 		MetricsAddr:        "0",
 		ProbeAddr:          "0",
 		SkipNameValidation: true,
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	mgr, err := operator.NewManager(requests.Wrap(cfg), opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

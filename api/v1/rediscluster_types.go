@@ -90,6 +90,7 @@ const (
 )
 
 // StorageSpec is each node's persistent volume.
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).isGreaterThan(quantity('0'))",message="spec.storage.size must be larger than 0",fieldPath=".size"
 type StorageSpec struct {
 	// Size of each node's volume.
 	// +required

@@ -44,6 +44,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// CheckInterval is the period of each RedisCluster's health check (controllers.DefaultCheckInterval when 0).
 	CheckInterval time.Duration
+	// SecretResync is how often the password Secret is read again (controllers.DefaultSecretResync when 0).
+	SecretResync time.Duration
 	// RedisTimeout bounds each Redis command; a node that does not answer within it is unreachable.
 	RedisTimeout time.Duration
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
@@ -124,6 +126,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Recorder:      mgr.GetEventRecorder("rediscluster-controller"),
 		Dial:          RedisDialer(opts.RedisTimeout),
 		CheckInterval: opts.CheckInterval,
+		SecretResync:  opts.SecretResync,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)

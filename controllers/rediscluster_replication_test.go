@@ -1,0 +1,246 @@
+package controllers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/internal/testenv"
+)
+
+// readyCluster creates the sample with its pods running and waits until it is Ready.
+func readyCluster(t *testing.T) (string, *cachev1.RedisCluster, *testenv.LocalNode) {
+	t.Helper()
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	rc := createSample(t, ns)
+	node := runLocalNode(t, ns)
+	return ns, eventuallyReady(t, rc), node
+}
+
+func getRC(c require.TestingT, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
+	got := &cachev1.RedisCluster{}
+	require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
+	return got
+}
+
+// podsByRole is what the Services see: the pods labelled primary and replica.
+func podsByRole(c require.TestingT, ns string) map[string][]string {
+	pods := &corev1.PodList{}
+	require.NoError(c, k8sClient.List(context.Background(), pods, client.InNamespace(ns)))
+	out := map[string][]string{}
+	for _, p := range pods.Items {
+		if role := p.Labels["cache.example.com/role"]; role != "" {
+			out[role] = append(out[role], p.Name)
+		}
+	}
+	return out
+}
+
+func eventReasons(c require.TestingT, rc *cachev1.RedisCluster) []string {
+	var out []string
+	for _, e := range eventsFor(c, rc) {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
+	ns, rc, node := readyCluster(t)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	require.NoError(t, redisClient(t, node, "sessions-0", password).Set(context.Background(), "k", "before", 0).Err())
+	require.NoError(t, redisClient(t, node, "sessions-0", password).Do(context.Background(), "WAIT", 2, 2000).Err())
+
+	// When the primary's Redis dies (the kubelet restarts it, empty and fenced)
+	node.Server("sessions-0").Kill()
+
+	// Then a replica with the data is primary, and the primary label moved to it alone
+	var primary string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getRC(c, rc)
+		primary = got.Status.Primary
+		assert.NotEqual(c, "sessions-0", primary)
+		assert.Equal(c, []string{primary}, podsByRole(c, ns)["primary"])
+	}, waitFor, tick)
+	v, err := redisClient(t, node, primary, password).Get(context.Background(), "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "before", v)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, eventReasons(c, rc), cachev1.EventFailedOver)
+		got := getRC(c, rc)
+		failing := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionFailingOver)
+		require.NotNil(c, failing)
+		assert.Equal(c, cachev1.ReasonFailoverComplete, failing.Reason)
+	}, waitFor, tick)
+
+	// And the old primary rejoins as a replica: Ready again with three serving nodes
+	got := eventuallyReady(t, rc)
+	assert.Len(t, got.Status.Nodes, 3)
+	assert.ElementsMatch(t, []string{"sessions-0", otherReplica(primary)}, podsByRole(t, ns)["replica"])
+}
+
+func otherReplica(primary string) string {
+	if primary == "sessions-1" {
+		return "sessions-2"
+	}
+	return "sessions-1"
+}
+
+func TestScaleInMovesThePrimaryOffTheRemovedPodFirst(t *testing.T) {
+	ns, rc, node := readyCluster(t)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	// Given a primary on a higher ordinal, after a failover (with data written, the restarted,
+	// empty sessions-0 cannot lead again)
+	require.NoError(t, redisClient(t, node, "sessions-0", password).Set(context.Background(), "k", "kept", 0).Err())
+	require.NoError(t, redisClient(t, node, "sessions-0", password).Do(context.Background(), "WAIT", 2, 2000).Err())
+	node.Server("sessions-0").Kill()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotEqual(c, "sessions-0", getRC(c, rc).Status.Primary)
+	}, waitFor, tick)
+	rc = eventuallyReady(t, rc)
+
+	// When the cluster scales in to one node
+	patch := client.MergeFrom(rc.DeepCopy())
+	rc.Spec.Replicas = 1
+	require.NoError(t, k8sClient.Patch(context.Background(), rc, patch))
+
+	// Then the primary switches over to sessions-0 before its pod goes, and no data is lost
+	got := eventuallyReady(t, rc)
+	assert.Equal(t, "sessions-0", got.Status.Primary)
+	eventuallyStatefulSet(t, ns, "sessions", func(c *assert.CollectT, sts *appsv1.StatefulSet) {
+		assert.Equal(c, int32(1), ptr.Deref(sts.Spec.Replicas, 0))
+	})
+	v, err := redisClient(t, node, "sessions-0", password).Get(context.Background(), "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "kept", v)
+	assert.Contains(t, eventReasons(t, rc), cachev1.EventSwitchedOver)
+}
+
+func TestVersionUpgradeReplacesReplicasFirstThenSwitchesOver(t *testing.T) {
+	ns, rc, node := readyCluster(t)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	require.NoError(t, redisClient(t, node, "sessions-0", password).Set(context.Background(), "k", "kept", 0).Err())
+	require.NoError(t, redisClient(t, node, "sessions-0", password).Do(context.Background(), "WAIT", 2, 2000).Err())
+
+	// When the version changes (the local node runs this machine's redis-server for any image)
+	patch := client.MergeFrom(rc.DeepCopy())
+	rc.Spec.Version = "7.0"
+	require.NoError(t, k8sClient.Patch(context.Background(), rc, patch))
+
+	// Then every pod is replaced, replicas first, the primary after a switchover
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		sts := &appsv1.StatefulSet{}
+		require.NoError(c, k8sClient.Get(context.Background(), key(ns, "sessions"), sts))
+		assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
+		assert.Equal(c, sts.Generation, sts.Status.ObservedGeneration)
+		pods := &corev1.PodList{}
+		require.NoError(c, k8sClient.List(context.Background(), pods, client.InNamespace(ns)))
+		require.Len(c, pods.Items, 3)
+		for _, p := range pods.Items {
+			assert.Equal(c, sts.Status.UpdateRevision, p.Labels[appsv1.ControllerRevisionHashLabelKey], "pod %s", p.Name)
+		}
+		assert.True(c, meta.IsStatusConditionFalse(getRC(c, rc).Status.Conditions, cachev1.ConditionProgressing))
+	}, 60*time.Second, tick)
+	got := eventuallyReady(t, rc)
+
+	var order []string
+	for _, e := range eventsFor(t, rc) {
+		if e.Reason == cachev1.EventReplacingPod || e.Reason == cachev1.EventSwitchedOver {
+			order = append(order, e.Reason+" "+strings.Fields(e.Note)[0]+" "+strings.Fields(e.Note)[1])
+		}
+	}
+	require.Len(t, order, 4, "events: %v", order)
+	assert.Equal(t, []string{"ReplacingPod Replacing pod", "ReplacingPod Replacing pod", "SwitchedOver Switching the"}, order[:3])
+	assert.NotEqual(t, "sessions-0", got.Status.Primary, "the old primary was replaced last, after the switchover")
+	v, err := redisClient(t, node, got.Status.Primary, password).Get(context.Background(), "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "kept", v)
+}
+
+func TestPasswordFromTheUsersSecret(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"pw": []byte("user's own password")}}
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+	rc := testenv.RedisCluster(ns, "sessions", 2)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis", Key: "pw"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	node := runLocalNode(t, ns)
+
+	eventuallyReady(t, rc)
+
+	assert.NoError(t, redisClient(t, node, "sessions-0", "user's own password").Ping(context.Background()).Err())
+	err := k8sClient.Get(context.Background(), key(ns, "sessions-auth"), &corev1.Secret{})
+	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "no password is generated when the user gives one")
+}
+
+func TestMissingPasswordSecretIsExplained(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	rc := testenv.RedisCluster(ns, "sessions", 3)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "absent"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getRC(c, rc)
+		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+		require.NotNil(c, degraded)
+		assert.Equal(c, cachev1.ReasonSecretNotFound, degraded.Reason)
+		assert.Contains(c, degraded.Message, `absent`)
+		assert.Contains(c, eventReasons(c, rc), cachev1.EventSecretNotFound)
+	}, waitFor, tick)
+	// Nothing runs without its password.
+	err := k8sClient.Get(context.Background(), key(ns, "sessions"), &appsv1.StatefulSet{})
+	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "no StatefulSet without a password")
+}
+
+func TestWrongPasswordIsExplainedAndNeverShown(t *testing.T) {
+	const first, second = "first-password-1f8d", "second-password-93ac"
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+	rc := testenv.RedisCluster(ns, "sessions", 2)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	runLocalNode(t, ns)
+	eventuallyReady(t, rc)
+
+	// When the Secret changes under running nodes that still hold the first password
+	secret.Data["password"] = []byte(second)
+	require.NoError(t, k8sClient.Update(context.Background(), secret))
+
+	// Then the status and an Event say Redis refuses the password, and name the Secret
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getRC(c, rc)
+		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+		require.NotNil(c, degraded)
+		assert.Equal(c, cachev1.ReasonAuthenticationFailed, degraded.Reason)
+		assert.Contains(c, degraded.Message, "my-redis")
+		assert.Contains(c, eventReasons(c, rc), cachev1.EventAuthenticationFailed)
+	}, waitFor, tick)
+
+	// and neither password is in a log line, an Event or the status
+	got := getRC(t, rc)
+	for _, pw := range []string{first, second} {
+		assert.NotContains(t, operatorLogs.String(), pw)
+		for _, e := range eventsFor(t, rc) {
+			assert.NotContains(t, e.Note, pw)
+		}
+		for _, c := range got.Status.Conditions {
+			assert.NotContains(t, c.Message, pw)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/redistest"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+const failoverRounds = 12
+
+// BenchmarkFailover kills the primary of three real redis-server processes, run with the
+// operator's redis.conf and managed by the operator's topology code at the operator's default
+// check interval, and times until a client writing to the recorded primary (as the primary
+// Service would send it) gets a write accepted again. It reports p50 and p95 over the rounds.
+func BenchmarkFailover(b *testing.B) {
+	for range b.N {
+		times := failoverTimes(b)
+		slices.Sort(times)
+		p50, p95 := percentile(times, 50), percentile(times, 95)
+		b.ReportMetric(p50.Seconds(), "p50-s")
+		b.ReportMetric(p95.Seconds(), "p95-s")
+		fmt.Printf("\nfailover, %d rounds, check every %s: p50 %.3fs, p95 %.3fs, min %.3fs, max %.3fs\n",
+			len(times), controllers.DefaultCheckInterval, p50.Seconds(), p95.Seconds(), times[0].Seconds(), times[len(times)-1].Seconds())
+	}
+}
+
+func failoverTimes(b *testing.B) []time.Duration {
+	ctx := context.Background()
+	conf := resources.RedisConf(testenv.RedisCluster("bench", "sessions", 3))
+	dir := b.TempDir()
+	var servers []*redistest.Server
+	var members []topology.Member
+	for i := range 3 {
+		s, err := redistest.Start(dir, fmt.Sprintf("sessions-%d", i), conf)
+		require.NoError(b, err)
+		defer s.Kill()
+		servers = append(servers, s)
+		members = append(members, topology.Member{Name: s.Name, Ordinal: i, Addr: s.Addr()})
+	}
+	exec := topology.Executor{Dial: redis.NewDialer(redis.Options{Timeout: 500 * time.Millisecond})}
+	policy := topology.Policy{FailoverTimeout: controllers.DefaultUnreachableTimeout}
+	var downtime topology.Downtime
+	var recorded atomic.Value // the primary the operator recorded, as status.primary holds it
+	recorded.Store("")
+	primaryNow := func() string { return recorded.Load().(string) }
+	reconcile := func() topology.Round {
+		round, _ := exec.Reconcile(ctx, members, primaryNow(), &downtime, policy)
+		if round.Plan.Primary != "" {
+			recorded.Store(round.Plan.Primary)
+		}
+		return round
+	}
+	converge := func() {
+		require.Eventually(b, func() bool {
+			r := reconcile()
+			if r.Plan.Primary == "" || r.Plan.Promote || len(r.Plan.Repoint) > 0 {
+				return false
+			}
+			for _, o := range r.Observed {
+				if !o.Reachable() || (o.Name != r.Plan.Primary && !o.Info.LinkUp) {
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, 50*time.Millisecond)
+	}
+	serverOf := func(name string) *redistest.Server {
+		for _, s := range servers {
+			if s.Name == name {
+				return s
+			}
+		}
+		return nil
+	}
+
+	var times []time.Duration
+	for round := range failoverRounds {
+		converge()
+		old := primaryNow()
+		cl := goredis.NewClient(&goredis.Options{Addr: serverOf(old).Addr(), MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+		require.NoError(b, cl.Set(ctx, "round", round, 0).Err())
+		require.NoError(b, cl.Do(ctx, "WAIT", 2, 1000).Err())
+		cl.Close()
+
+		// The operator's loop runs on its own clock; the kill lands anywhere in its period.
+		stop := make(chan struct{})
+		loopDone := make(chan struct{})
+		go func() {
+			defer close(loopDone)
+			ticker := time.NewTicker(controllers.DefaultCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-ticker.C:
+					reconcile()
+				}
+			}
+		}()
+		time.Sleep(time.Duration(round) * controllers.DefaultCheckInterval / failoverRounds)
+		killed := time.Now()
+		serverOf(old).Kill()
+		for {
+			if current := primaryNow(); current != old {
+				c := goredis.NewClient(&goredis.Options{Addr: serverOf(current).Addr(), MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+					DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond})
+				err := c.Set(ctx, "after", round, 0).Err()
+				c.Close()
+				if err == nil {
+					break
+				}
+			}
+			if time.Since(killed) > 30*time.Second {
+				b.Fatalf("round %d: no primary accepted writes 30s after the kill", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		times = append(times, time.Since(killed))
+		close(stop)
+		<-loopDone
+		require.NoError(b, serverOf(old).Restart())
+	}
+	return times
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return sorted[i]
+}
