@@ -54,7 +54,8 @@ func StartIn(dir, name, conf string) (*Server, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	s.conf = withoutHostSettings(conf) + fmt.Sprintf(`
+	s.conf = withoutHostSettings(conf)
+	s.conf += fmt.Sprintf(`
 # This host: one loopback address per node.
 bind %[1]s
 bind-source-addr %[1]s
@@ -71,18 +72,27 @@ logfile %[3]s/redis.log
 }
 
 // withoutHostSettings drops the lines that name the pod's own paths and addresses (dir, bind,
-// include):
+// and an include of a file that does not exist here, which the caller provides otherwise):
 // Redis applies a configuration line by line, and /data does not exist on this host.
 func withoutHostSettings(conf string) string {
 	var kept []string
 	for _, line := range strings.Split(conf, "\n") {
 		// include names the pod's password file; tests append the password settings themselves.
-		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") || strings.HasPrefix(line, "include ") {
+		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") || missingInclude(line) {
 			continue
 		}
 		kept = append(kept, line)
 	}
 	return strings.Join(kept, "\n")
+}
+
+func missingInclude(line string) bool {
+	path, ok := strings.CutPrefix(line, "include ")
+	if !ok {
+		return false
+	}
+	_, err := os.Stat(strings.TrimSpace(path))
+	return err != nil
 }
 
 // Addr is host:port.

@@ -1,0 +1,447 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/internal/redistest"
+)
+
+// NodeName is the one node of a local cluster.
+const NodeName = "local-node"
+
+// Agent is the node agent: it registers a Node and runs the pods bound to it. Each container
+// that runs redis-server becomes a local redis-server process on the pod's own loopback address
+// (reported as the pod IP); ConfigMap and Secret volumes are written to files, emptyDir and
+// PersistentVolumeClaim volumes are directories, and paths in the container's redis.conf are
+// mapped to them. It runs the readiness probe, restarts an exited container (restartPolicy
+// Always), stops the processes of deleted pods, and provisions a local volume for each claim.
+type Agent struct {
+	Client client.Client
+	Dir    string
+
+	mu   sync.Mutex
+	pods map[types.UID]*runningPod
+}
+
+type runningPod struct {
+	namespace, name string
+	server          *redistest.Server
+	restarts        int32
+	started         metav1.Time
+	emptyDirs       []string
+}
+
+// Server returns the redis-server process of a pod, for tests that kill it.
+func (a *Agent) Server(namespace, name string) *redistest.Server {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pods {
+		if p.namespace == namespace && p.name == name {
+			return p.server
+		}
+	}
+	return nil
+}
+
+// Run registers the Node and keeps its pods running until ctx ends; then it stops every process.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	a.pods = map[types.UID]*runningPod{}
+	a.mu.Unlock()
+	defer a.stopAll()
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	lastBeat := time.Now()
+	for ctx.Err() == nil {
+		if time.Since(lastBeat) > 10*time.Second {
+			if err := a.heartbeat(ctx); err == nil {
+				lastBeat = time.Now()
+			}
+		}
+		_ = a.provisionVolumes(ctx)
+		_ = a.syncPods(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (a *Agent) register(ctx context.Context) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Labels: map[string]string{
+		corev1.LabelHostname: NodeName, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+	}}}
+	if err := a.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("registering node: %w", err)
+	}
+	return a.heartbeat(ctx)
+}
+
+func (a *Agent) heartbeat(ctx context.Context) error {
+	node := &corev1.Node{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: NodeName}, node); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("24Gi"),
+		corev1.ResourcePods: resource.MustParse("250"),
+	}
+	node.Status.Capacity, node.Status.Allocatable = capacity, capacity
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: NodeName}}
+	node.Status.Conditions = []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "LocalAgentReady", LastHeartbeatTime: now, LastTransitionTime: now},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "LocalAgent", LastHeartbeatTime: now, LastTransitionTime: now},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "LocalAgent", LastHeartbeatTime: now, LastTransitionTime: now},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "LocalAgent", LastHeartbeatTime: now, LastTransitionTime: now},
+	}
+	if err := a.Client.Status().Update(ctx, node); err != nil {
+		return err
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: NodeName, Namespace: corev1.NamespaceNodeLease}}
+	err := a.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
+	lease.Spec.HolderIdentity = ptr.To(NodeName)
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](40)
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: now.Time}
+	if apierrors.IsNotFound(err) {
+		return a.Client.Create(ctx, lease)
+	}
+	if err != nil {
+		return err
+	}
+	return a.Client.Update(ctx, lease)
+}
+
+// provisionVolumes gives every pending claim a local volume, which the controller manager's
+// volume binder then binds.
+func (a *Agent) provisionVolumes(ctx context.Context) error {
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := a.Client.List(ctx, claims); err != nil {
+		return err
+	}
+	for _, pvc := range claims.Items {
+		if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
+			continue
+		}
+		dir := filepath.Join(a.Dir, "volumes", string(pvc.UID))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "local-" + string(pvc.UID)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
+				AccessModes:                   pvc.Spec.AccessModes,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              ptr.Deref(pvc.Spec.StorageClassName, ""),
+				ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+			},
+		}
+		if err := a.Client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Agent) syncPods(ctx context.Context) error {
+	pods := &corev1.PodList{}
+	if err := a.Client.List(ctx, pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", NodeName)}); err != nil {
+		return err
+	}
+	seen := map[types.UID]bool{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		seen[pod.UID] = true
+		if pod.DeletionTimestamp != nil {
+			a.stopPod(pod.UID)
+			_ = a.Client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
+			continue
+		}
+		if err := a.syncPod(ctx, pod); err != nil {
+			a.reportFailure(ctx, pod, err)
+		}
+	}
+	a.mu.Lock()
+	var gone []types.UID
+	for uid := range a.pods {
+		if !seen[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	a.mu.Unlock()
+	for _, uid := range gone {
+		a.stopPod(uid)
+	}
+	return nil
+}
+
+func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
+	a.mu.Lock()
+	p, ok := a.pods[pod.UID]
+	a.mu.Unlock()
+	if !ok {
+		var err error
+		if p, err = a.startPod(ctx, pod); err != nil {
+			return err
+		}
+	} else if !p.server.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		if err := p.server.Restart(); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		p.restarts++
+		p.started = metav1.Now()
+		a.mu.Unlock()
+	}
+	ready := p.server.Alive() && probe(p.server.Addr())
+	return a.writeStatus(ctx, pod, p, ready)
+}
+
+// startPod maps the pod's volumes to directories and starts its redis-server container.
+func (a *Agent) startPod(ctx context.Context, pod *corev1.Pod) (*runningPod, error) {
+	if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) < 2 || pod.Spec.Containers[0].Command[0] != "redis-server" {
+		return nil, fmt.Errorf("the local node runs only pods of one redis-server container")
+	}
+	container := pod.Spec.Containers[0]
+	podDir := filepath.Join(a.Dir, "pods", string(pod.UID))
+	volumeDirs := map[string]string{}
+	var emptyDirs []string
+	for _, v := range pod.Spec.Volumes {
+		dir := filepath.Join(podDir, "volumes", v.Name)
+		switch {
+		case v.ConfigMap != nil:
+			cm := &corev1.ConfigMap{}
+			if err := a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			if err := writeFiles(dir, cm.Data, nil); err != nil {
+				return nil, err
+			}
+		case v.Secret != nil:
+			s := &corev1.Secret{}
+			if err := a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			if err := writeFiles(dir, nil, s.Data); err != nil {
+				return nil, err
+			}
+		case v.EmptyDir != nil:
+			emptyDirs = append(emptyDirs, dir)
+		case v.PersistentVolumeClaim != nil:
+			pvDir, err := a.claimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+			if err != nil {
+				return nil, err
+			}
+			dir = pvDir
+		default:
+			return nil, fmt.Errorf("volume %s: the local node supports configMap, secret, emptyDir and persistentVolumeClaim volumes", v.Name)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		volumeDirs[v.Name] = dir
+	}
+	// Container paths -> host paths, longest mount path first.
+	var mounts [][2]string
+	for _, m := range container.VolumeMounts {
+		mounts = append(mounts, [2]string{m.MountPath, volumeDirs[m.Name]})
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i][0]) > len(mounts[j][0]) })
+	hostPath := func(p string) string {
+		for _, m := range mounts {
+			if p == m[0] || strings.HasPrefix(p, m[0]+"/") {
+				return m[1] + strings.TrimPrefix(p, m[0])
+			}
+		}
+		return p
+	}
+	raw, err := os.ReadFile(hostPath(container.Command[1]))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", container.Command[1], err)
+	}
+	var conf []string
+	dataDir := filepath.Join(podDir, "data")
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 2 && (fields[0] == "include" || fields[0] == "dir") {
+			line = fields[0] + " " + hostPath(fields[1])
+			if fields[0] == "dir" {
+				dataDir = hostPath(fields[1])
+			}
+		}
+		conf = append(conf, line)
+	}
+	server, err := redistest.StartIn(dataDir, pod.Name, strings.Join(conf, "\n"))
+	if err != nil {
+		return nil, err
+	}
+	p := &runningPod{namespace: pod.Namespace, name: pod.Name, server: server, started: metav1.Now(), emptyDirs: emptyDirs}
+	a.mu.Lock()
+	a.pods[pod.UID] = p
+	a.mu.Unlock()
+	return p, nil
+}
+
+func (a *Agent) claimDir(ctx context.Context, namespace, claim string) (string, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
+		return "", err
+	}
+	if pvc.Spec.VolumeName == "" {
+		return "", fmt.Errorf("claim %s is not bound yet", claim)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		return "", err
+	}
+	if pv.Spec.HostPath == nil {
+		return "", fmt.Errorf("volume %s is not local", pv.Name)
+	}
+	return pv.Spec.HostPath.Path, nil
+}
+
+func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod, ready bool) error {
+	a.mu.Lock()
+	restarts, started := p.restarts, p.started
+	a.mu.Unlock()
+	c := pod.Spec.Containers[0]
+	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
+		status := corev1.ConditionFalse
+		if ok {
+			status = corev1.ConditionTrue
+		}
+		return corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()}
+	}
+	var state corev1.ContainerState
+	if p.server.Alive() {
+		state.Running = &corev1.ContainerStateRunning{StartedAt: started}
+	} else {
+		state.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}
+	}
+	want := corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    "127.0.0.1",
+		HostIPs:   []corev1.HostIP{{IP: "127.0.0.1"}},
+		PodIP:     p.server.IP,
+		PodIPs:    []corev1.PodIP{{IP: p.server.IP}},
+		StartTime: pod.Status.StartTime,
+		Conditions: []corev1.PodCondition{
+			cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true),
+			cond(corev1.ContainersReady, ready), cond(corev1.PodReady, ready),
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: c.Name, Image: c.Image, ImageID: "local://redis-server", Ready: ready, RestartCount: restarts,
+			Started: ptr.To(p.server.Alive()), State: state,
+		}},
+	}
+	if want.StartTime == nil {
+		want.StartTime = &started
+	}
+	if samePodStatus(pod.Status, want) {
+		return nil
+	}
+	pod.Status = want
+	return a.Client.Status().Update(ctx, pod)
+}
+
+// samePodStatus compares what matters, so that an unchanged pod costs no write.
+func samePodStatus(have, want corev1.PodStatus) bool {
+	if have.Phase != want.Phase || have.PodIP != want.PodIP || len(have.ContainerStatuses) != 1 {
+		return false
+	}
+	h, w := have.ContainerStatuses[0], want.ContainerStatuses[0]
+	if h.Ready != w.Ready || h.RestartCount != w.RestartCount || (h.State.Running == nil) != (w.State.Running == nil) {
+		return false
+	}
+	for _, c := range have.Conditions {
+		if c.Type == corev1.PodReady && (c.Status == corev1.ConditionTrue) != w.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Agent) reportFailure(ctx context.Context, pod *corev1.Pod, err error) {
+	msg := err.Error()
+	if pod.Status.Message == msg {
+		return
+	}
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.Message = msg
+	pod.Status.Reason = "LocalNodeError"
+	_ = a.Client.Status().Update(ctx, pod)
+}
+
+func (a *Agent) stopPod(uid types.UID) {
+	a.mu.Lock()
+	p := a.pods[uid]
+	delete(a.pods, uid)
+	a.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.server.Kill()
+	for _, d := range p.emptyDirs {
+		_ = os.RemoveAll(d)
+	}
+}
+
+func (a *Agent) stopAll() {
+	a.mu.Lock()
+	uids := make([]types.UID, 0, len(a.pods))
+	for uid := range a.pods {
+		uids = append(uids, uid)
+	}
+	a.mu.Unlock()
+	for _, uid := range uids {
+		a.stopPod(uid)
+	}
+}
+
+func writeFiles(dir string, text map[string]string, binary map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for k, v := range text {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+			return err
+		}
+	}
+	for k, v := range binary {
+		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func probe(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}

@@ -1,0 +1,123 @@
+// Command localcluster is `make demo`: it starts a local Kubernetes control plane with a node
+// that runs pods as local processes, runs the operator as its ServiceAccount, applies the
+// sample RedisCluster, shows it working, and keeps the cluster up until Ctrl-C.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/localcluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "redis-operator-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a local node")
+	cluster, err := localcluster.Start(ctx, root, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("Stopping the cluster and every process it started")
+		cluster.Stop()
+	}()
+	step("Running the operator as ServiceAccount " + localcluster.OperatorNamespace + "/" + cluster.ServiceAccount + ", with the bundle's RBAC")
+	if err := cluster.StartOperator(ctx); err != nil {
+		return err
+	}
+	step("kubectl apply -f config/samples/cache_v1_rediscluster.yaml")
+	if err := show(cluster, "apply", "-n", "default", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml")); err != nil {
+		return err
+	}
+	step("Waiting until the RedisCluster is Ready")
+	if err := show(cluster, "wait", "-n", "default", "--for=condition=Ready", "rediscluster/sessions", "--timeout=180s"); err != nil {
+		return err
+	}
+	if err := show(cluster, "get", "-n", "default", "redisclusters,statefulsets,pods", "-L", "cache.example.com/role", "-o", "wide"); err != nil {
+		return err
+	}
+
+	step("Writing a key through the primary Service, reading it through the replicas Service")
+	password, err := cluster.SecretValue(ctx, "default", "sessions-auth", "password")
+	if err != nil {
+		return err
+	}
+	primary, err := cluster.WaitServiceEndpoints(ctx, "default", "sessions", 1)
+	if err != nil {
+		return err
+	}
+	w := goredis.NewClient(&goredis.Options{Addr: primary[0], Password: password})
+	defer w.Close()
+	if err := w.Set(ctx, "greeting", "hello from the primary", 0).Err(); err != nil {
+		return err
+	}
+	if err := w.Do(ctx, "WAIT", 2, 5000).Err(); err != nil {
+		return err
+	}
+	fmt.Printf("SET greeting on %s (sessions)\n", primary[0])
+	replicas, err := cluster.WaitServiceEndpoints(ctx, "default", "sessions-replicas", 2)
+	if err != nil {
+		return err
+	}
+	r := goredis.NewClient(&goredis.Options{Addr: replicas[0], Password: password})
+	defer r.Close()
+	v, err := r.Get(ctx, "greeting").Result()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("GET greeting on %s (sessions-replicas): %q\n", replicas[0], v)
+
+	step("The cluster is yours until Ctrl-C")
+	fmt.Printf(`  export KUBECONFIG=%s
+  kubectl get redisclusters,pods -L cache.example.com/role
+  kubectl describe rediscluster sessions
+  kubectl patch rediscluster sessions --type merge -p '{"spec":{"replicas":5}}'
+  The operator's log: %s
+  Pods are local redis-server processes; their IPs (127.x.y.z) are reachable from this machine.
+  The password: kubectl get secret sessions-auth -o jsonpath='{.data.password}' | base64 -d
+`, cluster.AdminKubeconfig, cluster.LogPath("operator"))
+	<-ctx.Done()
+	fmt.Println()
+	return nil
+}
+
+func step(msg string) {
+	fmt.Printf("\n==> %s\n", msg)
+}
+
+func show(c *localcluster.Cluster, args ...string) error {
+	fmt.Printf("$ kubectl %s\n", strings.Join(args, " "))
+	out, err := c.KubectlOutput(args...)
+	fmt.Print(out)
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+

@@ -1,0 +1,286 @@
+// Package localcluster runs a real Kubernetes control plane on this machine without containers:
+// etcd, kube-apiserver, kube-controller-manager (the StatefulSet controller, the garbage
+// collector, EndpointSlices, the volume binder) and kube-scheduler, built by `make envtest`, plus
+// a node agent written here that runs the pods bound to its Node as local processes. Everything
+// listens on loopback.
+package localcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options configure a local cluster.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+	BinDir string
+	// Dir holds the cluster's state, certificates and logs; removed by Stop.
+	Dir string
+	// Logs, when set, receives the components' output; otherwise it goes to files in Dir.
+	Logs *os.File
+}
+
+// ControlPlane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+type ControlPlane struct {
+	opts Options
+
+	// AdminKubeconfig is the path of a kubeconfig with cluster-admin rights.
+	AdminKubeconfig string
+	// AdminConfig is the same, for Go clients.
+	AdminConfig *rest.Config
+
+	apiserverPort int
+	apiserverArgs []string
+	mu            sync.Mutex
+	procs         map[string]*process
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+const adminToken = "local-admin-token"
+
+// StartControlPlane starts etcd, then kube-apiserver, then the controller manager and scheduler.
+func StartControlPlane(ctx context.Context, opts Options) (*ControlPlane, error) {
+	cp := &ControlPlane{opts: opts, procs: map[string]*process{}}
+	for _, d := range []string{"etcd", "pki", "logs"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := cp.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := cp.startAPIServer(ctx); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	if err := cp.startControllersAndScheduler(); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
+func (cp *ControlPlane) path(parts ...string) string {
+	return filepath.Join(append([]string{cp.opts.Dir}, parts...)...)
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	client, peer := freePort(), freePort()
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(client)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
+	err := cp.run("etcd", filepath.Join(cp.opts.BinDir, "etcd"),
+		"--data-dir", cp.path("etcd"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default="+peerURL,
+		"--unsafe-no-fsync", "--quota-backend-bytes", "2147483648")
+	if err != nil {
+		return err
+	}
+	cp.apiserverArgs = append(cp.apiserverArgs, "--etcd-servers="+clientURL)
+	return waitHTTP(ctx, clientURL+"/health", nil, 30*time.Second)
+}
+
+func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
+	saKey, err := writeServiceAccountKey(cp.path("pki"))
+	if err != nil {
+		return err
+	}
+	tokens := cp.path("pki", "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
+		return err
+	}
+	cp.apiserverPort = freePort()
+	cp.apiserverArgs = append(cp.apiserverArgs,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(cp.apiserverPort),
+		"--cert-dir="+cp.path("pki"),
+		"--token-auth-file="+tokens,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+saKey,
+		"--service-account-signing-key-file="+saKey,
+		// ClusterIPs are allocated but never routed here: clients reach Services through their EndpointSlices.
+		"--service-cluster-ip-range=10.0.0.0/16",
+		"--allow-privileged=false",
+		// The kubernetes Service cannot point at a loopback address.
+		"--endpoint-reconciler-type=none",
+	)
+	if err := cp.runAPIServer(ctx); err != nil {
+		return err
+	}
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["local"] = &clientcmdapi.Cluster{
+		Server:               cp.Server(),
+		CertificateAuthority: cp.path("pki", "apiserver.crt"),
+	}
+	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: adminToken}
+	kubeconfig.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	kubeconfig.CurrentContext = "local"
+	cp.AdminKubeconfig = cp.path("admin.kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, cp.AdminKubeconfig); err != nil {
+		return err
+	}
+	cp.AdminConfig, err = clientcmd.BuildConfigFromFlags("", cp.AdminKubeconfig)
+	return err
+}
+
+func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
+	if err := cp.run("kube-apiserver", filepath.Join(cp.opts.BinDir, "kube-apiserver"), cp.apiserverArgs...); err != nil {
+		return err
+	}
+	return waitHTTP(ctx, cp.Server()+"/readyz", &http.Transport{TLSClientConfig: insecureTLS()}, 60*time.Second)
+}
+
+// Server is the API server's URL.
+func (cp *ControlPlane) Server() string { return "https://127.0.0.1:" + strconv.Itoa(cp.apiserverPort) }
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same port, certificates and etcd.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.stopProcess("kube-apiserver")
+	return cp.runAPIServer(ctx)
+}
+
+func (cp *ControlPlane) startControllersAndScheduler() error {
+	saKey := cp.path("pki", "sa.key")
+	err := cp.run("kube-controller-manager", filepath.Join(cp.opts.BinDir, "kube-controller-manager"),
+		"--kubeconfig="+cp.AdminKubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--service-account-private-key-file="+saKey,
+		"--root-ca-file="+cp.path("pki", "apiserver.crt"),
+		"--use-service-account-credentials=false",
+		"--controllers=*",
+		"--concurrent-statefulset-syncs=5",
+	)
+	if err != nil {
+		return err
+	}
+	return cp.run("kube-scheduler", filepath.Join(cp.opts.BinDir, "kube-scheduler"),
+		"--kubeconfig="+cp.AdminKubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port=0",
+	)
+}
+
+func (cp *ControlPlane) run(name, bin string, args ...string) error {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out := cp.opts.Logs
+	if out == nil {
+		f, err := os.OpenFile(cp.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	cp.mu.Lock()
+	cp.procs[name] = p
+	cp.mu.Unlock()
+	return nil
+}
+
+func (cp *ControlPlane) stopProcess(name string) {
+	cp.mu.Lock()
+	p := cp.procs[name]
+	delete(cp.procs, name)
+	cp.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Stop ends every process, the API server's clients first.
+func (cp *ControlPlane) Stop() {
+	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+		cp.stopProcess(name)
+	}
+}
+
+// LogPath is where a component's output goes.
+func (cp *ControlPlane) LogPath(name string) string { return cp.path("logs", name+".log") }
+
+func writeServiceAccountKey(dir string) (string, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "sa.key")
+	raw := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	return path, os.WriteFile(path, raw, 0o600)
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func waitHTTP(ctx context.Context, url string, transport http.RoundTripper, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second, Transport: transport}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return errors.New(url + " did not answer 200 in " + timeout.String())
+}
+
+// randomSuffix names things uniquely.
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

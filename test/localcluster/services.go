@@ -1,0 +1,93 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ServiceEndpoints are the addresses (ip:port) a Service sends clients to: its selector's pods
+// that are ready (all of them when it publishes not-ready addresses), at the target port. This is
+// the EndpointSlice controller's selection, made here because EndpointSlice validation refuses
+// the loopback addresses the local node's pods have, and ClusterIPs are not routed here.
+func (c *Cluster) ServiceEndpoints(ctx context.Context, namespace, service string) ([]string, error) {
+	svc := &corev1.Service{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: service}, svc); err != nil {
+		return nil, fmt.Errorf("reading Service %s: %w", service, err)
+	}
+	if len(svc.Spec.Selector) == 0 || len(svc.Spec.Ports) == 0 {
+		return nil, fmt.Errorf("service %s has no selector or no port", service)
+	}
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || (!svc.Spec.PublishNotReadyAddresses && !podReady(&p)) {
+			continue
+		}
+		port, ok := targetPort(&p, svc.Spec.Ports[0])
+		if ok {
+			addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)))
+		}
+	}
+	return addrs, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func targetPort(p *corev1.Pod, sp corev1.ServicePort) (int, bool) {
+	if sp.TargetPort.Type == 0 && sp.TargetPort.IntVal != 0 {
+		return int(sp.TargetPort.IntVal), true
+	}
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == sp.TargetPort.StrVal {
+				return int(cp.ContainerPort), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// SecretValue reads one key of a Secret.
+func (c *Cluster) SecretValue(ctx context.Context, namespace, name, key string) (string, error) {
+	s := &corev1.Secret{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+		return "", err
+	}
+	return string(s.Data[key]), nil
+}
+
+// WaitServiceEndpoints waits until the Service has exactly want ready endpoints (at least one
+// when want is 0) and returns them.
+func (c *Cluster) WaitServiceEndpoints(ctx context.Context, namespace, service string, want int) ([]string, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		addrs, err := c.ServiceEndpoints(ctx, namespace, service)
+		if err == nil && len(addrs) > 0 && (want == 0 || len(addrs) == want) {
+			return addrs, nil
+		}
+		if time.Now().After(deadline) {
+			return addrs, fmt.Errorf("service %s has endpoints %v, want %d (%v)", service, addrs, want, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
