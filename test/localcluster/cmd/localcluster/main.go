@@ -120,4 +120,3 @@ func show(c *localcluster.Cluster, args ...string) error {
 	}
 	return nil
 }
-
