@@ -67,6 +67,14 @@ bench: envtest ## Benchmarks that print figures: 500 RedisClusters against the r
 bench-failover: ## Failover time with real redis-server processes: p50 and p95 over 12 rounds.
 	go test ./test/bench/... -run '^$$' -bench Failover -benchtime 1x -count 1 -timeout 10m
 
+.PHONY: test-e2e
+test-e2e: envtest build ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
+	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
+
+.PHONY: demo
+demo: envtest build ## Start a local cluster, run the operator, apply the sample and show it working; Ctrl-C ends it.
+	go run ./test/localcluster/cmd/localcluster
+
 .PHONY: verify
 verify: manifests generate fmt bundle catalog ## Regenerate everything and gofmt; fails when that changes the tree.
 	@if [ -n "$$(git status --porcelain)" ]; then \

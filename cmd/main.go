@@ -19,6 +19,8 @@ func main() {
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader, so that only one replica of the operator is active.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the leader election lease when running outside a cluster.")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once.")
+	flag.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 30*time.Second, "How long a leader's lease lasts.")
+	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 25*time.Second, "How long the leader keeps trying to renew before it gives up and exits: longer than an API server restart.")
 	flag.DurationVar(&opts.CheckInterval, "redis-check-interval", time.Second, "How often each RedisCluster's Redis nodes are checked.")
 	flag.DurationVar(&opts.RedisTimeout, "redis-timeout", 500*time.Millisecond, "How long a Redis node may take to answer before it counts as unreachable.")
 	zapOpts := zap.Options{Development: false}

@@ -104,6 +104,12 @@ func (r *RedisClusterReconciler) moveOrRollPods(ctx context.Context, rc *cachev1
 	if !allServing(state.observed, rc.Status.Primary) {
 		return nil
 	}
+	for _, p := range state.pods {
+		if p.DeletionTimestamp != nil {
+			// A pod is still going away (its Redis may answer a little longer): one step at a time.
+			return nil
+		}
+	}
 	primary := findObserved(state.observed, rc.Status.Primary)
 	if primary.Ordinal >= int(rc.Spec.Replicas) {
 		target, ok := bestReplica(state.observed, primary, func(o topology.Observed) bool { return o.Ordinal < int(rc.Spec.Replicas) })
@@ -115,7 +121,9 @@ func (r *RedisClusterReconciler) moveOrRollPods(ctx context.Context, rc *cachev1
 	}
 
 	sts := state.statefulSet
-	if sts == nil || sts.Status.UpdateRevision == "" || len(state.pods) != int(rc.Spec.Replicas) || state.changed {
+	// Until the StatefulSet controller has seen the current template, its updateRevision is the
+	// old one, and a pod it just recreated would look outdated.
+	if !observed(sts) || sts.Status.UpdateRevision == "" || len(state.pods) != int(rc.Spec.Replicas) || state.changed {
 		return nil
 	}
 	outdated := map[string]bool{}

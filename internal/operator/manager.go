@@ -40,6 +40,9 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace is where the lease lives when the operator runs outside a cluster.
 	LeaderElectionNamespace string
+	// LeaseDuration and RenewDeadline of leader election. The leader exits when it cannot renew
+	// within RenewDeadline, so it must outlast an API server restart.
+	LeaseDuration, RenewDeadline time.Duration
 	// MaxConcurrentReconciles is how many RedisClusters are reconciled at once (default 1).
 	MaxConcurrentReconciles int
 	// CheckInterval is the period of each RedisCluster's health check (controllers.DefaultCheckInterval when 0).
@@ -61,6 +64,13 @@ func ParseWatchNamespaces(value string) []string {
 		}
 	}
 	return namespaces
+}
+
+func durationOrNil(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 // RedisDialer connects to Redis nodes with the given per-command timeout.
@@ -111,6 +121,8 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Stepping down at once lets a new leader take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 durationOrNil(opts.LeaseDuration),
+		RenewDeadline:                 durationOrNil(opts.RenewDeadline),
 		Controller: config.Controller{
 			SkipNameValidation:      &opts.SkipNameValidation,
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,

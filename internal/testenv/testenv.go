@@ -62,6 +62,8 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
+		// Start may fail after the processes run (installing the CRDs): end them.
+		_ = env.Stop()
 		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	return env, cfg, nil

@@ -1,0 +1,306 @@
+//go:build e2e
+
+// Package e2e runs the whole story on a local cluster (test/localcluster): a real control plane,
+// a node that runs pods as redis-server processes, and the operator binary as its
+// ServiceAccount with the bundle's RBAC. Users' steps go through kubectl. `make test-e2e`.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/localcluster"
+)
+
+const (
+	ns      = "default"
+	waitFor = 90 * time.Second
+	tick    = 200 * time.Millisecond
+)
+
+var cluster *localcluster.Cluster
+
+func TestMain(m *testing.M) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "redis-operator-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx := context.Background()
+	cluster, err = localcluster.Start(ctx, root, dir)
+	if err == nil {
+		err = cluster.StartOperator(ctx)
+	}
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
+	} else {
+		code = m.Run()
+	}
+	if code != 0 && cluster != nil {
+		if log, err := os.ReadFile(cluster.LogPath("operator")); err == nil {
+			fmt.Fprintf(os.Stderr, "--- operator log (last 8 KiB)\n%s\n", log[max(0, len(log)-8192):])
+		}
+	}
+	if cluster != nil {
+		cluster.Stop()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cluster.KubectlOutput(args...)
+	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+func redisCluster(c require.TestingT) *cachev1.RedisCluster {
+	rc := &cachev1.RedisCluster{}
+	require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, rc))
+	return rc
+}
+
+func eventuallyReady(t *testing.T, replicas int) *cachev1.RedisCluster {
+	t.Helper()
+	var rc *cachev1.RedisCluster
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rc = redisCluster(c)
+		assert.Equal(c, rc.Generation, rc.Status.ObservedGeneration)
+		assert.True(c, meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady), "Ready")
+		assert.True(c, meta.IsStatusConditionFalse(rc.Status.Conditions, cachev1.ConditionProgressing), "Progressing")
+		assert.Len(c, rc.Status.Nodes, replicas)
+	}, waitFor, tick)
+	return rc
+}
+
+func password(t *testing.T) string {
+	t.Helper()
+	pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
+	require.NoError(t, err)
+	return pw
+}
+
+// serviceClient connects where the Service sends clients now.
+func serviceClient(t require.TestingT, service string, want int) *goredis.Client {
+	addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, service, want)
+	require.NoError(t, err)
+	pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
+	require.NoError(t, err)
+	return goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+}
+
+func primaryPod(c require.TestingT) string {
+	addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "sessions", 1)
+	require.NoError(c, err)
+	pods := &corev1.PodList{}
+	require.NoError(c, cluster.Client.List(context.Background(), pods, client.InNamespace(ns)))
+	for _, p := range pods.Items {
+		if strings.HasPrefix(addrs[0], p.Status.PodIP+":") {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// The whole story, in order: each step builds on the one before.
+func TestRedisClusterLifecycle(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+
+	t.Run("the sample becomes Ready and replicates", func(t *testing.T) {
+		kubectl(t, "apply", "-n", ns, "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/sessions", "--timeout=120s")
+		eventuallyReady(t, 3)
+
+		w := serviceClient(t, "sessions", 1)
+		defer w.Close()
+		require.NoError(t, w.Set(context.Background(), "greeting", "hello", 0).Err())
+		r := serviceClient(t, "sessions-replicas", 2)
+		defer r.Close()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			v, err := r.Get(context.Background(), "greeting").Result()
+			assert.NoError(c, err)
+			assert.Equal(c, "hello", v)
+		}, 10*time.Second, tick)
+	})
+
+	t.Run("scaling to 5 gives one primary and four replicas", func(t *testing.T) {
+		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":5}}`)
+		rc := eventuallyReady(t, 5)
+		sts := &appsv1.StatefulSet{}
+		require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, sts))
+		assert.Equal(t, int32(5), *sts.Spec.Replicas)
+		assert.Equal(t, int32(5), sts.Status.ReadyReplicas)
+		replicas := 0
+		for _, n := range rc.Status.Nodes {
+			if n.Role == cachev1.RoleReplica && n.State == cachev1.NodeServing {
+				replicas++
+			}
+		}
+		assert.Equal(t, 4, replicas)
+		_, err := cluster.WaitServiceEndpoints(context.Background(), ns, "sessions-replicas", 4)
+		require.NoError(t, err)
+	})
+
+	t.Run("killing the primary's Redis fails over and writes continue through the Service", func(t *testing.T) {
+		old := primaryPod(t)
+		var acked, failed atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { writeThroughService(stop, &acked, &failed) })
+		require.Eventually(t, func() bool { return acked.Load() > 50 }, 20*time.Second, tick)
+
+		cluster.Agent.Server(ns, old).Kill()
+
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NotEqual(c, old, primaryPod(c))
+		}, waitFor, tick)
+		before := acked.Load()
+		require.Eventually(t, func() bool { return acked.Load() > before+20 }, 30*time.Second, tick, "writes resume")
+		close(stop)
+		wg.Wait()
+		rc := eventuallyReady(t, 5)
+		assert.Equal(t, primaryPod(t), rc.Status.Primary, "the Service points at the recorded primary")
+		t.Logf("writes acknowledged: %d, failed while failing over: %d", acked.Load(), failed.Load())
+	})
+
+	t.Run("the operator's ServiceAccount may do what it needs and no more", func(t *testing.T) {
+		as := "--as=system:serviceaccount:" + localcluster.OperatorNamespace + ":" + cluster.ServiceAccount
+		for _, verb := range []string{"patch", "create", "get", "list", "watch"} {
+			assert.Equal(t, "yes", strings.TrimSpace(kubectl(t, "auth", "can-i", verb, "statefulsets", as)), verb)
+		}
+		// Server-side apply patches; the operator never sends a whole object back with update.
+		out, _ := cluster.KubectlOutput("auth", "can-i", "update", "statefulsets", as)
+		assert.Equal(t, "no", strings.TrimSpace(out))
+		out, _ = cluster.KubectlOutput("auth", "can-i", "list", "secrets", as)
+		assert.Equal(t, "no", strings.TrimSpace(out), "the operator never lists Secrets")
+	})
+
+	t.Run("a version change replaces replicas first, then switches over", func(t *testing.T) {
+		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			sts := &appsv1.StatefulSet{}
+			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, sts))
+			assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
+			assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+			assert.Equal(c, int32(5), sts.Status.UpdatedReplicas)
+		}, 3*time.Minute, tick)
+		eventuallyReady(t, 5)
+		out := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=sessions", "--sort-by=.metadata.creationTimestamp", "-o", "json")
+		var events struct {
+			Items []corev1.Event `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &events))
+		var order, notes []string
+		for _, e := range events.Items {
+			if e.Reason == cachev1.EventReplacingPod || e.Reason == cachev1.EventSwitchedOver {
+				order = append(order, e.Reason)
+				notes = append(notes, e.Message)
+			}
+		}
+		require.GreaterOrEqual(t, len(order), 6, "%v", order)
+		switched := -1
+		for i, r := range order {
+			if r == cachev1.EventSwitchedOver {
+				switched = i
+				break
+			}
+		}
+		assert.Equal(t, 4, switched, "four replicas replaced before the switchover: %v", notes)
+		assert.Len(t, order, 6, "five pods replaced, one switchover: %v", notes)
+	})
+
+	t.Run("killing the operator during a failover converges to one primary", func(t *testing.T) {
+		old := primaryPod(t)
+		cluster.Agent.Server(ns, old).Kill()
+		time.Sleep(300 * time.Millisecond)
+		cluster.KillOperator()
+		time.Sleep(2 * time.Second)
+		require.NoError(t, cluster.StartOperator(context.Background()))
+
+		rc := eventuallyReady(t, 5)
+		primaries := 0
+		for _, n := range rc.Status.Nodes {
+			if n.Role == cachev1.RolePrimary {
+				primaries++
+			}
+		}
+		assert.Equal(t, 1, primaries)
+		assert.Equal(t, rc.Status.Primary, primaryPod(t))
+	})
+
+	t.Run("the operator recovers from a kube-apiserver restart by itself", func(t *testing.T) {
+		require.NoError(t, cluster.RestartAPIServer(context.Background()))
+		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		eventuallyReady(t, 3)
+		r := serviceClient(t, "sessions", 1)
+		defer r.Close()
+		v, err := r.Get(context.Background(), "greeting").Result()
+		require.NoError(t, err)
+		assert.Equal(t, "hello", v, "data survived failovers, upgrade and scale-in")
+	})
+
+	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
+		kubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, kind := range []string{"statefulsets", "services", "configmaps", "pods", "poddisruptionbudgets"} {
+				out, err := cluster.KubectlOutput("get", kind, "-n", ns, "-l", "app.kubernetes.io/instance=sessions", "-o", "name")
+				assert.NoError(c, err)
+				assert.Empty(c, strings.TrimSpace(out), kind)
+			}
+		}, waitFor, tick)
+	})
+}
+
+// writeThroughService writes to whatever the primary Service points at, until stop.
+func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) {
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		addrs, err := cluster.ServiceEndpoints(ctx, ns, "sessions")
+		pw, _ := cluster.SecretValue(ctx, ns, "sessions-auth", "password")
+		if err != nil || len(addrs) != 1 {
+			failed.Add(1)
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+		if err := c.Set(ctx, fmt.Sprintf("w%d", i), i, 0).Err(); err != nil {
+			failed.Add(1)
+		} else {
+			acked.Add(1)
+		}
+		c.Close()
+	}
+}
