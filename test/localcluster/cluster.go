@@ -81,12 +81,15 @@ func (c *Cluster) Kubectl(args ...string) error {
 	return nil
 }
 
-// KubectlOutput runs kubectl and returns what it printed.
+// KubectlOutput runs kubectl (bin/k8s/kubectl, the cluster's own version) and returns what it printed.
 func (c *Cluster) KubectlOutput(args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", c.AdminKubeconfig}, args...)...)
+	cmd := exec.Command(c.KubectlPath(), append([]string{"--kubeconfig", c.AdminKubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// KubectlPath is the kubectl built with the cluster (make envtest).
+func (c *Cluster) KubectlPath() string { return filepath.Join(c.Root, "bin", "k8s", "kubectl") }
 
 // grantOperatorPermissions creates the operator's namespace and ServiceAccount, and the roles the
 // CSV's install strategy declares: clusterPermissions cluster-wide, permissions in the namespace.

@@ -94,14 +94,14 @@ func run() error {
 	fmt.Printf("GET greeting on %s (sessions-replicas): %q\n", replicas[0], v)
 
 	step("The cluster is yours until Ctrl-C")
-	fmt.Printf(`  export KUBECONFIG=%s
+	fmt.Printf(`  export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get redisclusters,pods -L cache.example.com/role
   kubectl describe rediscluster sessions
   kubectl patch rediscluster sessions --type merge -p '{"spec":{"replicas":5}}'
   The operator's log: %s
   Pods are local redis-server processes; their IPs (127.x.y.z) are reachable from this machine.
   The password: kubectl get secret sessions-auth -o jsonpath='{.data.password}' | base64 -d
-`, cluster.AdminKubeconfig, cluster.LogPath("operator"))
+`, cluster.AdminKubeconfig, filepath.Dir(cluster.KubectlPath()), cluster.LogPath("operator"))
 	<-ctx.Done()
 	fmt.Println()
 	return nil
