@@ -177,8 +177,7 @@ func TestSampleBecomesReadyWithReplication(t *testing.T) {
 
 	// While no pod runs, the RedisCluster is not Ready
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := &cachev1.RedisCluster{}
-		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
+		got := getRC(c, rc)
 		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady)
 		require.NotNil(c, ready)
 		assert.Equal(c, metav1.ConditionFalse, ready.Status)
@@ -461,9 +460,7 @@ func TestMissingPermissionIsExplainedByAWarningEvent(t *testing.T) {
 		assert.Contains(c, notes[0], `cannot patch resource "secrets"`)
 	}, waitFor, tick)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := &cachev1.RedisCluster{}
-		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
-		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+		degraded := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionDegraded)
 		require.NotNil(c, degraded)
 		assert.Equal(c, metav1.ConditionTrue, degraded.Status)
 		assert.Equal(c, cachev1.ReasonApplyFailed, degraded.Reason)

@@ -30,6 +30,16 @@ func readyCluster(t *testing.T) (string, *cachev1.RedisCluster, *testenv.LocalNo
 	return ns, eventuallyReady(t, rc), node
 }
 
+// writeReplicated writes a key on a pod's Redis and waits until every replica acknowledged it.
+func writeReplicated(t *testing.T, node *testenv.LocalNode, pod, password, key, value string, replicas int) {
+	t.Helper()
+	c := redisClient(t, node, pod, password)
+	require.NoError(t, c.Set(context.Background(), key, value, 0).Err())
+	n, err := c.Do(context.Background(), "WAIT", replicas, 2000).Int()
+	require.NoError(t, err)
+	require.Equal(t, replicas, n, "replicas that acknowledged %s", key)
+}
+
 func getRC(c require.TestingT, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
 	got := &cachev1.RedisCluster{}
 	require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
@@ -60,8 +70,7 @@ func eventReasons(c require.TestingT, rc *cachev1.RedisCluster) []string {
 func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")
-	require.NoError(t, redisClient(t, node, "sessions-0", password).Set(context.Background(), "k", "before", 0).Err())
-	require.NoError(t, redisClient(t, node, "sessions-0", password).Do(context.Background(), "WAIT", 2, 2000).Err())
+	writeReplicated(t, node, "sessions-0", password, "k", "before", 2)
 
 	// When the primary's Redis dies (the kubelet restarts it, empty and fenced)
 	node.Server("sessions-0").Kill()
@@ -103,8 +112,7 @@ func TestScaleInMovesThePrimaryOffTheRemovedPodFirst(t *testing.T) {
 	password := secretValue(t, ns, "sessions-auth", "password")
 	// Given a primary on a higher ordinal, after a failover (with data written, the restarted,
 	// empty sessions-0 cannot lead again)
-	require.NoError(t, redisClient(t, node, "sessions-0", password).Set(context.Background(), "k", "kept", 0).Err())
-	require.NoError(t, redisClient(t, node, "sessions-0", password).Do(context.Background(), "WAIT", 2, 2000).Err())
+	writeReplicated(t, node, "sessions-0", password, "k", "kept", 2)
 	node.Server("sessions-0").Kill()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NotEqual(c, "sessions-0", getRC(c, rc).Status.Primary)
@@ -131,8 +139,7 @@ func TestScaleInMovesThePrimaryOffTheRemovedPodFirst(t *testing.T) {
 func TestVersionUpgradeReplacesReplicasFirstThenSwitchesOver(t *testing.T) {
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")
-	require.NoError(t, redisClient(t, node, "sessions-0", password).Set(context.Background(), "k", "kept", 0).Err())
-	require.NoError(t, redisClient(t, node, "sessions-0", password).Do(context.Background(), "WAIT", 2, 2000).Err())
+	writeReplicated(t, node, "sessions-0", password, "k", "kept", 2)
 
 	// When the version changes (the local node runs this machine's redis-server for any image)
 	patch := client.MergeFrom(rc.DeepCopy())

@@ -156,6 +156,17 @@ func (s *Server) WipeData() error {
 	return nil
 }
 
+// Listening is true when the server accepts a TCP connection: the readiness probe the pods'
+// tcpSocket probe asks for.
+func (s *Server) Listening() bool {
+	conn, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
 // Running is true until Kill: the process was started and not killed on purpose.
 func (s *Server) Running() bool { return s.cmd != nil }
 

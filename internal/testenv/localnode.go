@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,7 +208,7 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 	if !p.server.Alive() && !n.NoRestart {
 		_ = p.server.Restart()
 	}
-	ready := probe(p.server.Addr())
+	ready := p.server.Listening()
 	want := corev1.PodStatus{
 		Phase:  corev1.PodRunning,
 		PodIP:  p.server.IP,
@@ -271,14 +270,6 @@ func ordinalOf(name string) int {
 	return -1
 }
 
-func probe(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	conn.Close()
-	return true
-}
 
 func boolStatus(b bool) corev1.ConditionStatus {
 	if b {

@@ -88,18 +88,7 @@ func (c *cluster) reconcile(ctx context.Context) topology.Round {
 // converge reconciles until every node answers and replicates from the primary.
 func (c *cluster) converge(ctx context.Context) {
 	c.t.Helper()
-	require.Eventually(c.t, func() bool {
-		round := c.reconcile(ctx)
-		if round.Plan.Primary == "" || round.Plan.Promote || len(round.Plan.Repoint) > 0 {
-			return false
-		}
-		for _, o := range round.Observed {
-			if !o.Reachable() || (o.Name != round.Plan.Primary && !o.Info.LinkUp) {
-				return false
-			}
-		}
-		return true
-	}, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(c.t, func() bool { return c.reconcile(ctx).Settled() }, 20*time.Second, 50*time.Millisecond)
 }
 
 // operate runs the control loop every interval until ctx ends, as the periodic reconcile does.

@@ -38,6 +38,20 @@ type Round struct {
 	Steps    []Step
 }
 
+// Settled is true when the round found nothing to do: a primary, and every other node answering
+// as its replica with the link up.
+func (r Round) Settled() bool {
+	if r.Plan.Primary == "" || r.Plan.Promote || len(r.Plan.Repoint) > 0 || r.Plan.Wait > 0 {
+		return false
+	}
+	for _, o := range r.Observed {
+		if !o.Reachable() || (o.Name != r.Plan.Primary && !o.Info.LinkUp) {
+			return false
+		}
+	}
+	return true
+}
+
 // Reconcile observes every member, decides who is primary given the recorded one, and carries
 // the plan out. Its result's Plan.Primary is the primary to record.
 func (e Executor) Reconcile(ctx context.Context, members []Member, current string, downtime *Downtime, policy Policy) (Round, error) {

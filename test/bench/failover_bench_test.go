@@ -64,18 +64,7 @@ func failoverTimes(b *testing.B) []time.Duration {
 		return round
 	}
 	converge := func() {
-		require.Eventually(b, func() bool {
-			r := reconcile()
-			if r.Plan.Primary == "" || r.Plan.Promote || len(r.Plan.Repoint) > 0 {
-				return false
-			}
-			for _, o := range r.Observed {
-				if !o.Reachable() || (o.Name != r.Plan.Primary && !o.Info.LinkUp) {
-					return false
-				}
-			}
-			return true
-		}, 30*time.Second, 50*time.Millisecond)
+		require.Eventually(b, func() bool { return reconcile().Settled() }, 30*time.Second, 50*time.Millisecond)
 	}
 	serverOf := func(name string) *redistest.Server {
 		for _, s := range servers {

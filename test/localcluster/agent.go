@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -215,7 +214,7 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 		p.started = metav1.Now()
 		a.mu.Unlock()
 	}
-	ready := p.server.Alive() && probe(p.server.Addr())
+	ready := p.server.Alive() && p.server.Listening()
 	return a.writeStatus(ctx, pod, p, ready)
 }
 
@@ -437,11 +436,3 @@ func writeFiles(dir string, text map[string]string, binary map[string][]byte) er
 	return nil
 }
 
-func probe(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	conn.Close()
-	return true
-}
