@@ -270,7 +270,6 @@ func ordinalOf(name string) int {
 	return -1
 }
 
-
 func boolStatus(b bool) corev1.ConditionStatus {
 	if b {
 		return corev1.ConditionTrue

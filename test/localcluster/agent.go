@@ -435,4 +435,3 @@ func writeFiles(dir string, text map[string]string, binary map[string][]byte) er
 	}
 	return nil
 }
-
