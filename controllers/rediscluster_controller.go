@@ -190,7 +190,7 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 	conf := resources.RedisConf(rc)
 	desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{
 		Replicas:   statefulSetReplicas(rc),
-		ConfigHash: resources.ConfigHash(rc, conf, state.creds.authConf),
+		ConfigHash: resources.ConfigHash(conf),
 	})
 	live := &appsv1.StatefulSet{}
 	err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{

@@ -213,8 +213,8 @@ func TestMissingPasswordSecretIsExplained(t *testing.T) {
 	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "no StatefulSet without a password")
 }
 
-func TestWrongPasswordIsExplainedAndNeverShown(t *testing.T) {
-	const first, second = "first-password-1f8d", "second-password-93ac"
+func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) {
+	const first, second, third = "first-password-1f8d", "second-password-93ac", "third-password-5e0b"
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
@@ -222,26 +222,49 @@ func TestWrongPasswordIsExplainedAndNeverShown(t *testing.T) {
 	rc := testenv.RedisCluster(ns, "sessions", 2)
 	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
 	require.NoError(t, k8sClient.Create(context.Background(), rc))
-	runLocalNode(t, ns)
+	node := runLocalNode(t, ns)
 	eventuallyReady(t, rc)
+	podUIDs := func() map[string]string {
+		pods := &corev1.PodList{}
+		require.NoError(t, k8sClient.List(context.Background(), pods, client.InNamespace(ns)))
+		out := map[string]string{}
+		for _, p := range pods.Items {
+			out[p.Name] = string(p.UID)
+		}
+		return out
+	}
+	before := podUIDs()
 
-	// When the Secret changes under running nodes that still hold the first password
+	// When the Secret changes under running nodes
 	secret.Data["password"] = []byte(second)
 	require.NoError(t, k8sClient.Update(context.Background(), secret))
 
+	// Then every node takes the new password, live: no pod is replaced
+	for _, pod := range []string{"sessions-0", "sessions-1"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, redisClient(t, node, pod, second).Ping(context.Background()).Err())
+		}, waitFor, tick, pod)
+		assert.Error(t, redisClient(t, node, pod, first).Ping(context.Background()).Err(), "the old password no longer works on %s", pod)
+	}
+	assert.Contains(t, eventReasons(t, rc), cachev1.EventPasswordChanged)
+	eventuallyReady(t, rc)
+	assert.Equal(t, before, podUIDs())
+
+	// When a node's password is changed behind the operator's back
+	require.NoError(t, redisClient(t, node, "sessions-1", second).ConfigSet(context.Background(), "requirepass", third).Err())
+
 	// Then the status and an Event say Redis refuses the password, and name the Secret
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := getRC(c, rc)
-		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+		degraded := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionDegraded)
 		require.NotNil(c, degraded)
 		assert.Equal(c, cachev1.ReasonAuthenticationFailed, degraded.Reason)
 		assert.Contains(c, degraded.Message, "my-redis")
 		assert.Contains(c, eventReasons(c, rc), cachev1.EventAuthenticationFailed)
 	}, waitFor, tick)
 
-	// and neither password is in a log line, an Event or the status
+	// and no password is in a log line, an Event or the status
 	got := getRC(t, rc)
-	for _, pw := range []string{first, second} {
+	for _, pw := range []string{first, second, third} {
 		assert.NotContains(t, operatorLogs.String(), pw)
 		for _, e := range eventsFor(t, rc) {
 			assert.NotContains(t, e.Note, pw)

@@ -20,8 +20,9 @@ const DefaultSecretResync = time.Minute
 
 // credentials are what the nodes read at start, as last synced from the Secrets.
 type credentials struct {
-	password   string
-	authConf   string
+	password string
+	// previous is the password before the last change, while running nodes may still have it.
+	previous   string
 	generation int64
 	syncedAt   time.Time
 }
@@ -63,7 +64,11 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	creds = credentials{password: password, authConf: resources.AuthConf(password), generation: rc.Generation, syncedAt: time.Now()}
+	previous := creds.previous
+	if creds.password != "" && creds.password != password {
+		previous = creds.password
+	}
+	creds = credentials{password: password, previous: previous, generation: rc.Generation, syncedAt: time.Now()}
 	cs.mu.Lock()
 	cs.creds = creds
 	cs.mu.Unlock()

@@ -46,6 +46,9 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, rc *cach
 	}
 	exec := topology.Executor{Dial: r.Dial(state.creds.password)}
 	observed := topology.Observe(ctx, exec.Dial, members)
+	if r.rotatePasswords(ctx, rc, state, observed) {
+		observed = topology.Observe(ctx, exec.Dial, members)
+	}
 	state.observed = observed
 	for _, o := range observed {
 		if errors.Is(o.Err, redis.ErrAuth) {
@@ -95,6 +98,33 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, rc *cach
 		}
 	}
 	return r.labelRoles(ctx, rc, state)
+}
+
+// rotatePasswords gives the current password to the nodes that refuse it but take the previous
+// one: the password Secret changed under running nodes. The change is live (CONFIG SET), so no
+// pod restarts for it, and a node that restarts reads the new password file. It says whether it
+// changed a node.
+func (r *RedisClusterReconciler) rotatePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, observed []topology.Observed) bool {
+	if state.creds.previous == "" {
+		return false
+	}
+	previous := r.Dial(state.creds.previous)
+	rotated := false
+	for _, o := range observed {
+		if !errors.Is(o.Err, redis.ErrAuth) {
+			continue
+		}
+		n := previous(o.Addr)
+		if _, err := n.Replication(ctx); err == nil {
+			if err := n.SetPassword(ctx, state.creds.password); err == nil {
+				rotated = true
+				r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
+					"%s now takes the password from Secret %s", o.Name, passwordSecretName(rc))
+			}
+		}
+		n.Close()
+	}
+	return rotated
 }
 
 // moveOrRollPods does at most one disruptive step per reconcile, and only when every node

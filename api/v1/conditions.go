@@ -75,6 +75,8 @@ const (
 	EventFailedOver = "FailedOver"
 	// EventSwitchedOver (Normal): the primary role moved on purpose.
 	EventSwitchedOver = "SwitchedOver"
+	// EventPasswordChanged (Normal): a running node was given the password its Secret now holds.
+	EventPasswordChanged = "PasswordChanged"
 	// EventReplacingPod (Normal): a pod is deleted so that it comes back with the current spec.
 	EventReplacingPod = "ReplacingPod"
 )

@@ -57,6 +57,9 @@ type Node interface {
 	PauseWrites(ctx context.Context, d time.Duration) error
 	// Unpause lets writes through again.
 	Unpause(ctx context.Context) error
+	// SetPassword changes the node's password (requirepass) and the one it uses towards its
+	// primary (masterauth), live. Connections already logged in stay logged in.
+	SetPassword(ctx context.Context, password string) error
 	Close() error
 }
 
@@ -121,6 +124,15 @@ func (n *node) PauseWrites(ctx context.Context, d time.Duration) error {
 
 func (n *node) Unpause(ctx context.Context) error {
 	return classify(n.c.Do(ctx, "CLIENT", "UNPAUSE").Err())
+}
+
+func (n *node) SetPassword(ctx context.Context, password string) error {
+	// masterauth first: a replica that reconnects meanwhile still logs in to a primary that
+	// already takes the new password, or one that still has its old link.
+	if err := n.c.ConfigSet(ctx, "masterauth", password).Err(); err != nil {
+		return classify(err)
+	}
+	return classify(n.c.ConfigSet(ctx, "requirepass", password).Err())
 }
 
 func (n *node) Close() error { return n.c.Close() }

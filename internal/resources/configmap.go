@@ -48,11 +48,11 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// ConfigHash is a short digest of everything a node reads at start: redis.conf and the password
-// file, salted with the RedisCluster's UID. On the pod template it rolls the pods when either
-// changes; the salt keeps the digest from confirming a guessed password.
-func ConfigHash(rc *cachev1.RedisCluster, conf, authConf string) string {
-	sum := sha256.Sum256([]byte(string(rc.UID) + "\x00" + conf + "\x00" + authConf))
+// ConfigHash is a short digest of redis.conf. On the pod template it rolls the pods when the
+// configuration changes. The password is not in it: the operator changes it on running nodes,
+// and a node that restarts reads the current password file.
+func ConfigHash(conf string) string {
+	sum := sha256.Sum256([]byte(conf))
 	return hex.EncodeToString(sum[:8])
 }
 
