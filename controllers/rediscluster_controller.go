@@ -137,7 +137,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: r.requeueAfter(state)}, nil
 }
 
+// requeueAfter is the health check's period while there are Redis nodes to check. Without
+// pods there is nothing to check: their creation triggers the next reconcile.
 func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Duration {
+	if len(state.observed) == 0 {
+		return 0
+	}
 	interval := r.CheckInterval
 	if interval == 0 {
 		interval = DefaultCheckInterval
