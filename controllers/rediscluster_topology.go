@@ -228,9 +228,16 @@ func (r *RedisClusterReconciler) announce(ctx context.Context, rc *cachev1.Redis
 	return nil
 }
 
+// stepEvents are the Event reasons of the topology's steps.
+var stepEvents = map[topology.Action]string{
+	topology.ActionPromoted:  cachev1.EventPromoted,
+	topology.ActionRepointed: cachev1.EventRepointed,
+	topology.ActionPaused:    cachev1.EventPaused,
+}
+
 func (r *RedisClusterReconciler) recordSteps(rc *cachev1.RedisCluster, steps []topology.Step) {
 	for _, s := range steps {
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, s.Action, "Topology", "%s", s.Message)
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, stepEvents[s.Action], "Topology", "%s", s.Message)
 	}
 }
 

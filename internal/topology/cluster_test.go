@@ -318,7 +318,7 @@ func TestSwitchoverLosesNoAcknowledgedWrite(t *testing.T) {
 	c.mu.Unlock()
 	var actions []string
 	for _, s := range steps {
-		actions = append(actions, s.Action+" "+s.Node)
+		actions = append(actions, string(s.Action)+" "+s.Node)
 	}
 	assert.Equal(t, []string{"Paused sessions-0", "Repointed sessions-0", "Promoted sessions-2", "Repointed sessions-1"}, actions)
 

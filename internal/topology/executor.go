@@ -9,10 +9,19 @@ import (
 	"github.com/org/redis-operator/internal/redis"
 )
 
+// Action is what a step did to a node.
+type Action string
+
+const (
+	ActionPromoted  Action = "Promoted"
+	ActionRepointed Action = "Repointed"
+	ActionPaused    Action = "Paused"
+)
+
 // Step is one change made to a node, for the Event that tells the user.
 type Step struct {
 	Node    string
-	Action  string // Promoted, Repointed, Paused
+	Action  Action
 	Message string
 }
 
@@ -37,7 +46,7 @@ func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]
 		if err := e.do(primary.Addr, func(n redis.Node) error { return n.Promote(ctx) }); err != nil {
 			return steps, fmt.Errorf("promoting %s: %w", plan.Primary, err)
 		}
-		steps = append(steps, Step{Node: plan.Primary, Action: "Promoted", Message: fmt.Sprintf("Promoted %s to primary: %s", plan.Primary, plan.Reason)})
+		steps = append(steps, Step{Node: plan.Primary, Action: ActionPromoted, Message: fmt.Sprintf("Promoted %s to primary: %s", plan.Primary, plan.Reason)})
 	}
 	for _, name := range plan.Repoint {
 		o := byName[name]
@@ -48,7 +57,7 @@ func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]
 		if o.Info.Role == redis.RolePrimary {
 			what = "primary, now demoted"
 		}
-		steps = append(steps, Step{Node: name, Action: "Repointed", Message: fmt.Sprintf("%s (%s) replicates from %s", name, what, plan.Primary)})
+		steps = append(steps, Step{Node: name, Action: ActionRepointed, Message: fmt.Sprintf("%s (%s) replicates from %s", name, what, plan.Primary)})
 	}
 	return steps, nil
 }
@@ -67,7 +76,7 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Ob
 	if err := old.PauseWrites(ctx, maxPause); err != nil {
 		return nil, fmt.Errorf("holding writes on %s: %w", from.Name, err)
 	}
-	steps := []Step{{Node: from.Name, Action: "Paused", Message: fmt.Sprintf("Holding writes on %s for the switchover to %s", from.Name, to.Name)}}
+	steps := []Step{{Node: from.Name, Action: ActionPaused, Message: fmt.Sprintf("Holding writes on %s for the switchover to %s", from.Name, to.Name)}}
 	defer func() { _ = old.Unpause(context.WithoutCancel(ctx)) }()
 
 	if err := waitInSync(ctx, old, target, from.Name, to.Name, time.Now().Add(maxPause/2)); err != nil {
@@ -76,12 +85,12 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Ob
 	if err := old.ReplicaOf(ctx, to.Addr); err != nil {
 		return steps, fmt.Errorf("demoting %s: %w", from.Name, err)
 	}
-	steps = append(steps, Step{Node: from.Name, Action: "Repointed", Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
+	steps = append(steps, Step{Node: from.Name, Action: ActionRepointed, Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
 	if err := target.Promote(ctx); err != nil {
 		// Nobody is primary now; the next reconcile elects one from what the nodes hold.
 		return steps, fmt.Errorf("promoting %s: %w", to.Name, err)
 	}
-	steps = append(steps, Step{Node: to.Name, Action: "Promoted", Message: fmt.Sprintf("Promoted %s to primary: switchover from %s", to.Name, from.Name)})
+	steps = append(steps, Step{Node: to.Name, Action: ActionPromoted, Message: fmt.Sprintf("Promoted %s to primary: switchover from %s", to.Name, from.Name)})
 	var errs []error
 	for _, o := range others {
 		if o.Name == from.Name || o.Name == to.Name || !o.Reachable() {
@@ -91,7 +100,7 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Ob
 			errs = append(errs, fmt.Errorf("pointing %s at %s: %w", o.Name, to.Name, err))
 			continue
 		}
-		steps = append(steps, Step{Node: o.Name, Action: "Repointed", Message: fmt.Sprintf("%s replicates from %s", o.Name, to.Name)})
+		steps = append(steps, Step{Node: o.Name, Action: ActionRepointed, Message: fmt.Sprintf("%s replicates from %s", o.Name, to.Name)})
 	}
 	return steps, errors.Join(errs...)
 }
