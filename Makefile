@@ -55,6 +55,12 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+
+.PHONY: lint
+lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, gocognit, importas, ...).
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: test
 test: manifests generate fmt vet envtest kustomize opm ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
@@ -180,6 +186,11 @@ $(CONTROLLER_GEN): hack/tools/gen/go.mod hack/tools/gen/go.sum
 kustomize: $(KUSTOMIZE)
 $(KUSTOMIZE): hack/tools/kustomize/go.mod hack/tools/kustomize/go.sum
 	cd hack/tools/kustomize && go build -o $(LOCALBIN)/ sigs.k8s.io/kustomize/kustomize/v5
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT)
+$(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
+	cd hack/tools/lint && go build -o $(LOCALBIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: opm
 opm: $(OPM)

@@ -53,7 +53,7 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, rc *cach
 	for _, o := range observed {
 		if errors.Is(o.Err, redis.ErrAuth) {
 			// A node we cannot log in to is neither up nor down: decide nothing on half a view.
-			state.authErr = fmt.Errorf("Redis on %s refused the password from Secret %s: %w", o.Name, passwordSecretName(rc), o.Err)
+			state.authErr = fmt.Errorf("redis on %s refused the password from Secret %s: %w", o.Name, passwordSecretName(rc), o.Err)
 			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventAuthenticationFailed, "Connect", "%s", state.authErr.Error())
 			return nil
 		}

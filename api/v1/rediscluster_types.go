@@ -229,7 +229,3 @@ type RedisClusterList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RedisCluster `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&RedisCluster{}, &RedisClusterList{})
-}

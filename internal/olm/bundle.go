@@ -55,55 +55,68 @@ const (
 	managerContainer = "manager"
 )
 
+// manifestParts are the kustomize output, sorted by what the bundle makes of each object.
+type manifestParts struct {
+	csv       *operatorsv1alpha1.ClusterServiceVersion
+	crds      []*unstructured.Unstructured
+	samples   []*unstructured.Unstructured
+	scorecard *unstructured.Unstructured
+	deploys   []appsv1.Deployment
+	roles     map[string]*unstructured.Unstructured // kind/name -> role
+	bindings  []*unstructured.Unstructured
+	others    []*unstructured.Unstructured
+	saNames   map[string]bool
+}
+
+func sortManifests(objs []*unstructured.Unstructured) (*manifestParts, error) {
+	p := &manifestParts{roles: map[string]*unstructured.Unstructured{}, saNames: map[string]bool{}}
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		switch {
+		case gvk.Kind == "ClusterServiceVersion":
+			p.csv = &operatorsv1alpha1.ClusterServiceVersion{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, p.csv); err != nil {
+				return nil, fmt.Errorf("decoding the CSV base: %w", err)
+			}
+		case gvk.Kind == "CustomResourceDefinition":
+			p.crds = append(p.crds, obj)
+		case gvk.Group == "cache.example.com":
+			p.samples = append(p.samples, obj)
+		case gvk.Kind == "Configuration" && gvk.Group == "scorecard.operatorframework.io":
+			p.scorecard = obj
+		case gvk.Kind == "Deployment":
+			d := appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+				return nil, fmt.Errorf("decoding Deployment %s: %w", obj.GetName(), err)
+			}
+			p.deploys = append(p.deploys, d)
+		case gvk.Kind == "ServiceAccount":
+			p.saNames[obj.GetName()] = true
+		case gvk.Kind == "Role" || gvk.Kind == "ClusterRole":
+			p.roles[gvk.Kind+"/"+obj.GetName()] = obj
+		case gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding":
+			p.bindings = append(p.bindings, obj)
+		case gvk.Kind == "Namespace":
+			// OLM installs into the OperatorGroup's namespace.
+		default:
+			p.others = append(p.others, obj)
+		}
+	}
+	return p, nil
+}
+
 // GenerateBundle builds the bundle from the multi-document output of `kustomize build config/manifests`.
 func GenerateBundle(manifests io.Reader, opts BundleOptions) (*Bundle, error) {
 	objs, err := decodeAll(manifests)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		csv       *operatorsv1alpha1.ClusterServiceVersion
-		crds      []*unstructured.Unstructured
-		samples   []*unstructured.Unstructured
-		scorecard *unstructured.Unstructured
-		deploys   []appsv1.Deployment
-		roles     = map[string]*unstructured.Unstructured{} // kind/name -> role
-		bindings  []*unstructured.Unstructured
-		others    []*unstructured.Unstructured
-		saNames   = map[string]bool{}
-	)
-	for _, obj := range objs {
-		gvk := obj.GroupVersionKind()
-		switch {
-		case gvk.Kind == "ClusterServiceVersion":
-			csv = &operatorsv1alpha1.ClusterServiceVersion{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, csv); err != nil {
-				return nil, fmt.Errorf("decoding the CSV base: %w", err)
-			}
-		case gvk.Kind == "CustomResourceDefinition":
-			crds = append(crds, obj)
-		case gvk.Group == "cache.example.com":
-			samples = append(samples, obj)
-		case gvk.Kind == "Configuration" && gvk.Group == "scorecard.operatorframework.io":
-			scorecard = obj
-		case gvk.Kind == "Deployment":
-			d := appsv1.Deployment{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
-				return nil, fmt.Errorf("decoding Deployment %s: %w", obj.GetName(), err)
-			}
-			deploys = append(deploys, d)
-		case gvk.Kind == "ServiceAccount":
-			saNames[obj.GetName()] = true
-		case gvk.Kind == "Role" || gvk.Kind == "ClusterRole":
-			roles[gvk.Kind+"/"+obj.GetName()] = obj
-		case gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding":
-			bindings = append(bindings, obj)
-		case gvk.Kind == "Namespace":
-			// OLM installs into the OperatorGroup's namespace.
-		default:
-			others = append(others, obj)
-		}
+	parts, err := sortManifests(objs)
+	if err != nil {
+		return nil, err
 	}
+	csv, crds, samples, scorecard, deploys := parts.csv, parts.crds, parts.samples, parts.scorecard, parts.deploys
+	roles, bindings, others, saNames := parts.roles, parts.bindings, parts.others, parts.saNames
 	if csv == nil {
 		return nil, errors.New("no ClusterServiceVersion base in the manifests")
 	}

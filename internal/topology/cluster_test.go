@@ -182,24 +182,34 @@ func (w *writer) run(ctx context.Context, c *cluster) *sync.WaitGroup {
 	return &wg
 }
 
-// primaries samples every running node's role until ctx ends and returns the most nodes that
-// were writable primaries at the same moment.
+// primaries probes every node with a write, over and over until ctx ends, and returns the most
+// nodes that accepted a write in the same round. A replica refuses it (READONLY) and a primary
+// whose writes are held for a switchover does not answer in time: neither is writable.
 func primaries(ctx context.Context, c *cluster) func() int {
 	var most atomic.Int64
 	var wg sync.WaitGroup
-	dial := redis.NewDialer(redis.Options{Timeout: 100 * time.Millisecond})
+	clients := map[string]*goredis.Client{}
+	for _, s := range c.servers {
+		clients[s.Name] = goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+			DialTimeout: 50 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
+		c.t.Cleanup(func() { _ = clients[s.Name].Close() })
+	}
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			n := int64(0)
-			for _, o := range topology.Observe(ctx, dial, c.members()) {
-				if o.Reachable() && o.Info.Role == redis.RolePrimary {
-					n++
-				}
+			var accepted atomic.Int64
+			var round sync.WaitGroup
+			for name, cl := range clients {
+				round.Go(func() {
+					if cl.Set(ctx, "writable-probe-"+name, 1, 0).Err() == nil {
+						accepted.Add(1)
+					}
+				})
 			}
-			if n > most.Load() {
+			round.Wait()
+			if n := accepted.Load(); n > most.Load() {
 				most.Store(n)
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
 	})
 	return func() int { wg.Wait(); return int(most.Load()) }

@@ -33,9 +33,9 @@ func hostOf(name string) string { return fmt.Sprintf("10.0.0.%d", name[len(name)
 func addrOf(name string) string { return hostOf(name) + ":6379" }
 
 var (
-	refused = fmt.Errorf("%w: dial tcp", redis.ErrRefused)
-	timeout = errors.New("i/o timeout")
-	policy  = Policy{FailoverTimeout: 5 * time.Second}
+	errRefused = fmt.Errorf("%w: dial tcp", redis.ErrRefused)
+	errTimeout = errors.New("i/o timeout")
+	policy     = Policy{FailoverTimeout: 5 * time.Second}
 )
 
 func TestDecide(t *testing.T) {
@@ -61,7 +61,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:        "bootstrap waits for a node to answer",
-			observed:    []Observed{downNode("r-0", 0, refused)},
+			observed:    []Observed{downNode("r-0", 0, errRefused)},
 			wantPrimary: "",
 		},
 		{
@@ -84,25 +84,25 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:     "primary unanswering but not for long: wait",
-			observed: []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", false, 50)},
+			observed: []Observed{downNode("r-0", 0, errTimeout), replicaNode("r-1", 1, "r-0", false, 50)},
 			current:  "r-0", downFor: time.Second,
 			wantPrimary: "r-0", wantWait: true,
 		},
 		{
 			name:     "primary unanswering past the timeout: the replica with the most data takes over",
-			observed: []Observed{downNode("r-0", 0, timeout), replicaNode("r-1", 1, "r-0", true, 40), replicaNode("r-2", 2, "r-0", true, 50)},
+			observed: []Observed{downNode("r-0", 0, errTimeout), replicaNode("r-1", 1, "r-0", true, 40), replicaNode("r-2", 2, "r-0", true, 50)},
 			current:  "r-0", downFor: 6 * time.Second,
 			wantPrimary: "r-2", wantPromote: true, wantRepoint: []string{"r-1"},
 		},
 		{
 			name:        "primary process gone (refused, every link down): no wait",
-			observed:    []Observed{downNode("r-0", 0, refused), replicaNode("r-1", 1, "r-0", false, 50), replicaNode("r-2", 2, "r-0", false, 40)},
+			observed:    []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "r-0", false, 50), replicaNode("r-2", 2, "r-0", false, 40)},
 			current:     "r-0",
 			wantPrimary: "r-1", wantPromote: true, wantRepoint: []string{"r-2"},
 		},
 		{
 			name:        "refused but a replica still has its link: wait",
-			observed:    []Observed{downNode("r-0", 0, refused), replicaNode("r-1", 1, "r-0", true, 50)},
+			observed:    []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "r-0", true, 50)},
 			current:     "r-0",
 			wantPrimary: "r-0", wantWait: true,
 		},
@@ -121,13 +121,13 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:        "an interrupted failover is finished, not redone",
-			observed:    []Observed{downNode("r-0", 0, refused), primaryNode("r-1", 1, 60), replicaNode("r-2", 2, "r-0", false, 60)},
+			observed:    []Observed{downNode("r-0", 0, errRefused), primaryNode("r-1", 1, 60), replicaNode("r-2", 2, "r-0", false, 60)},
 			current:     "r-0",
 			wantPrimary: "r-1", wantRepoint: []string{"r-2"},
 		},
 		{
 			name:     "no replica answers: keep the primary",
-			observed: []Observed{downNode("r-0", 0, timeout), downNode("r-1", 1, timeout)},
+			observed: []Observed{downNode("r-0", 0, errTimeout), downNode("r-1", 1, errTimeout)},
 			current:  "r-0", downFor: time.Minute,
 			wantPrimary: "r-0",
 		},

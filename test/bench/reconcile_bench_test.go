@@ -100,10 +100,7 @@ func operatorConverges(b *testing.B, ctx context.Context, c client.Client, cfg *
 	parallel(b, func(i int) error {
 		return c.Create(ctx, testenv.RedisCluster(ns, fmt.Sprintf("rc-%d", i), 3))
 	})
-	for {
-		if converged(b, ctx, c, ns) {
-			break
-		}
+	for !converged(b, ctx, c, ns) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return time.Since(start), operatorRequests{namespace: ns, total: counter.Total()}

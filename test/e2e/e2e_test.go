@@ -98,13 +98,6 @@ func eventuallyReady(t *testing.T, replicas int) *cachev1.RedisCluster {
 	return rc
 }
 
-func password(t *testing.T) string {
-	t.Helper()
-	pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
-	require.NoError(t, err)
-	return pw
-}
-
 // serviceClient connects where the Service sends clients now.
 func serviceClient(t require.TestingT, service string, want int) *goredis.Client {
 	addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, service, want)

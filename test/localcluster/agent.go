@@ -223,50 +223,72 @@ func (a *Agent) startPod(ctx context.Context, pod *corev1.Pod) (*runningPod, err
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) < 2 || pod.Spec.Containers[0].Command[0] != "redis-server" {
 		return nil, fmt.Errorf("the local node runs only pods of one redis-server container")
 	}
-	container := pod.Spec.Containers[0]
 	podDir := filepath.Join(a.Dir, "pods", string(pod.UID))
-	volumeDirs := map[string]string{}
+	volumeDirs, emptyDirs, err := a.volumeDirs(ctx, pod, podDir)
+	if err != nil {
+		return nil, err
+	}
+	conf, dataDir, err := containerConf(pod.Spec.Containers[0], volumeDirs, filepath.Join(podDir, "data"))
+	if err != nil {
+		return nil, err
+	}
+	server, err := redistest.StartIn(dataDir, pod.Name, conf)
+	if err != nil {
+		return nil, err
+	}
+	p := &runningPod{namespace: pod.Namespace, name: pod.Name, server: server, started: metav1.Now(), emptyDirs: emptyDirs}
+	a.mu.Lock()
+	a.pods[pod.UID] = p
+	a.mu.Unlock()
+	return p, nil
+}
+
+// volumeDirs gives each volume of the pod a directory: ConfigMaps and Secrets written as files,
+// emptyDirs new under the pod's directory, claims at their local volume.
+func (a *Agent) volumeDirs(ctx context.Context, pod *corev1.Pod, podDir string) (map[string]string, []string, error) {
+	dirs := map[string]string{}
 	var emptyDirs []string
 	for _, v := range pod.Spec.Volumes {
 		dir := filepath.Join(podDir, "volumes", v.Name)
+		var err error
 		switch {
 		case v.ConfigMap != nil:
 			cm := &corev1.ConfigMap{}
-			if err := a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
-				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-			}
-			if err := writeFiles(dir, cm.Data, nil); err != nil {
-				return nil, err
+			if err = a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err == nil {
+				err = writeFiles(dir, cm.Data, nil)
 			}
 		case v.Secret != nil:
 			s := &corev1.Secret{}
-			if err := a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
-				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-			}
-			if err := writeFiles(dir, nil, s.Data); err != nil {
-				return nil, err
+			if err = a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err == nil {
+				err = writeFiles(dir, nil, s.Data)
 			}
 		case v.EmptyDir != nil:
 			emptyDirs = append(emptyDirs, dir)
 		case v.PersistentVolumeClaim != nil:
-			pvDir, err := a.claimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
-			if err != nil {
-				return nil, err
-			}
-			dir = pvDir
+			dir, err = a.claimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 		default:
-			return nil, fmt.Errorf("volume %s: the local node supports configMap, secret, emptyDir and persistentVolumeClaim volumes", v.Name)
+			err = fmt.Errorf("the local node supports configMap, secret, emptyDir and persistentVolumeClaim volumes")
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
 		}
-		volumeDirs[v.Name] = dir
+		if err != nil {
+			return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		dirs[v.Name] = dir
 	}
-	// Container paths -> host paths, longest mount path first.
+	return dirs, emptyDirs, nil
+}
+
+// containerConf reads the redis.conf the container's command names and maps the paths in it
+// (include, dir) from the container's mounts to their directories. It returns the conf and the
+// data directory.
+func containerConf(container corev1.Container, volumeDirs map[string]string, defaultDataDir string) (string, string, error) {
 	var mounts [][2]string
 	for _, m := range container.VolumeMounts {
 		mounts = append(mounts, [2]string{m.MountPath, volumeDirs[m.Name]})
 	}
+	// The longest mount path first: /etc/redis-auth before /etc.
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i][0]) > len(mounts[j][0]) })
 	hostPath := func(p string) string {
 		for _, m := range mounts {
@@ -278,29 +300,21 @@ func (a *Agent) startPod(ctx context.Context, pod *corev1.Pod) (*runningPod, err
 	}
 	raw, err := os.ReadFile(hostPath(container.Command[1]))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", container.Command[1], err)
+		return "", "", fmt.Errorf("reading %s: %w", container.Command[1], err)
 	}
-	var conf []string
-	dataDir := filepath.Join(podDir, "data")
-	for _, line := range strings.Split(string(raw), "\n") {
+	dataDir := defaultDataDir
+	lines := strings.Split(string(raw), "\n")
+	for i, line := range lines {
 		fields := strings.Fields(line)
-		if len(fields) == 2 && (fields[0] == "include" || fields[0] == "dir") {
-			line = fields[0] + " " + hostPath(fields[1])
-			if fields[0] == "dir" {
-				dataDir = hostPath(fields[1])
-			}
+		if len(fields) != 2 || (fields[0] != "include" && fields[0] != "dir") {
+			continue
 		}
-		conf = append(conf, line)
+		lines[i] = fields[0] + " " + hostPath(fields[1])
+		if fields[0] == "dir" {
+			dataDir = hostPath(fields[1])
+		}
 	}
-	server, err := redistest.StartIn(dataDir, pod.Name, strings.Join(conf, "\n"))
-	if err != nil {
-		return nil, err
-	}
-	p := &runningPod{namespace: pod.Namespace, name: pod.Name, server: server, started: metav1.Now(), emptyDirs: emptyDirs}
-	a.mu.Lock()
-	a.pods[pod.UID] = p
-	a.mu.Unlock()
-	return p, nil
+	return strings.Join(lines, "\n"), dataDir, nil
 }
 
 func (a *Agent) claimDir(ctx context.Context, namespace, claim string) (string, error) {

@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -276,11 +275,4 @@ func waitHTTP(ctx context.Context, url string, transport http.RoundTripper, time
 		}
 	}
 	return errors.New(url + " did not answer 200 in " + timeout.String())
-}
-
-// randomSuffix names things uniquely.
-func randomSuffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -82,7 +82,10 @@ func (c *Cluster) WaitServiceEndpoints(ctx context.Context, namespace, service s
 			return addrs, nil
 		}
 		if time.Now().After(deadline) {
-			return addrs, fmt.Errorf("service %s has endpoints %v, want %d (%v)", service, addrs, want, err)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: %w", service, err)
+			}
+			return addrs, fmt.Errorf("service %s has endpoints %v, want %d", service, addrs, want)
 		}
 		select {
 		case <-ctx.Done():
