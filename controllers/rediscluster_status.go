@@ -26,8 +26,13 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 		rc.Status.Nodes = nodeStatuses(state.observed, rc.Status.Primary)
 	}
 	setPersistent(rc)
-	if meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionFailingOver) == nil {
+	switch {
+	case meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionFailingOver) == nil:
 		setCondition(rc, cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, "The primary has not changed")
+	case meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionFailingOver) && topologySettled(state):
+		// A change of primary that an error or a restart cut short was finished by a later reconcile.
+		setCondition(rc, cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonFailoverComplete,
+			fmt.Sprintf("%s is the primary", rc.Status.Primary))
 	}
 
 	if state.applyErr != nil {
@@ -72,6 +77,12 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 		setCondition(rc, cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready; %s is the primary", ready, rc.Spec.Replicas, rc.Status.Primary))
 	}
+}
+
+// topologySettled is true when this reconcile found a primary and nothing to change.
+func topologySettled(state *reconcileState) bool {
+	p := state.plan
+	return p.Primary != "" && !p.Promote && len(p.Repoint) == 0 && p.Wait == 0 && !state.topologyChanged
 }
 
 // replicationProblem says whether replication itself is broken, as opposed to still forming.

@@ -80,6 +80,10 @@ func (r *RedisClusterReconciler) reconcileTopology(ctx context.Context, rc *cach
 		steps, err := exec.Apply(ctx, plan, observed)
 		r.recordSteps(rc, steps)
 		if err != nil {
+			if promoted(steps, plan.Primary) {
+				// The promotion stands even if repointing a replica failed: record it.
+				rc.Status.Primary = plan.Primary
+			}
 			return err
 		}
 		if plan.Failover() {
@@ -233,6 +237,15 @@ var stepEvents = map[topology.Action]string{
 	topology.ActionPromoted:  cachev1.EventPromoted,
 	topology.ActionRepointed: cachev1.EventRepointed,
 	topology.ActionPaused:    cachev1.EventPaused,
+}
+
+func promoted(steps []topology.Step, node string) bool {
+	for _, s := range steps {
+		if s.Action == topology.ActionPromoted && s.Node == node {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *RedisClusterReconciler) recordSteps(rc *cachev1.RedisCluster, steps []topology.Step) {

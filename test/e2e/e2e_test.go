@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -67,6 +68,11 @@ func TestMain(m *testing.M) {
 	}
 	if cluster != nil {
 		cluster.Stop()
+	}
+	// The cluster cleans up after itself: no process it started is left.
+	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind by the local cluster:\n%s", out)
+		code = 1
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
