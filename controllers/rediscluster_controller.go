@@ -6,8 +6,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -213,12 +211,8 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 // statefulSetReplicas is spec.replicas, except that the primary's pod is kept until a
 // switchover has moved the primary to a pod that stays.
 func statefulSetReplicas(rc *cachev1.RedisCluster) int32 {
-	i := strings.LastIndexByte(rc.Status.Primary, '-')
-	if i < 0 {
-		return rc.Spec.Replicas
-	}
-	ordinal, err := strconv.Atoi(rc.Status.Primary[i+1:])
-	if err != nil || int32(ordinal) < rc.Spec.Replicas {
+	ordinal, ok := resources.PodOrdinal(rc.Status.Primary)
+	if !ok || int32(ordinal) < rc.Spec.Replicas {
 		return rc.Spec.Replicas
 	}
 	return int32(ordinal) + 1

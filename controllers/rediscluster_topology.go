@@ -296,9 +296,8 @@ func (r *RedisClusterReconciler) labelRoles(ctx context.Context, rc *cachev1.Red
 func membersOf(pods []corev1.Pod) []topology.Member {
 	var members []topology.Member
 	for _, p := range pods {
-		i := strings.LastIndexByte(p.Name, '-')
-		ordinal, err := strconv.Atoi(p.Name[i+1:])
-		if i < 0 || err != nil {
+		ordinal, ok := resources.PodOrdinal(p.Name)
+		if !ok {
 			continue
 		}
 		m := topology.Member{Name: p.Name, Ordinal: ordinal}

@@ -1,7 +1,8 @@
 package resources
 
 import (
-	"maps"
+	"strconv"
+	"strings"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 )
@@ -61,9 +62,19 @@ func Labels(rc *cachev1.RedisCluster) map[string]string {
 }
 
 func labelsWithComponent(rc *cachev1.RedisCluster, component string) map[string]string {
-	l := maps.Clone(Labels(rc))
+	l := Labels(rc)
 	l[LabelComponent] = component
 	return l
+}
+
+// PodOrdinal is the ordinal a StatefulSet gives a pod in its name (<statefulset>-<ordinal>).
+func PodOrdinal(name string) (int, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	return n, err == nil && n >= 0
 }
 
 // Image is the Redis container image of a RedisCluster: spec.image, or redis:<version>.

@@ -219,3 +219,24 @@ func TestDesiredServices(t *testing.T) {
 		})
 	}
 }
+
+func TestPodOrdinal(t *testing.T) {
+	tests := []struct {
+		name   string
+		want   int
+		wantOK bool
+	}{
+		{"sessions-0", 0, true},
+		{"my-redis-12", 12, true},
+		{"sessions", 0, false},
+		{"sessions-x", 0, false},
+		{"sessions--1", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := resources.PodOrdinal(tt.name)
+		assert.Equal(t, tt.wantOK, ok, tt.name)
+		if tt.wantOK {
+			assert.Equal(t, tt.want, got, tt.name)
+		}
+	}
+}

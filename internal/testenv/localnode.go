@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/org/redis-operator/internal/redistest"
+	"github.com/org/redis-operator/internal/resources"
 )
 
 // LocalNode plays, for envtest (which runs no controllers and no kubelet), the parts of the
@@ -144,7 +144,7 @@ func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet
 	}
 	status.CurrentReplicas = status.Replicas
 	for name, pod := range existing {
-		if ordinalOf(name) >= replicas {
+		if ordinal, ok := resources.PodOrdinal(name); ok && ordinal >= replicas {
 			if err := n.Client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 				return err
 			}
@@ -255,19 +255,6 @@ func templateRevision(sts *appsv1.StatefulSet) string {
 	raw, _ := json.Marshal(sts.Spec.Template)
 	sum := sha256.Sum256(raw)
 	return sts.Name + "-" + hex.EncodeToString(sum[:5])
-}
-
-func ordinalOf(name string) int {
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '-' {
-			n, err := strconv.Atoi(name[i+1:])
-			if err != nil {
-				return -1
-			}
-			return n
-		}
-	}
-	return -1
 }
 
 func boolStatus(b bool) corev1.ConditionStatus {

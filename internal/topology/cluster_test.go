@@ -123,6 +123,18 @@ func (c *cluster) client(name, password string) *goredis.Client {
 	return cl
 }
 
+// eventuallyEverywhere waits until every node holds key with value.
+func (c *cluster) eventuallyEverywhere(ctx context.Context, key, value string, within time.Duration) {
+	c.t.Helper()
+	for _, s := range c.servers {
+		require.EventuallyWithT(c.t, func(col *assert.CollectT) {
+			v, err := c.client(s.Name, "").Get(ctx, key).Result()
+			assert.NoError(col, err)
+			assert.Equal(col, value, v)
+		}, within, 20*time.Millisecond, "%s on %s", key, s.Name)
+	}
+}
+
 func TestBootstrapFormsReplication(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 3, "")
@@ -132,13 +144,7 @@ func TestBootstrapFormsReplication(t *testing.T) {
 	primary := c.currentPrimary()
 	assert.Equal(t, "sessions-0", primary, "with equal data the first ordinal leads")
 	require.NoError(t, c.client(primary, "").Set(ctx, "greeting", "hello", 0).Err())
-	for _, s := range c.servers {
-		require.EventuallyWithT(t, func(col *assert.CollectT) {
-			v, err := c.client(s.Name, "").Get(ctx, "greeting").Result()
-			assert.NoError(col, err)
-			assert.Equal(col, "hello", v)
-		}, 5*time.Second, 20*time.Millisecond, "on %s", s.Name)
-	}
+	c.eventuallyEverywhere(ctx, "greeting", "hello", 5*time.Second)
 	// Replicas refuse writes.
 	err := c.client("sessions-1", "").Set(ctx, "k", "v", 0).Err()
 	require.Error(t, err)
@@ -180,6 +186,18 @@ func (w *writer) run(ctx context.Context, c *cluster) *sync.WaitGroup {
 		}
 	})
 	return &wg
+}
+
+// lost counts the acknowledged writes that primary does not hold.
+func (w *writer) lost(ctx context.Context, primary *goredis.Client) int {
+	lost := 0
+	w.acked.Range(func(k, _ any) bool {
+		if n, err := primary.Exists(ctx, k.(string)).Result(); err != nil || n == 0 {
+			lost++
+		}
+		return true
+	})
+	return lost
 }
 
 // primaries probes every node with a write, over and over until ctx ends, and returns the most
@@ -272,13 +290,7 @@ func TestFailoverLosesNoAcknowledgedWriteAndTheOldPrimaryRejoinsWithoutItsStaleW
 		require.NoError(t, err)
 		assert.Zero(t, n, "the old primary's unreplicated write is on %s", name)
 	}
-	lost := 0
-	w.acked.Range(func(k, _ any) bool {
-		if n, err := c.client(newPrimary, "").Exists(readCtx, k.(string)).Result(); err != nil || n == 0 {
-			lost++
-		}
-		return true
-	})
+	lost := w.lost(readCtx, c.client(newPrimary, ""))
 	t.Logf("acknowledged writes: %d, failed attempts during the failover: %d", w.nAcked.Load(), w.nFailed.Load())
 	assert.Zero(t, lost, "acknowledged writes lost")
 	assert.Equal(t, 1, mostPrimaries(), "writable primaries at the same moment")
@@ -299,13 +311,7 @@ func TestPrimaryRestartingEmptyDoesNotEmptyItsReplicas(t *testing.T) {
 	c.converge(ctx)
 
 	assert.NotEqual(t, old, c.currentPrimary(), "the empty node must not lead")
-	for _, s := range c.servers {
-		require.EventuallyWithT(t, func(col *assert.CollectT) {
-			v, err := c.client(s.Name, "").Get(ctx, "data").Result()
-			assert.NoError(col, err)
-			assert.Equal(col, "precious", v)
-		}, 10*time.Second, 50*time.Millisecond, "on %s", s.Name)
-	}
+	c.eventuallyEverywhere(ctx, "data", "precious", 10*time.Second)
 }
 
 func TestSwitchoverLosesNoAcknowledgedWrite(t *testing.T) {
@@ -337,13 +343,7 @@ func TestSwitchoverLosesNoAcknowledgedWrite(t *testing.T) {
 	cancel()
 	writes.Wait()
 
-	lost := 0
-	w.acked.Range(func(k, _ any) bool {
-		if n, err := c.client(to.Name, "").Exists(context.Background(), k.(string)).Result(); err != nil || n == 0 {
-			lost++
-		}
-		return true
-	})
+	lost := w.lost(context.Background(), c.client(to.Name, ""))
 	assert.Zero(t, lost, "acknowledged writes lost")
 	assert.Equal(t, 1, mostPrimaries(), "writable primaries at the same moment")
 }

@@ -26,15 +26,24 @@ const (
 	OLMStatusDescriptors  = "olm-status-descriptors"
 )
 
-// Offline lists the tests that need only the bundle, by name.
-var Offline = map[string]func(bundleDir string) scapiv1alpha3.TestStatus{
-	BasicCheckSpec:        withBundle(BasicCheckSpec, checkSpecBlocks),
-	OLMBundleValidation:   BundleValidation,
-	OLMCRDsHaveValidation: withBundle(OLMCRDsHaveValidation, checkCRDsHaveValidation),
-	OLMCRDsHaveResources:  withBundle(OLMCRDsHaveResources, checkCRDsHaveResources),
-	OLMSpecDescriptors:    withBundle(OLMSpecDescriptors, checkSpecDescriptors),
-	OLMStatusDescriptors:  withBundle(OLMStatusDescriptors, checkStatusDescriptors),
+// bundleChecks are the offline checks that work on a loaded bundle, by test name.
+var bundleChecks = map[string]func(*apimanifests.Bundle, *result){
+	BasicCheckSpec:        checkSpecBlocks,
+	OLMCRDsHaveValidation: checkCRDsHaveValidation,
+	OLMCRDsHaveResources:  checkCRDsHaveResources,
+	OLMSpecDescriptors:    checkSpecDescriptors,
+	OLMStatusDescriptors:  checkStatusDescriptors,
 }
+
+// Offline lists the tests that need only the bundle, by name: olm-bundle-validation, which
+// reads the directory itself, and the bundle checks.
+var Offline = func() map[string]func(bundleDir string) scapiv1alpha3.TestStatus {
+	tests := map[string]func(string) scapiv1alpha3.TestStatus{OLMBundleValidation: BundleValidation}
+	for name, check := range bundleChecks {
+		tests[name] = withBundle(name, check)
+	}
+	return tests
+}()
 
 // OfflineNames are the offline tests in a stable order.
 func OfflineNames() []string {
@@ -61,15 +70,8 @@ func withBundle(name string, check func(*apimanifests.Bundle, *result)) func(str
 
 // CheckBundle runs one offline check on an already loaded bundle (tests use it on altered bundles).
 func CheckBundle(name string, b *apimanifests.Bundle) scapiv1alpha3.TestStatus {
-	checks := map[string]func(*apimanifests.Bundle, *result){
-		BasicCheckSpec:        checkSpecBlocks,
-		OLMCRDsHaveValidation: checkCRDsHaveValidation,
-		OLMCRDsHaveResources:  checkCRDsHaveResources,
-		OLMSpecDescriptors:    checkSpecDescriptors,
-		OLMStatusDescriptors:  checkStatusDescriptors,
-	}
 	r := newResult(name)
-	check, ok := checks[name]
+	check, ok := bundleChecks[name]
 	if !ok {
 		r.broken(fmt.Errorf("no offline check %q on a loaded bundle", name))
 		return r.status()
