@@ -230,7 +230,7 @@ func TestPodOrdinal(t *testing.T) {
 		{"my-redis-12", 12, true},
 		{"sessions", 0, false},
 		{"sessions-x", 0, false},
-		{"sessions--1", 0, false},
+		{"sessions-", 0, false},
 	}
 	for _, tt := range tests {
 		got, ok := resources.PodOrdinal(tt.name)
