@@ -1,6 +1,6 @@
 // Package controllers holds the RedisCluster reconciler: it applies the children that the
-// builders in internal/resources describe, manages replication over the Redis protocol
-// (internal/topology), and writes the RedisCluster's status.
+// builders in internal/resources describe, asks internal/topology what the Redis nodes say and
+// what to do about it, does it, and writes the RedisCluster's status.
 package controllers
 
 import (
@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -28,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -43,10 +41,9 @@ type RedisClusterReconciler struct {
 	client.Client
 	// APIReader reads Secrets by name, uncached: the operator never lists or watches Secrets.
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
 	Recorder  recorder.EventRecorder
 	// Dial opens Redis connections with a password.
-	Dial func(password string) redis.Dialer
+	Dial func(password string) topology.Dialer
 	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
 	CheckInterval time.Duration
 	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
@@ -67,21 +64,45 @@ func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *cluster
 	return cs.(*clusterState)
 }
 
-// reconcileState is what one reconcile learns, from the phases to the status.
+// reconcileState is what one reconcile learns and does: the phases record outcomes in it, and
+// setStatus alone turns them into the status.
 type reconcileState struct {
+	// written is the RedisCluster as its status was last written (or read): the base of the
+	// next status patch.
+	written     *cachev1.RedisCluster
 	creds       credentials
 	statefulSet *appsv1.StatefulSet
 	pods        []corev1.Pod
-	observed    []topology.Observed
-	plan        topology.Plan
+	members     []topology.Member
+	// view is what the Redis nodes said, judged against the primary: the one source of who
+	// serves. Its Primary is the primary to record.
+	view topology.View
+	// round is the failover decision and what it did.
+	round topology.Round
+	// move is the change of primary this reconcile started (failover or switchover).
+	move *primaryMove
 	// changed is true when this reconcile created or changed a child.
 	changed bool
-	// topologyChanged is true when this reconcile changed a node's role or replaced a pod.
-	topologyChanged bool
-	// applyErr is the first phase that failed.
-	applyErr error
-	// authErr is set when Redis refused the password.
-	authErr error
+	// rolled is true when this reconcile replaced a pod or switched the primary over.
+	rolled bool
+	// err is the phase that failed, with its reason.
+	err *phaseError
+}
+
+// primaryMove is a change of primary: announced (FailingOver True) before it starts, done once
+// the new primary took over.
+type primaryMove struct {
+	reason, message string
+	from, to        string
+	done            bool
+}
+
+// phase is one step of a reconcile. reason is the condition reason of its failures, unless
+// the error says otherwise (a phaseError).
+type phase struct {
+	name   string
+	reason string
+	run    func(context.Context, *cachev1.RedisCluster, *reconcileState) error
 }
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters,verbs=get;list;watch
@@ -104,33 +125,34 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 
-	original := rc.DeepCopy()
-	state := &reconcileState{}
-	phases := []struct {
-		name string
-		run  func(context.Context, *cachev1.RedisCluster, *reconcileState) error
-	}{
-		{"Secrets", r.reconcileSecrets},
-		{"ConfigMap", r.reconcileConfigMap},
-		{"Services", r.reconcileServices},
-		{"PodDisruptionBudget", r.reconcilePodDisruptionBudget},
-		{"StatefulSet", r.reconcileStatefulSet},
-		{"Topology", r.reconcileTopology},
+	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
+	phases := []phase{
+		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets},
+		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap},
+		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices},
+		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget},
+		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet},
+		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes},
+		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords},
+		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover},
+		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout},
+		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels},
 	}
-	for _, phase := range phases {
-		if err := phase.run(ctx, rc, state); err != nil {
-			state.applyErr = err
-			log.FromContext(ctx).Error(err, "Reconcile phase failed", "phase", phase.name)
+	for _, p := range phases {
+		if err := p.run(ctx, rc, state); err != nil {
+			state.err = asPhaseError(p, err)
+			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, state.err.reason, p.name, "%s", state.err.Error())
 			break
 		}
 	}
 
 	setStatus(rc, state)
-	if err := r.patchStatus(ctx, original, rc); err != nil {
+	if err := r.patchStatus(ctx, state.written, rc); err != nil {
 		return ctrl.Result{}, err
 	}
-	if state.applyErr != nil {
-		return ctrl.Result{}, state.applyErr
+	if state.err != nil {
+		// controller-runtime logs it, once, and retries with backoff.
+		return ctrl.Result{}, state.err.logged()
 	}
 	return ctrl.Result{RequeueAfter: r.requeueAfter(state)}, nil
 }
@@ -138,15 +160,15 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // requeueAfter is the health check's period while there are Redis nodes to check. Without
 // pods there is nothing to check: their creation triggers the next reconcile.
 func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Duration {
-	if len(state.observed) == 0 {
+	if len(state.view.Nodes) == 0 {
 		return 0
 	}
 	interval := r.CheckInterval
 	if interval == 0 {
 		interval = DefaultCheckInterval
 	}
-	if state.plan.Wait > 0 && state.plan.Wait < interval {
-		return state.plan.Wait
+	if wait := state.round.Plan.Wait; wait > 0 && wait < interval {
+		return wait
 	}
 	return interval
 }
@@ -227,9 +249,7 @@ func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.Red
 	}) error {
 	result, err := ch.apply(ctx, r.Client)
 	if err != nil {
-		err = fmt.Errorf("applying %s %s: %w", kind, ch.objectName(), err)
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventApplyFailed, "Apply", "%s", err.Error())
-		return err
+		return fmt.Errorf("applying %s %s: %w", kind, ch.objectName(), err)
 	}
 	switch result {
 	case created:

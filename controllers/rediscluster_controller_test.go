@@ -31,7 +31,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/internal/operator"
-	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // createSample creates config/samples' RedisCluster (sessions, 3 replicas, 7.2) in namespace.
@@ -278,7 +278,6 @@ func TestConvergedReconcileWritesNothing(t *testing.T) {
 	reconciler := &controllers.RedisClusterReconciler{
 		Client:    op.mgr.GetClient(),
 		APIReader: op.mgr.GetAPIReader(),
-		Scheme:    op.mgr.GetScheme(),
 		Recorder:  op.mgr.GetEventRecorder("idempotency-test"),
 		Dial:      operator.RedisDialer(time.Second),
 	}

@@ -17,7 +17,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/operator"
-	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // readyCluster creates the sample with its pods running and waits until it is Ready.

@@ -12,6 +12,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // DefaultSecretResync is how often the password is read again from its Secret. Between reads
@@ -32,6 +33,9 @@ var errSecret = errors.New("password Secret")
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch
 
+// The password's lifecycle: read (or generated), written into the file the nodes include, and
+// given to running nodes live when it changes.
+
 // reconcileSecrets reads the password (creating a random one when spec.auth is not set) and
 // applies the Secret holding the password file the nodes include. Secrets are read by name with
 // an uncached reader: the operator never lists or watches Secrets.
@@ -51,7 +55,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 
 	password, err := r.readPassword(ctx, rc)
 	if errors.Is(err, errSecret) {
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventSecretNotFound, "ReadPassword", "%s", err.Error())
+		return failed(cachev1.ReasonSecretNotFound, err)
 	}
 	if err != nil {
 		return err
@@ -100,4 +104,36 @@ func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.R
 		return "", fmt.Errorf("%w %s has no key %q", errSecret, name, key)
 	}
 	return string(password), nil
+}
+
+// reconcilePasswords gives the current password to the nodes that refuse it but take the
+// previous one: the password Secret changed under running nodes. The change is live (CONFIG
+// SET), so no pod restarts for it, and a node that restarts reads the new password file. A node
+// that refuses both leaves the RedisCluster Degraded (AuthenticationFailed), and nothing is
+// decided on half a view until it takes a password again.
+func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	refused := state.view.AuthRefused()
+	if len(refused) == 0 {
+		return nil
+	}
+	if state.creds.previous != "" {
+		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(state.creds.previous))
+		for _, node := range rotated {
+			r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
+				"%s now takes the password from Secret %s", node, passwordSecretName(rc))
+		}
+		if len(rotated) > 0 {
+			state.view = topology.Observe(ctx, r.Dial(state.creds.password), state.members, state.view.Primary)
+			refused = state.view.AuthRefused()
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("redis on %s refused the password from Secret %s: %w", refused[0].Name, passwordSecretName(rc), refused[0].Err)
+}
+
+func passwordSecretName(rc *cachev1.RedisCluster) string {
+	name, _ := resources.PasswordSource(rc)
+	return name
 }

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,90 +12,127 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/topology"
 )
 
-// setStatus derives the RedisCluster's status from what this reconcile observed. Messages
-// hold no volatile values, so an unchanged world gives an unchanged status.
+// setStatus is the one writer of the RedisCluster's status: it turns what the phases recorded
+// into the counts, the primary, the nodes and one condition each from a small function below.
+// Messages hold no volatile values, so an unchanged world gives an unchanged status.
 func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
-	sts := state.statefulSet
-	if sts != nil {
+	if sts := state.statefulSet; sts != nil {
 		rc.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
-	if state.observed != nil {
-		rc.Status.Nodes = nodeStatuses(state.observed, rc.Status.Primary)
+	rc.Status.Primary = state.view.Primary
+	if len(state.view.Nodes) > 0 {
+		rc.Status.Nodes = nodeStatuses(state.view)
 	}
-	setPersistent(rc)
-	switch {
-	case meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionFailingOver) == nil:
-		setCondition(rc, cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, "The primary has not changed")
-	case meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionFailingOver) && topologySettled(state):
-		// A change of primary that an error or a restart cut short was finished by a later reconcile.
-		setCondition(rc, cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonFailoverComplete,
-			fmt.Sprintf("%s is the primary", rc.Status.Primary))
+	degraded := degradedCondition(rc, state)
+	for _, c := range []*metav1.Condition{
+		persistentCondition(rc),
+		failingOverCondition(rc, state),
+		progressingCondition(state),
+		degraded,
+		readyCondition(rc, state, degraded),
+	} {
+		setCondition(rc, c)
 	}
-
-	if state.applyErr != nil {
-		reason := cachev1.ReasonApplyFailed
-		if errors.Is(state.applyErr, errSecret) {
-			reason = cachev1.ReasonSecretNotFound
-		}
-		msg := state.applyErr.Error()
-		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	if state.err == nil {
 		// observedGeneration moves only when the spec was carried out.
-		return
+		rc.Status.ObservedGeneration = rc.Generation
 	}
-	rc.Status.ObservedGeneration = rc.Generation
+}
 
-	if state.changed || !rolledOut(sts) {
-		setCondition(rc, cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
+// nodeStatuses is what status.nodes says: each node's role and whether it serves. Nothing that
+// changes every second (offsets, addresses) goes in, so a steady cluster's status is steady.
+func nodeStatuses(v topology.View) []cachev1.NodeStatus {
+	var out []cachev1.NodeStatus
+	for _, o := range v.Nodes {
+		n := cachev1.NodeStatus{Name: o.Name, Role: cachev1.RoleUnknown, State: cachev1.NodeUnreachable}
+		if o.Reachable() {
+			n.State = cachev1.NodeSyncing
+			switch {
+			case o.IsPrimary():
+				n.Role = cachev1.RolePrimary
+			case o.IsReplica():
+				n.Role = cachev1.RoleReplica
+			}
+			if v.Serving(o) {
+				n.State = cachev1.NodeServing
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// failingOverCondition is True from the announcement of a change of primary until it is done;
+// nil keeps what the status says.
+func failingOverCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
+	existing := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionFailingOver)
+	switch move := state.move; {
+	case move != nil && !move.done:
+		return condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, move.reason, move.message)
+	case move != nil:
+		return condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonFailoverComplete,
+			fmt.Sprintf("%s replaced %s as primary", move.to, move.from))
+	case existing == nil:
+		return condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, "The primary has not changed")
+	case existing.Status == metav1.ConditionTrue && state.round.Plan.Idle() && !state.rolled:
+		// A change of primary that an error or a restart cut short was finished by a later reconcile.
+		return condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonFailoverComplete,
+			fmt.Sprintf("%s is the primary", state.view.Primary))
+	}
+	return nil
+}
+
+// progressingCondition is True while the StatefulSet rolls out a change; nil (unchanged) when
+// the reconcile failed.
+func progressingCondition(state *reconcileState) *metav1.Condition {
+	switch {
+	case state.err != nil:
+		return nil
+	case state.changed || !rolledOut(state.statefulSet):
+		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
 			"The StatefulSet is rolling out the current spec")
-	} else {
-		setCondition(rc, cachev1.ConditionProgressing, metav1.ConditionFalse, cachev1.ReasonRolloutComplete,
-			"The StatefulSet runs the current spec")
 	}
+	return condition(cachev1.ConditionProgressing, metav1.ConditionFalse, cachev1.ReasonRolloutComplete,
+		"The StatefulSet runs the current spec")
+}
 
-	degraded, reason, msg := replicationProblem(rc, state)
-	if degraded {
-		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
-	} else {
-		setCondition(rc, cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
+// degradedCondition is True when a phase failed or replication itself is broken, as opposed
+// to still forming.
+func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
+	plan := state.round.Plan
+	switch {
+	case state.err != nil:
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
+	case len(state.view.Nodes) > 0 && plan.Primary == "":
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonNoPrimary,
+			"No Redis node answers; no primary can be chosen")
+	case plan.Wait > 0:
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonPrimaryUnreachable, fmt.Sprintf(
+			"Primary %s does not answer; a replica replaces it if it does not answer within %s", plan.Primary, unreachableTimeout(rc)))
 	}
+	return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
+}
 
+// readyCondition is True when every node is ready and serves, and nothing is degraded.
+func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *metav1.Condition) *metav1.Condition {
 	ready := rc.Status.ReadyReplicas
 	switch {
-	case state.changed || !observed(sts) || ready < rc.Spec.Replicas:
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
+	case state.err != nil:
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
+	case state.changed || !stsObserved(state.statefulSet) || ready < rc.Spec.Replicas:
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))
-	case degraded:
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	case degraded.Status == metav1.ConditionTrue:
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case !replicationServing(rc):
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicationNotReady,
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicationNotReady,
 			"Not every replica has caught up with the primary")
-	default:
-		setCondition(rc, cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
-			fmt.Sprintf("%d of %d Redis nodes are ready; %s is the primary", ready, rc.Spec.Replicas, rc.Status.Primary))
 	}
-}
-
-// topologySettled is true when this reconcile found a primary and nothing to change.
-func topologySettled(state *reconcileState) bool {
-	p := state.plan
-	return p.Primary != "" && !p.Promote && len(p.Repoint) == 0 && p.Wait == 0 && !state.topologyChanged
-}
-
-// replicationProblem says whether replication itself is broken, as opposed to still forming.
-func replicationProblem(rc *cachev1.RedisCluster, state *reconcileState) (bool, string, string) {
-	switch {
-	case state.authErr != nil:
-		return true, cachev1.ReasonAuthenticationFailed, state.authErr.Error()
-	case len(state.observed) > 0 && state.plan.Primary == "":
-		return true, cachev1.ReasonNoPrimary, "No Redis node answers; no primary can be chosen"
-	case state.plan.Wait > 0:
-		return true, cachev1.ReasonPrimaryUnreachable, fmt.Sprintf(
-			"Primary %s does not answer; a replica replaces it if it does not answer within %s", rc.Status.Primary, unreachableTimeout(rc))
-	}
-	return false, "", ""
+	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
+		fmt.Sprintf("%d of %d Redis nodes are ready; %s is the primary", ready, rc.Spec.Replicas, rc.Status.Primary))
 }
 
 // replicationServing is true when the status shows every node serving: the primary and
@@ -113,39 +149,42 @@ func replicationServing(rc *cachev1.RedisCluster) bool {
 	return true
 }
 
-func setPersistent(rc *cachev1.RedisCluster) {
+// persistentCondition says whether the nodes' data survives their pods.
+func persistentCondition(rc *cachev1.RedisCluster) *metav1.Condition {
 	if rc.Spec.Storage != nil {
-		setCondition(rc, cachev1.ConditionPersistent, metav1.ConditionTrue, cachev1.ReasonPersistentVolumeClaims,
+		return condition(cachev1.ConditionPersistent, metav1.ConditionTrue, cachev1.ReasonPersistentVolumeClaims,
 			"Each Redis node keeps its data on its own PersistentVolumeClaim")
-		return
 	}
-	setCondition(rc, cachev1.ConditionPersistent, metav1.ConditionFalse, cachev1.ReasonEmptyDir,
+	return condition(cachev1.ConditionPersistent, metav1.ConditionFalse, cachev1.ReasonEmptyDir,
 		"Data lives in emptyDir volumes and is lost when a pod is deleted or moves; set spec.storage to keep it")
 }
 
-// observed is true when the StatefulSet controller has seen the StatefulSet's current spec,
+// stsObserved is true when the StatefulSet controller has seen the StatefulSet's current spec,
 // so that its status counts describe it.
-func observed(sts *appsv1.StatefulSet) bool {
+func stsObserved(sts *appsv1.StatefulSet) bool {
 	return sts != nil && sts.Status.ObservedGeneration >= sts.Generation
 }
 
 // rolledOut is true when every pod of the StatefulSet runs its current template.
 func rolledOut(sts *appsv1.StatefulSet) bool {
-	if !observed(sts) {
+	if !stsObserved(sts) {
 		return false
 	}
 	s := sts.Status
 	return s.UpdatedReplicas >= ptr.Deref(sts.Spec.Replicas, 1) && s.CurrentRevision == s.UpdateRevision
 }
 
-func setCondition(rc *cachev1.RedisCluster, condType string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{
-		Type:               condType,
-		Status:             status,
-		Reason:             reason,
-		Message:            msg,
-		ObservedGeneration: rc.Generation,
-	})
+func condition(condType string, status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
+	return &metav1.Condition{Type: condType, Status: status, Reason: reason, Message: msg}
+}
+
+// setCondition sets c, when not nil, at the RedisCluster's generation.
+func setCondition(rc *cachev1.RedisCluster, c *metav1.Condition) {
+	if c == nil {
+		return
+	}
+	c.ObservedGeneration = rc.Generation
+	meta.SetStatusCondition(&rc.Status.Conditions, *c)
 }
 
 // patchStatus writes the status only when it changed: a converged RedisCluster costs no write.

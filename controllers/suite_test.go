@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/org/redis-operator/internal/operator"
-	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // The control plane every test in this package shares: a real kube-apiserver and etcd.

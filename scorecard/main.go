@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
-	"github.com/org/redis-operator/scorecard/tests"
+	"github.com/org/redis-operator/scorecard/checks"
 )
 
 func main() {
@@ -30,8 +30,8 @@ func main() {
 
 	if *allOffline {
 		failed := false
-		for _, name := range tests.OfflineNames() {
-			status := tests.Offline[name](*bundle)
+		for _, name := range checks.OfflineNames() {
+			status := checks.Offline[name](*bundle)
 			for _, r := range status.Results {
 				fmt.Printf("%-26s %s\n", r.Name, r.State)
 				for _, e := range r.Errors {
@@ -56,9 +56,9 @@ func main() {
 	name := flag.Arg(0)
 	var status scapiv1alpha3.TestStatus
 	switch {
-	case tests.Offline[name] != nil:
-		status = tests.Offline[name](*bundle)
-	case tests.Online[name] != nil:
+	case checks.Offline[name] != nil:
+		status = checks.Offline[name](*bundle)
+	case checks.Online[name] != nil:
 		status = runOnline(name, *bundle, *namespace, *timeout)
 	default:
 		status = errorStatus(name, fmt.Errorf("unknown test %q", name))
@@ -85,7 +85,7 @@ func runOnline(name, bundle, namespace string, timeout time.Duration) scapiv1alp
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
-	return tests.Online[name](ctx, tests.Cluster{Client: c, Namespace: namespace, Timeout: timeout}, bundle)
+	return checks.Online[name](ctx, checks.Cluster{Client: c, Namespace: namespace, Timeout: timeout}, bundle)
 }
 
 func errorStatus(name string, err error) scapiv1alpha3.TestStatus {

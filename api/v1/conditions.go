@@ -30,6 +30,10 @@ const (
 	ReasonAsExpected = "AsExpected"
 	// ReasonSecretNotFound (Degraded=True): the password Secret or its key is missing.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonTopologyFailed (Degraded=True, Ready=False): a change of roles over the Redis
+	// protocol (promote, repoint, switchover) failed; the message names the node and the step.
+	// The next reconcile observes the nodes and decides again.
+	ReasonTopologyFailed = "TopologyFailed"
 	// ReasonAuthenticationFailed (Degraded=True): Redis refused the password.
 	ReasonAuthenticationFailed = "AuthenticationFailed"
 	// ReasonNoPrimary (Degraded=True, Ready=False): no node can be primary yet.
@@ -53,7 +57,9 @@ const (
 	ReasonEmptyDir = "EmptyDir"
 )
 
-// Event reasons recorded on a RedisCluster.
+// Event reasons recorded on a RedisCluster. A failed reconcile phase records a Warning whose
+// reason is its Degraded condition's reason (ApplyFailed, SecretNotFound, AuthenticationFailed,
+// TopologyFailed).
 const (
 	// EventChildCreated (Normal): a child object was created.
 	EventChildCreated = "Created"
@@ -63,6 +69,8 @@ const (
 	EventApplyFailed = "ApplyFailed"
 	// EventSecretNotFound (Warning): the password Secret or its key is missing.
 	EventSecretNotFound = "SecretNotFound"
+	// EventTopologyFailed (Warning): a change of roles over the Redis protocol failed.
+	EventTopologyFailed = "TopologyFailed"
 	// EventAuthenticationFailed (Warning): Redis refused the password.
 	EventAuthenticationFailed = "AuthenticationFailed"
 	// EventPromoted (Normal): a node became the primary.

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/org/redis-operator/internal/olm"
-	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 func repoRoot(t *testing.T) string {

@@ -28,6 +28,17 @@ import (
 	"github.com/org/redis-operator/internal/resources"
 )
 
+// The defaults cmd/ gives its flags.
+const (
+	DefaultMetricsAddr             = ":8080"
+	DefaultProbeAddr               = ":8081"
+	DefaultMaxConcurrentReconciles = 4
+	// DefaultLeaseDuration and DefaultRenewDeadline outlast an API server restart: with
+	// controller-runtime's 15s and 10s the leader exited whenever one took longer than 10s.
+	DefaultLeaseDuration = 30 * time.Second
+	DefaultRenewDeadline = 25 * time.Second
+)
+
 // Options are the manager's settings, from flags and the environment.
 type Options struct {
 	// WatchNamespaces limits the operator to these namespaces; empty means every namespace.
@@ -43,7 +54,7 @@ type Options struct {
 	// LeaseDuration and RenewDeadline of leader election. The leader exits when it cannot renew
 	// within RenewDeadline, so it must outlast an API server restart.
 	LeaseDuration, RenewDeadline time.Duration
-	// MaxConcurrentReconciles is how many RedisClusters are reconciled at once (default 1).
+	// MaxConcurrentReconciles is how many RedisClusters are reconciled at once (controller-runtime's 1 when 0).
 	MaxConcurrentReconciles int
 	// CheckInterval is the period of each RedisCluster's health check (controllers.DefaultCheckInterval when 0).
 	CheckInterval time.Duration
@@ -134,7 +145,6 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	reconciler := &controllers.RedisClusterReconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
-		Scheme:        scheme,
 		Recorder:      mgr.GetEventRecorder("rediscluster-controller"),
 		Dial:          RedisDialer(opts.RedisTimeout),
 		CheckInterval: opts.CheckInterval,

@@ -34,10 +34,6 @@ type ReplicationInfo struct {
 	LinkUp bool
 	// Offset is how much of the replication stream the node holds (master_repl_offset).
 	Offset int64
-	// ReplID is the node's replication ID.
-	ReplID string
-	// ConnectedReplicas is, on a primary, how many replicas are connected.
-	ConnectedReplicas int
 }
 
 // PrimaryAddr is host:port of a replica's primary.
@@ -74,10 +70,13 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// DefaultTimeout is Options.Timeout when it is not set.
+const DefaultTimeout = 500 * time.Millisecond
+
 // NewDialer returns a Dialer with these options.
 func NewDialer(opts Options) Dialer {
 	if opts.Timeout == 0 {
-		opts.Timeout = 500 * time.Millisecond
+		opts.Timeout = DefaultTimeout
 	}
 	return func(addr string) Node {
 		return &node{c: goredis.NewClient(&goredis.Options{
@@ -175,12 +174,10 @@ func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 		return info, fmt.Errorf("INFO replication has no role")
 	}
 	info.Role = Role(role)
-	info.ReplID = fields["master_replid"]
 	var err error
 	if info.Offset, err = strconv.ParseInt(fields["master_repl_offset"], 10, 64); err != nil {
 		return info, fmt.Errorf("master_repl_offset %q: %w", fields["master_repl_offset"], err)
 	}
-	info.ConnectedReplicas, _ = strconv.Atoi(fields["connected_slaves"])
 	if info.Role == RoleReplica {
 		info.PrimaryHost = fields["master_host"]
 		info.PrimaryPort, _ = strconv.Atoi(fields["master_port"])

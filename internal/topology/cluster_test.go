@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/org/redis-operator/internal/redis"
-	"github.com/org/redis-operator/internal/redistest"
-	"github.com/org/redis-operator/internal/resources"
-	"github.com/org/redis-operator/internal/testenv"
 	"github.com/org/redis-operator/internal/topology"
+	"github.com/org/redis-operator/test/podrunner"
+	"github.com/org/redis-operator/test/redistest"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // cluster is a Redis cluster of real redis-server processes, run with the operator's redis.conf
@@ -38,21 +38,17 @@ type cluster struct {
 func newCluster(t *testing.T, n int, password string) *cluster {
 	t.Helper()
 	rc := testenv.RedisCluster("test", "sessions", int32(n))
-	conf := resources.RedisConf(rc)
-	if password != "" {
-		conf += resources.AuthConf(password)
-	}
 	c := &cluster{
 		t:      t,
 		exec:   topology.Executor{Dial: redis.NewDialer(redis.Options{Password: password, Timeout: 300 * time.Millisecond})},
 		policy: topology.Policy{FailoverTimeout: 3 * time.Second},
 	}
-	dir := t.TempDir()
-	for i := range n {
-		s, err := redistest.Start(dir, fmt.Sprintf("sessions-%d", i), conf)
-		require.NoError(t, err)
-		c.servers = append(c.servers, s)
-		t.Cleanup(s.Kill)
+	// The nodes run as their pods would: the operator's redis.conf and password file.
+	procs, err := podrunner.StartRedisCluster(context.Background(), t.TempDir(), rc, password)
+	require.NoError(t, err)
+	for _, p := range procs {
+		c.servers = append(c.servers, p.Server)
+		t.Cleanup(p.Stop)
 	}
 	return c
 }
@@ -73,15 +69,14 @@ func (c *cluster) currentPrimary() string {
 
 // reconcile runs one round, as one reconcile of the controller does.
 func (c *cluster) reconcile(ctx context.Context) topology.Round {
-	round, err := c.exec.Reconcile(ctx, c.members(), c.currentPrimary(), &c.downtime, c.policy)
+	view := topology.Observe(ctx, c.exec.Dial, c.members(), c.currentPrimary())
+	round, err := c.exec.Reconcile(ctx, view, &c.downtime, c.policy, nil)
 	if err != nil {
 		c.t.Logf("round: %v", err)
 	}
-	if round.Plan.Primary != "" {
-		c.mu.Lock()
-		c.primary = round.Plan.Primary
-		c.mu.Unlock()
-	}
+	c.mu.Lock()
+	c.primary = round.Primary()
+	c.mu.Unlock()
 	return round
 }
 
@@ -324,10 +319,10 @@ func TestSwitchoverLosesNoAcknowledgedWrite(t *testing.T) {
 	writes := w.run(ctx, c)
 	require.Eventually(t, func() bool { return w.nAcked.Load() > 200 }, 10*time.Second, 10*time.Millisecond)
 
-	observed := topology.Observe(ctx, c.exec.Dial, c.members())
-	from, to := observed[0], observed[2]
+	view := topology.Observe(ctx, c.exec.Dial, c.members(), c.currentPrimary())
+	from, to := view.Nodes[0], view.Nodes[2]
 	require.Equal(t, c.currentPrimary(), from.Name)
-	steps, err := c.exec.Switchover(ctx, from, to, observed, 5*time.Second)
+	steps, err := c.exec.Switchover(ctx, from, to, view, 5*time.Second)
 	require.NoError(t, err)
 	c.mu.Lock()
 	c.primary = to.Name

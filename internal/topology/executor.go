@@ -32,12 +32,8 @@ type Executor struct {
 
 // Apply promotes the plan's primary, then points the other nodes at it. It stops at the first
 // error, returning the steps done so far: a later reconcile observes and decides again.
-func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]Step, error) {
-	byName := map[string]Observed{}
-	for _, o := range observed {
-		byName[o.Name] = o
-	}
-	primary, ok := byName[plan.Primary]
+func (e Executor) Apply(ctx context.Context, plan Plan, v View) ([]Step, error) {
+	primary, ok := v.Find(plan.Primary)
 	if !ok {
 		return nil, fmt.Errorf("primary %q is not a member", plan.Primary)
 	}
@@ -49,12 +45,12 @@ func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]
 		steps = append(steps, Step{Node: plan.Primary, Action: ActionPromoted, Message: fmt.Sprintf("Promoted %s to primary: %s", plan.Primary, plan.Reason)})
 	}
 	for _, name := range plan.Repoint {
-		o := byName[name]
+		o, _ := v.Find(name)
 		if err := e.do(o.Addr, func(n redis.Node) error { return n.ReplicaOf(ctx, primary.Addr) }); err != nil {
 			return steps, fmt.Errorf("pointing %s at %s: %w", name, plan.Primary, err)
 		}
 		what := "replica"
-		if o.Info.Role == redis.RolePrimary {
+		if o.IsPrimary() {
 			what = "primary, now demoted"
 		}
 		steps = append(steps, Step{Node: name, Action: ActionRepointed, Message: fmt.Sprintf("%s (%s) replicates from %s", name, what, plan.Primary)})
@@ -67,7 +63,7 @@ func (e Executor) Apply(ctx context.Context, plan Plan, observed []Observed) ([]
 // has every byte of the replication stream, demotes the old primary, promotes the target and
 // points the other nodes at it. Writes held during the switch fail on the demoted primary
 // (READONLY) and are retried by clients on the new one; none that was acknowledged is lost.
-func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Observed, maxPause time.Duration) ([]Step, error) {
+func (e Executor) Switchover(ctx context.Context, from, to Observed, v View, maxPause time.Duration) ([]Step, error) {
 	old := e.Dial(from.Addr)
 	defer old.Close()
 	target := e.Dial(to.Addr)
@@ -92,7 +88,7 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, others []Ob
 	}
 	steps = append(steps, Step{Node: to.Name, Action: ActionPromoted, Message: fmt.Sprintf("Promoted %s to primary: switchover from %s", to.Name, from.Name)})
 	var errs []error
-	for _, o := range others {
+	for _, o := range v.Nodes {
 		if o.Name == from.Name || o.Name == to.Name || !o.Reachable() {
 			continue
 		}

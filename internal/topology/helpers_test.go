@@ -4,7 +4,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/org/redis-operator/internal/redistest"
+	"github.com/org/redis-operator/test/redistest"
 )
 
 func signal(s *redistest.Server, sig syscall.Signal) error { return s.Signal(sig) }

@@ -31,43 +31,53 @@ func (d *Downtime) Observe(primary string, answered bool, now time.Time) time.Du
 	return now.Sub(d.since)
 }
 
-// Round is one observe-decide-act pass.
+// Round is one decide-and-act pass over an observation: what was seen, what was decided and
+// what was done.
 type Round struct {
-	Observed []Observed
-	Plan     Plan
-	Steps    []Step
+	View  View
+	Plan  Plan
+	Steps []Step
 }
 
-// Settled is true when the round found nothing to do: a primary, and every other node answering
-// as its replica with the link up.
-func (r Round) Settled() bool {
-	if r.Plan.Primary == "" || r.Plan.Promote || len(r.Plan.Repoint) > 0 || r.Plan.Wait > 0 {
-		return false
+// Settled is true when the round found nothing to do and every node serves the primary.
+func (r Round) Settled() bool { return r.View.Settled(r.Plan) }
+
+// Primary is the primary to record after the round: the plan's, once its promotion happened
+// (or was not needed); otherwise the one recorded before.
+func (r Round) Primary() string {
+	if r.Plan.Primary == "" {
+		return r.View.Primary
 	}
-	for _, o := range r.Observed {
-		if !o.Reachable() || (o.Name != r.Plan.Primary && !o.Info.LinkUp) {
-			return false
+	if !r.Plan.Promote {
+		return r.Plan.Primary
+	}
+	for _, s := range r.Steps {
+		if s.Action == ActionPromoted && s.Node == r.Plan.Primary {
+			return r.Plan.Primary
 		}
 	}
-	return true
+	return r.View.Primary
 }
 
-// Reconcile observes every member, decides who is primary given the recorded one, and carries
-// the plan out. Its result's Plan.Primary is the primary to record.
-func (e Executor) Reconcile(ctx context.Context, members []Member, current string, downtime *Downtime, policy Policy) (Round, error) {
-	r := Round{Observed: Observe(ctx, e.Dial, members)}
-	answered := false
-	for _, o := range r.Observed {
-		if o.Name == current && o.Reachable() {
-			answered = true
-		}
-	}
-	downFor := downtime.Observe(current, answered, time.Now())
-	r.Plan = Decide(r.Observed, current, downFor, policy)
+// Changed is true when the round changed a node's role or replication source.
+func (r Round) Changed() bool { return len(r.Steps) > 0 }
+
+// Reconcile decides who is primary from the view and carries the plan out: the failure
+// detector and failover of the operator, and of every test and benchmark that runs it.
+// announce, when not nil, runs before a plan that replaces the primary changes anything; an
+// error from it stops the round. The returned round says what was done, even with an error.
+func (e Executor) Reconcile(ctx context.Context, v View, downtime *Downtime, policy Policy, announce func(Plan) error) (Round, error) {
+	downFor := downtime.Observe(v.Primary, v.PrimaryAnswers(), time.Now())
+	r := Round{View: v, Plan: Decide(v, downFor, policy)}
 	if r.Plan.Primary == "" || (!r.Plan.Promote && len(r.Plan.Repoint) == 0) {
 		return r, nil
 	}
+	if announce != nil && r.Plan.Failover() {
+		if err := announce(r.Plan); err != nil {
+			return r, err
+		}
+	}
 	var err error
-	r.Steps, err = e.Apply(ctx, r.Plan, r.Observed)
+	r.Steps, err = e.Apply(ctx, r.Plan, v)
 	return r, err
 }

@@ -1,6 +1,7 @@
-// Package topology decides and carries out who is the primary of a Redis cluster, from what
-// each node says of itself over the Redis protocol. Decide is pure; Observe and the Executor do
-// the I/O through internal/redis, the same way whether the nodes are pods or local processes.
+// Package topology owns the operator's view of Redis and every decision about it: who is the
+// primary, which replica has caught up (View), whom to promote and repoint (Decide), which pod a
+// rollout moves next (DecideRollout). The decisions are pure; Observe and the Executor do the
+// I/O through internal/redis, the same way whether the nodes are pods or local processes.
 //
 // Every node starts fenced: as a replica of an address where nothing listens. A node that
 // restarts therefore can never take writes until the operator points it at the primary, and a
@@ -8,11 +9,9 @@
 package topology
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/org/redis-operator/internal/redis"
@@ -22,47 +21,6 @@ import (
 // where nothing listens, so the connection is refused at once and the node stays a read-only
 // replica until the operator decides.
 const FenceAddr = "127.0.0.1:1"
-
-// Member is one Redis node as the cluster manager knows it.
-type Member struct {
-	Name    string
-	Ordinal int
-	// Addr is ip:port; empty when the node has no address yet.
-	Addr string
-}
-
-// Observed is a member and what it said of itself.
-type Observed struct {
-	Member
-	Info redis.ReplicationInfo
-	// Err is why it could not be asked; nil when it answered.
-	Err error
-}
-
-// Reachable is true when the node answered.
-func (o Observed) Reachable() bool { return o.Err == nil }
-
-func (o Observed) isPrimary() bool { return o.Reachable() && o.Info.Role == redis.RolePrimary }
-
-// Observe asks every member for its replication state, all at once.
-func Observe(ctx context.Context, dial redis.Dialer, members []Member) []Observed {
-	out := make([]Observed, len(members))
-	var wg sync.WaitGroup
-	for i, m := range members {
-		out[i].Member = m
-		if m.Addr == "" {
-			out[i].Err = errors.New("no address yet")
-			continue
-		}
-		wg.Go(func() {
-			n := dial(m.Addr)
-			defer n.Close()
-			out[i].Info, out[i].Err = n.Replication(ctx)
-		})
-	}
-	wg.Wait()
-	return out
-}
 
 // Policy is how eager failover is.
 type Policy struct {
@@ -91,37 +49,39 @@ type Plan struct {
 // Failover is true when the plan replaces a primary.
 func (p Plan) Failover() bool { return p.Previous != "" && p.Previous != p.Primary }
 
-// Decide chooses the primary and the replicas to repoint. current is the primary the operator
-// last recorded; downFor is how long it has been unreachable (0 when it answers).
-func Decide(observed []Observed, current string, downFor time.Duration, policy Policy) Plan {
-	var reachable []Observed
-	var cur *Observed
-	for i := range observed {
-		if observed[i].Reachable() {
-			reachable = append(reachable, observed[i])
-		}
-		if observed[i].Name == current {
-			cur = &observed[i]
-		}
-	}
+// Idle is true when the plan keeps a primary and changes nothing.
+func (p Plan) Idle() bool {
+	return p.Primary != "" && !p.Promote && len(p.Repoint) == 0 && p.Wait == 0
+}
+
+// Decide chooses the primary and the replicas to repoint, from the view and its recorded
+// primary; downFor is how long that primary has been unreachable (0 when it answers).
+//
+// Safety: a primary that answers as primary is never replaced here, so there are never two
+// primaries by our hand; an unreachable one is replaced only when it is gone or the timeout
+// passed, and by the node holding the most data.
+func Decide(v View, downFor time.Duration, policy Policy) Plan {
+	current := v.Primary
+	reachable := v.reachable()
+	cur, known := v.Find(current)
 
 	var plan Plan
 	switch {
-	case cur == nil:
+	case !known:
 		if len(reachable) == 0 {
 			return Plan{Reason: "no Redis node answers yet"}
 		}
 		target := elect(reachable, "")
-		plan = Plan{Primary: target.Name, Promote: !target.isPrimary(), Reason: "bootstrap: " + target.Name + " holds the most data"}
-	case cur.isPrimary():
+		plan = Plan{Primary: target.Name, Promote: !target.IsPrimary(), Reason: "bootstrap: " + target.Name + " holds the most data"}
+	case cur.IsPrimary():
 		plan = Plan{Primary: current}
 	case cur.Reachable():
 		// The primary answers as a replica: it restarted behind the fence, maybe empty.
 		target := elect(reachable, current)
-		plan = Plan{Primary: target.Name, Promote: !target.isPrimary(), Previous: current,
+		plan = Plan{Primary: target.Name, Promote: !target.IsPrimary(), Previous: current,
 			Reason: fmt.Sprintf("%s restarted as a replica; %s holds the most data", current, target.Name)}
 	default:
-		gone := primaryGone(*cur, reachable)
+		gone := primaryGone(cur, reachable)
 		if !gone && downFor < policy.FailoverTimeout {
 			return Plan{Primary: current, Wait: policy.FailoverTimeout - downFor,
 				Reason: fmt.Sprintf("primary %s does not answer", current)}
@@ -134,21 +94,13 @@ func Decide(observed []Observed, current string, downFor time.Duration, policy P
 		if gone {
 			why = fmt.Sprintf("primary %s is down (connection refused, replicas lost their link)", current)
 		}
-		plan = Plan{Primary: target.Name, Promote: !target.isPrimary(), Previous: current,
+		plan = Plan{Primary: target.Name, Promote: !target.IsPrimary(), Previous: current,
 			Reason: why + "; " + target.Name + " holds the most data"}
 	}
 
-	primaryAddr := ""
-	for _, o := range observed {
-		if o.Name == plan.Primary {
-			primaryAddr = o.Addr
-		}
-	}
+	primary, _ := v.Find(plan.Primary)
 	for _, o := range reachable {
-		if o.Name == plan.Primary {
-			continue
-		}
-		if o.Info.Role != redis.RoleReplica || o.Info.PrimaryAddr() != primaryAddr {
+		if o.Name != plan.Primary && !o.replicates(primary) {
 			plan.Repoint = append(plan.Repoint, o.Name)
 		}
 	}
@@ -162,7 +114,7 @@ func primaryGone(primary Observed, reachable []Observed) bool {
 		return false
 	}
 	for _, o := range reachable {
-		if o.Info.Role == redis.RoleReplica && o.Info.PrimaryAddr() == primary.Addr && o.Info.LinkUp {
+		if o.replicates(primary) && o.Info.LinkUp {
 			return false
 		}
 	}
@@ -175,8 +127,8 @@ func elect(candidates []Observed, prefer string) Observed {
 	sorted := append([]Observed(nil), candidates...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
-		if a.isPrimary() != b.isPrimary() {
-			return a.isPrimary()
+		if a.IsPrimary() != b.IsPrimary() {
+			return a.IsPrimary()
 		}
 		if a.Info.Offset != b.Info.Offset {
 			return a.Info.Offset > b.Info.Offset

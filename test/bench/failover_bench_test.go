@@ -13,10 +13,10 @@ import (
 
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/internal/redis"
-	"github.com/org/redis-operator/internal/redistest"
-	"github.com/org/redis-operator/internal/resources"
-	"github.com/org/redis-operator/internal/testenv"
 	"github.com/org/redis-operator/internal/topology"
+	"github.com/org/redis-operator/test/podrunner"
+	"github.com/org/redis-operator/test/redistest"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 const failoverRounds = 12
@@ -39,16 +39,14 @@ func BenchmarkFailover(b *testing.B) {
 
 func failoverTimes(b *testing.B) []time.Duration {
 	ctx := context.Background()
-	conf := resources.RedisConf(testenv.RedisCluster("bench", "sessions", 3))
-	dir := b.TempDir()
+	procs, err := podrunner.StartRedisCluster(ctx, b.TempDir(), testenv.RedisCluster("bench", "sessions", 3), "")
+	require.NoError(b, err)
 	var servers []*redistest.Server
 	var members []topology.Member
-	for i := range 3 {
-		s, err := redistest.Start(dir, fmt.Sprintf("sessions-%d", i), conf)
-		require.NoError(b, err)
-		defer s.Kill()
-		servers = append(servers, s)
-		members = append(members, topology.Member{Name: s.Name, Ordinal: i, Addr: s.Addr()})
+	for i, p := range procs {
+		defer p.Stop()
+		servers = append(servers, p.Server)
+		members = append(members, topology.Member{Name: p.Name, Ordinal: i, Addr: p.Addr()})
 	}
 	exec := topology.Executor{Dial: redis.NewDialer(redis.Options{Timeout: 500 * time.Millisecond})}
 	policy := topology.Policy{FailoverTimeout: controllers.DefaultUnreachableTimeout}
@@ -56,11 +54,11 @@ func failoverTimes(b *testing.B) []time.Duration {
 	var recorded atomic.Value // the primary the operator recorded, as status.primary holds it
 	recorded.Store("")
 	primaryNow := func() string { return recorded.Load().(string) }
+	// One reconcile's failover, as the controller runs it: observe, then decide and act.
 	reconcile := func() topology.Round {
-		round, _ := exec.Reconcile(ctx, members, primaryNow(), &downtime, policy)
-		if round.Plan.Primary != "" {
-			recorded.Store(round.Plan.Primary)
-		}
+		view := topology.Observe(ctx, exec.Dial, members, primaryNow())
+		round, _ := exec.Reconcile(ctx, view, &downtime, policy, nil)
+		recorded.Store(round.Primary())
 		return round
 	}
 	converge := func() {

@@ -22,7 +22,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/internal/resources"
-	"github.com/org/redis-operator/internal/testenv"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 const (

@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/testenv"
 	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 const (

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,18 +18,18 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/org/redis-operator/internal/redistest"
+	"github.com/org/redis-operator/test/podrunner"
+	"github.com/org/redis-operator/test/redistest"
 )
 
 // NodeName is the one node of a local cluster.
 const NodeName = "local-node"
 
-// Agent is the node agent: it registers a Node and runs the pods bound to it. Each container
-// that runs redis-server becomes a local redis-server process on the pod's own loopback address
-// (reported as the pod IP); ConfigMap and Secret volumes are written to files, emptyDir and
-// PersistentVolumeClaim volumes are directories, and paths in the container's redis.conf are
-// mapped to them. It runs the readiness probe, restarts an exited container (restartPolicy
-// Always), stops the processes of deleted pods, and provisions a local volume for each claim.
+// Agent is the node agent: it registers a Node and runs the pods bound to it through
+// test/podrunner: each redis-server container becomes a local process on the pod's own loopback
+// address (reported as the pod IP), with its volumes as files. It runs the readiness probe,
+// restarts an exited container (restartPolicy Always), stops the processes of deleted pods, and
+// provisions a local volume for each claim.
 type Agent struct {
 	Client client.Client
 	Dir    string
@@ -42,10 +40,7 @@ type Agent struct {
 
 type runningPod struct {
 	namespace, name string
-	server          *redistest.Server
-	restarts        int32
-	started         metav1.Time
-	emptyDirs       []string
+	*podrunner.Process
 }
 
 // Server returns the redis-server process of a pod, for tests that kill it.
@@ -54,7 +49,7 @@ func (a *Agent) Server(namespace, name string) *redistest.Server {
 	defer a.mu.Unlock()
 	for _, p := range a.pods {
 		if p.namespace == namespace && p.name == name {
-			return p.server
+			return p.Server
 		}
 	}
 	return nil
@@ -205,116 +200,28 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 		if p, err = a.startPod(ctx, pod); err != nil {
 			return err
 		}
-	} else if !p.server.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
-		if err := p.server.Restart(); err != nil {
+	} else if !p.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		if err := p.Restart(); err != nil {
 			return err
 		}
-		a.mu.Lock()
-		p.restarts++
-		p.started = metav1.Now()
-		a.mu.Unlock()
 	}
-	ready := p.server.Alive() && p.server.Listening()
+	ready := p.Ready()
 	return a.writeStatus(ctx, pod, p, ready)
 }
 
-// startPod maps the pod's volumes to directories and starts its redis-server container.
+// startPod runs the pod's container through the pod runner: its volumes as files under the
+// agent's directory, claims at their local volume.
 func (a *Agent) startPod(ctx context.Context, pod *corev1.Pod) (*runningPod, error) {
-	if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) < 2 || pod.Spec.Containers[0].Command[0] != "redis-server" {
-		return nil, fmt.Errorf("the local node runs only pods of one redis-server container")
-	}
-	podDir := filepath.Join(a.Dir, "pods", string(pod.UID))
-	volumeDirs, emptyDirs, err := a.volumeDirs(ctx, pod, podDir)
+	src := podrunner.APISources{Client: a.Client, Claims: a.claimDir}
+	proc, err := podrunner.Start(ctx, src, filepath.Join(a.Dir, "pods"), pod)
 	if err != nil {
 		return nil, err
 	}
-	conf, dataDir, err := containerConf(pod.Spec.Containers[0], volumeDirs, filepath.Join(podDir, "data"))
-	if err != nil {
-		return nil, err
-	}
-	server, err := redistest.StartIn(dataDir, pod.Name, conf)
-	if err != nil {
-		return nil, err
-	}
-	p := &runningPod{namespace: pod.Namespace, name: pod.Name, server: server, started: metav1.Now(), emptyDirs: emptyDirs}
+	p := &runningPod{namespace: pod.Namespace, name: pod.Name, Process: proc}
 	a.mu.Lock()
 	a.pods[pod.UID] = p
 	a.mu.Unlock()
 	return p, nil
-}
-
-// volumeDirs gives each volume of the pod a directory: ConfigMaps and Secrets written as files,
-// emptyDirs new under the pod's directory, claims at their local volume.
-func (a *Agent) volumeDirs(ctx context.Context, pod *corev1.Pod, podDir string) (map[string]string, []string, error) {
-	dirs := map[string]string{}
-	var emptyDirs []string
-	for _, v := range pod.Spec.Volumes {
-		dir := filepath.Join(podDir, "volumes", v.Name)
-		var err error
-		switch {
-		case v.ConfigMap != nil:
-			cm := &corev1.ConfigMap{}
-			if err = a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err == nil {
-				err = writeFiles(dir, cm.Data, nil)
-			}
-		case v.Secret != nil:
-			s := &corev1.Secret{}
-			if err = a.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err == nil {
-				err = writeFiles(dir, nil, s.Data)
-			}
-		case v.EmptyDir != nil:
-			emptyDirs = append(emptyDirs, dir)
-		case v.PersistentVolumeClaim != nil:
-			dir, err = a.claimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
-		default:
-			err = fmt.Errorf("the local node supports configMap, secret, emptyDir and persistentVolumeClaim volumes")
-		}
-		if err == nil {
-			err = os.MkdirAll(dir, 0o755)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
-		}
-		dirs[v.Name] = dir
-	}
-	return dirs, emptyDirs, nil
-}
-
-// containerConf reads the redis.conf the container's command names and maps the paths in it
-// (include, dir) from the container's mounts to their directories. It returns the conf and the
-// data directory.
-func containerConf(container corev1.Container, volumeDirs map[string]string, defaultDataDir string) (string, string, error) {
-	var mounts [][2]string
-	for _, m := range container.VolumeMounts {
-		mounts = append(mounts, [2]string{m.MountPath, volumeDirs[m.Name]})
-	}
-	// The longest mount path first: /etc/redis-auth before /etc.
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i][0]) > len(mounts[j][0]) })
-	hostPath := func(p string) string {
-		for _, m := range mounts {
-			if p == m[0] || strings.HasPrefix(p, m[0]+"/") {
-				return m[1] + strings.TrimPrefix(p, m[0])
-			}
-		}
-		return p
-	}
-	raw, err := os.ReadFile(hostPath(container.Command[1]))
-	if err != nil {
-		return "", "", fmt.Errorf("reading %s: %w", container.Command[1], err)
-	}
-	dataDir := defaultDataDir
-	lines := strings.Split(string(raw), "\n")
-	for i, line := range lines {
-		fields := strings.Fields(line)
-		if len(fields) != 2 || (fields[0] != "include" && fields[0] != "dir") {
-			continue
-		}
-		lines[i] = fields[0] + " " + hostPath(fields[1])
-		if fields[0] == "dir" {
-			dataDir = hostPath(fields[1])
-		}
-	}
-	return strings.Join(lines, "\n"), dataDir, nil
 }
 
 func (a *Agent) claimDir(ctx context.Context, namespace, claim string) (string, error) {
@@ -336,9 +243,7 @@ func (a *Agent) claimDir(ctx context.Context, namespace, claim string) (string, 
 }
 
 func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod, ready bool) error {
-	a.mu.Lock()
-	restarts, started := p.restarts, p.started
-	a.mu.Unlock()
+	restarts, started := p.Restarts()
 	c := pod.Spec.Containers[0]
 	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
 		status := corev1.ConditionFalse
@@ -348,7 +253,7 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		return corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()}
 	}
 	var state corev1.ContainerState
-	if p.server.Alive() {
+	if p.Alive() {
 		state.Running = &corev1.ContainerStateRunning{StartedAt: started}
 	} else {
 		state.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}
@@ -357,8 +262,8 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		Phase:     corev1.PodRunning,
 		HostIP:    "127.0.0.1",
 		HostIPs:   []corev1.HostIP{{IP: "127.0.0.1"}},
-		PodIP:     p.server.IP,
-		PodIPs:    []corev1.PodIP{{IP: p.server.IP}},
+		PodIP:     p.IP,
+		PodIPs:    []corev1.PodIP{{IP: p.IP}},
 		StartTime: pod.Status.StartTime,
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true),
@@ -366,7 +271,7 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
 			Name: c.Name, Image: c.Image, ImageID: "local://redis-server", Ready: ready, RestartCount: restarts,
-			Started: ptr.To(p.server.Alive()), State: state,
+			Started: ptr.To(p.Alive()), State: state,
 		}},
 	}
 	if want.StartTime == nil {
@@ -415,10 +320,7 @@ func (a *Agent) stopPod(uid types.UID) {
 	if p == nil {
 		return
 	}
-	p.server.Kill()
-	for _, d := range p.emptyDirs {
-		_ = os.RemoveAll(d)
-	}
+	p.Stop()
 }
 
 func (a *Agent) stopAll() {
@@ -431,21 +333,4 @@ func (a *Agent) stopAll() {
 	for _, uid := range uids {
 		a.stopPod(uid)
 	}
-}
-
-func writeFiles(dir string, text map[string]string, binary map[string][]byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for k, v := range text {
-		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
-			return err
-		}
-	}
-	for k, v := range binary {
-		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -14,8 +14,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/org/redis-operator/internal/testenv"
 	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 func main() {

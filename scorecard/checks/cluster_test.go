@@ -1,4 +1,4 @@
-package tests_test
+package checks_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/org/redis-operator/internal/operator"
-	"github.com/org/redis-operator/internal/testenv"
-	"github.com/org/redis-operator/scorecard/tests"
+	"github.com/org/redis-operator/scorecard/checks"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // The cluster tests run against a real kube-apiserver with the operator running. envtest has no
@@ -30,7 +30,7 @@ func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
 	t.Run("without the operator, the sample never becomes Ready", func(t *testing.T) {
 		ns, err := testenv.CreateNamespace(ctx, c, "scorecard")
 		require.NoError(t, err)
-		status := tests.Online[tests.SampleBecomesReady](ctx, tests.Cluster{Client: c, Namespace: ns, Timeout: 2 * time.Second}, bundleDir)
+		status := checks.Online[checks.SampleBecomesReady](ctx, checks.Cluster{Client: c, Namespace: ns, Timeout: 2 * time.Second}, bundleDir)
 		assert.Equal(t, scapiv1alpha3.FailState, status.Results[0].State)
 	})
 
@@ -48,9 +48,9 @@ func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
 	go func() { node.Run(ctx); close(nodeDone) }()
 	t.Cleanup(func() { cancel(); <-nodeDone })
 
-	for _, name := range []string{tests.SampleBecomesReady, tests.StatusDescriptorsMatchStatus} {
+	for _, name := range []string{checks.SampleBecomesReady, checks.StatusDescriptorsMatchStatus} {
 		t.Run(name, func(t *testing.T) {
-			status := tests.Online[name](ctx, tests.Cluster{Client: c, Namespace: ns, Timeout: 30 * time.Second}, bundleDir)
+			status := checks.Online[name](ctx, checks.Cluster{Client: c, Namespace: ns, Timeout: 30 * time.Second}, bundleDir)
 			require.Len(t, status.Results, 1)
 			r := status.Results[0]
 			assert.Equal(t, scapiv1alpha3.PassState, r.State, "errors: %v\nlog: %s", r.Errors, r.Log)

@@ -41,14 +41,9 @@ func allocateIP() string {
 // Port is the port every server listens on, on its own address.
 const Port = 6379
 
-// Start writes conf (the operator's redis.conf, or anything else) plus this host's address
-// settings into a new directory under baseDir and starts redis-server on it.
-func Start(baseDir, name, conf string) (*Server, error) {
-	return StartIn(filepath.Join(baseDir, name), name, conf)
-}
-
-// StartIn is Start with the data directory named in full: a directory that already holds data
-// (a persistent volume) keeps it.
+// StartIn writes conf (a redis.conf whose paths point at this host) plus this host's address
+// settings into dir, the data directory, and starts redis-server on it. A directory that
+// already holds data (a persistent volume) keeps it.
 func StartIn(dir, name, conf string) (*Server, error) {
 	s := &Server{Name: name, IP: allocateIP(), Dir: dir}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
@@ -71,28 +66,17 @@ logfile %[3]s/redis.log
 	return s, s.start()
 }
 
-// withoutHostSettings drops the lines that name the pod's own paths and addresses (dir, bind,
-// and an include of a file that does not exist here, which the caller provides otherwise):
-// Redis applies a configuration line by line, and /data does not exist on this host.
+// withoutHostSettings drops the lines that name the pod's own address and data directory
+// (bind, dir): the server sets its own loopback address and directory after them.
 func withoutHostSettings(conf string) string {
 	var kept []string
 	for _, line := range strings.Split(conf, "\n") {
-		// include names the pod's password file; tests append the password settings themselves.
-		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") || missingInclude(line) {
+		if strings.HasPrefix(line, "dir ") || strings.HasPrefix(line, "bind ") {
 			continue
 		}
 		kept = append(kept, line)
 	}
 	return strings.Join(kept, "\n")
-}
-
-func missingInclude(line string) bool {
-	path, ok := strings.CutPrefix(line, "include ")
-	if !ok {
-		return false
-	}
-	_, err := os.Stat(strings.TrimSpace(path))
-	return err != nil
 }
 
 // Addr is host:port.
@@ -166,9 +150,6 @@ func (s *Server) Listening() bool {
 	conn.Close()
 	return true
 }
-
-// Running is true until Kill: the process was started and not killed on purpose.
-func (s *Server) Running() bool { return s.cmd != nil }
 
 // Alive is true while the process lives; false after it exited or was killed.
 func (s *Server) Alive() bool {

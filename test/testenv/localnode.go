@@ -15,19 +15,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/org/redis-operator/internal/redistest"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/test/podrunner"
+	"github.com/org/redis-operator/test/redistest"
 )
 
 // LocalNode plays, for envtest (which runs no controllers and no kubelet), the parts of the
 // StatefulSet controller and the kubelet that a RedisCluster needs: it creates each
-// StatefulSet's pods, runs each pod's Redis as a real redis-server process on its own loopback
-// address (reported as the pod IP) with the pod's ConfigMap and Secret, restarts a process that
-// exits, reports readiness from a TCP probe, and writes the StatefulSet's status. Everything
+// StatefulSet's pods, runs each pod through test/podrunner (a real redis-server process on its
+// own loopback address, reported as the pod IP, with the pod's volumes as files), restarts a
+// process that exits, reports readiness from a TCP probe, and writes the StatefulSet's status. Everything
 // the operator talks to is real: the API server, and Redis over its protocol.
 type LocalNode struct {
 	Client    client.Client
@@ -42,9 +42,8 @@ type LocalNode struct {
 }
 
 type podProcess struct {
-	sts    string
-	uid    types.UID
-	server *redistest.Server
+	sts string
+	*podrunner.Process
 }
 
 // Run works until ctx ends, then stops every process it started.
@@ -70,7 +69,7 @@ func (n *LocalNode) Server(pod string) *redistest.Server {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if p, ok := n.procs[pod]; ok {
-		return p.server
+		return p.Server
 	}
 	return nil
 }
@@ -79,7 +78,7 @@ func (n *LocalNode) stopAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range n.procs {
-		p.server.Kill()
+		p.Stop()
 	}
 }
 
@@ -110,8 +109,8 @@ func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet
 	// Processes of pods that were deleted end with them.
 	n.mu.Lock()
 	for name, p := range n.procs {
-		if pod, ok := existing[name]; p.sts == sts.Name && (!ok || pod.UID != p.uid) {
-			p.server.Kill()
+		if pod, ok := existing[name]; p.sts == sts.Name && (!ok || pod.UID != p.UID) {
+			p.Stop()
 			delete(n.procs, name)
 		}
 	}
@@ -173,6 +172,9 @@ func (n *LocalNode) createPod(ctx context.Context, sts *appsv1.StatefulSet, name
 	for k, v := range sts.Spec.Template.Labels {
 		pod.Labels[k] = v
 	}
+	for _, claim := range sts.Spec.VolumeClaimTemplates {
+		podrunner.AddClaimVolume(pod, claim.Name)
+	}
 	pod.Labels[appsv1.ControllerRevisionHashLabelKey] = revision
 	pod.Labels[appsv1.StatefulSetPodNameLabel] = name
 	if err := n.Client.Create(ctx, pod); err != nil {
@@ -187,32 +189,24 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 	p, ok := n.procs[pod.Name]
 	n.mu.Unlock()
 	if !ok {
-		conf, err := n.podConfig(ctx, pod)
+		src := podrunner.APISources{Client: n.Client, Claims: n.claimDir}
+		proc, err := podrunner.Start(ctx, src, filepath.Join(n.Dir, "pods"), pod)
 		if err != nil {
 			return false, err
 		}
-		dir := filepath.Join(n.Dir, pod.Name)
-		if len(sts.Spec.VolumeClaimTemplates) == 0 {
-			// An emptyDir is new with every pod.
-			dir = filepath.Join(n.Dir, string(pod.UID))
-		}
-		server, err := redistest.StartIn(dir, pod.Name, conf)
-		if err != nil {
-			return false, err
-		}
-		p = &podProcess{sts: sts.Name, uid: pod.UID, server: server}
+		p = &podProcess{sts: sts.Name, Process: proc}
 		n.mu.Lock()
 		n.procs[pod.Name] = p
 		n.mu.Unlock()
 	}
-	if !p.server.Alive() && !n.NoRestart {
-		_ = p.server.Restart()
+	if !p.Alive() && !n.NoRestart {
+		_ = p.Restart()
 	}
-	ready := p.server.Listening()
+	ready := p.Ready()
 	want := corev1.PodStatus{
 		Phase:  corev1.PodRunning,
-		PodIP:  p.server.IP,
-		PodIPs: []corev1.PodIP{{IP: p.server.IP}},
+		PodIP:  p.IP,
+		PodIPs: []corev1.PodIP{{IP: p.IP}},
 		Conditions: []corev1.PodCondition{{
 			Type: corev1.PodReady, Status: boolStatus(ready),
 		}},
@@ -226,29 +220,10 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 	return ready, nil
 }
 
-// podConfig is the pod's redis.conf from its ConfigMap volume, with the password file from its
-// Secret volume written in where the conf includes it.
-func (n *LocalNode) podConfig(ctx context.Context, pod *corev1.Pod) (string, error) {
-	var conf, auth string
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case v.ConfigMap != nil:
-			cm := &corev1.ConfigMap{}
-			if err := n.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.ConfigMap.Name}, cm); err != nil {
-				return "", fmt.Errorf("pod %s: ConfigMap %s: %w", pod.Name, v.ConfigMap.Name, err)
-			}
-			conf = cm.Data["redis.conf"]
-		case v.Secret != nil:
-			s := &corev1.Secret{}
-			if err := n.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, s); err != nil {
-				return "", fmt.Errorf("pod %s: Secret %s: %w", pod.Name, v.Secret.SecretName, err)
-			}
-			for _, data := range s.Data {
-				auth += string(data)
-			}
-		}
-	}
-	return conf + auth, nil
+// claimDir is a claim's volume: envtest runs no volume binder, so each claim is a directory of
+// its own, kept across its pod's replacements as a PersistentVolume would be.
+func (n *LocalNode) claimDir(_ context.Context, namespace, claim string) (string, error) {
+	return filepath.Join(n.Dir, "claims", namespace, claim), nil
 }
 
 func templateRevision(sts *appsv1.StatefulSet) string {

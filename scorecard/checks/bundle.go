@@ -1,8 +1,8 @@
-// Package tests holds the scorecard tests for redis-operator: the six checks that
+// Package checks holds the scorecard tests for redis-operator: the six checks that
 // operator-sdk's scorecard-test image runs (basic-check-spec and the olm-* tests), written
 // here so that they run where that image cannot, and our own tests against a live cluster.
 // Every test returns a v1alpha3.TestStatus, the scorecard test-image contract.
-package tests
+package checks
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package tests
+package checks
 
 import (
 	"context"

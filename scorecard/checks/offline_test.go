@@ -1,4 +1,4 @@
-package tests_test
+package checks_test
 
 import (
 	"path/filepath"
@@ -9,16 +9,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/org/redis-operator/scorecard/tests"
+	"github.com/org/redis-operator/scorecard/checks"
 )
 
 // The bundle that `make bundle` wrote and that ships.
 var bundleDir = filepath.Join("..", "..", "bundle")
 
 func TestBuiltinChecksPassOnTheBundle(t *testing.T) {
-	for _, name := range tests.OfflineNames() {
+	for _, name := range checks.OfflineNames() {
 		t.Run(name, func(t *testing.T) {
-			status := tests.Offline[name](bundleDir)
+			status := checks.Offline[name](bundleDir)
 
 			require.Len(t, status.Results, 1)
 			r := status.Results[0]
@@ -31,7 +31,7 @@ func TestBuiltinChecksPassOnTheBundle(t *testing.T) {
 
 func loadBundle(t *testing.T) *apimanifests.Bundle {
 	t.Helper()
-	b, err := tests.LoadBundle(bundleDir)
+	b, err := checks.LoadBundle(bundleDir)
 	require.NoError(t, err)
 	return b
 }
@@ -43,20 +43,20 @@ func TestBuiltinChecksFailOnABrokenBundle(t *testing.T) {
 		breakIt   func(*apimanifests.Bundle)
 		wantError string
 	}{
-		{tests.OLMSpecDescriptors, func(b *apimanifests.Bundle) {
+		{checks.OLMSpecDescriptors, func(b *apimanifests.Bundle) {
 			owned := &b.CSV.Spec.CustomResourceDefinitions.Owned[0]
 			owned.SpecDescriptors = owned.SpecDescriptors[1:]
 		}, "has no spec descriptor"},
-		{tests.OLMStatusDescriptors, func(b *apimanifests.Bundle) {
+		{checks.OLMStatusDescriptors, func(b *apimanifests.Bundle) {
 			b.CSV.Spec.CustomResourceDefinitions.Owned[0].StatusDescriptors = nil
 		}, "has no status descriptor"},
-		{tests.OLMCRDsHaveResources, func(b *apimanifests.Bundle) {
+		{checks.OLMCRDsHaveResources, func(b *apimanifests.Bundle) {
 			b.CSV.Spec.CustomResourceDefinitions.Owned[0].Resources = nil
 		}, "lists no resources"},
-		{tests.OLMCRDsHaveValidation, func(b *apimanifests.Bundle) {
+		{checks.OLMCRDsHaveValidation, func(b *apimanifests.Bundle) {
 			b.CSV.Annotations["alm-examples"] = `[{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"x"},"spec":{"replicas":1,"shards":3}}]`
 		}, "spec.shards"},
-		{tests.BasicCheckSpec, func(b *apimanifests.Bundle) {
+		{checks.BasicCheckSpec, func(b *apimanifests.Bundle) {
 			b.CSV.Annotations["alm-examples"] = `[{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"x"}}]`
 		}, "has no spec"},
 	}
@@ -65,7 +65,7 @@ func TestBuiltinChecksFailOnABrokenBundle(t *testing.T) {
 			b := loadBundle(t)
 			tt.breakIt(b)
 
-			r := tests.CheckBundle(tt.check, b).Results[0]
+			r := checks.CheckBundle(tt.check, b).Results[0]
 
 			assert.Equal(t, scapiv1alpha3.FailState, r.State)
 			require.NotEmpty(t, r.Errors)

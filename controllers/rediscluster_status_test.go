@@ -1,0 +1,158 @@
+package controllers
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+// The condition functions are pure: each takes what the phases recorded and says one condition.
+
+func statusTestCluster(replicas int32, primary string) *cachev1.RedisCluster {
+	rc := &cachev1.RedisCluster{Spec: cachev1.RedisClusterSpec{Replicas: replicas}}
+	rc.Generation = 3
+	rc.Status.Primary = primary
+	return rc
+}
+
+func rolledOutStatefulSet(replicas int32) *appsv1.StatefulSet {
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)}}
+	sts.Generation = 2
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: replicas, UpdatedReplicas: replicas,
+		CurrentRevision: "a", UpdateRevision: "a"}
+	return sts
+}
+
+func TestFailingOverCondition(t *testing.T) {
+	idle := topology.Round{Plan: topology.Plan{Primary: "r-1"}}
+	tests := []struct {
+		name       string
+		existing   *metav1.Condition
+		state      reconcileState
+		wantNil    bool
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{name: "first status: stable", wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonStable},
+		{name: "announced", state: reconcileState{move: &primaryMove{reason: cachev1.ReasonFailover, from: "r-0", to: "r-1"}},
+			wantStatus: metav1.ConditionTrue, wantReason: cachev1.ReasonFailover},
+		{name: "done", state: reconcileState{move: &primaryMove{reason: cachev1.ReasonSwitchover, from: "r-0", to: "r-1", done: true}},
+			wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
+		{name: "cut short, finished by a later idle reconcile", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
+			state: reconcileState{round: idle}, wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
+		{name: "cut short, still moving", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
+			state: reconcileState{round: topology.Round{Plan: topology.Plan{Primary: "r-1", Repoint: []string{"r-0"}}}}, wantNil: true},
+		{name: "stable stays", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, ""),
+			state: reconcileState{round: idle}, wantNil: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := statusTestCluster(2, "r-1")
+			setCondition(rc, tt.existing)
+			got := failingOverCondition(rc, &tt.state)
+			if tt.wantNil {
+				assert.Nil(t, got)
+				return
+			}
+			assert.Equal(t, tt.wantStatus, got.Status)
+			assert.Equal(t, tt.wantReason, got.Reason)
+		})
+	}
+}
+
+func TestDegradedAndReadyConditions(t *testing.T) {
+	servingView := topology.View{Primary: "r-0"}
+	tests := []struct {
+		name                string
+		state               reconcileState
+		nodes               []cachev1.NodeStatus
+		wantDegraded        metav1.ConditionStatus
+		wantReason          string
+		wantReady           metav1.ConditionStatus
+		wantReadyReason     string
+		wantProgressingKept bool
+	}{
+		{
+			name:         "a failed phase carries its reason to both",
+			state:        reconcileState{err: &phaseError{phase: "Failover", reason: cachev1.ReasonTopologyFailed, err: errors.New("promoting r-1: i/o timeout")}},
+			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonTopologyFailed,
+			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonTopologyFailed, wantProgressingKept: true,
+		},
+		{
+			name:         "no node answers",
+			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), view: topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}, Err: errors.New("down")}}}},
+			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonNoPrimary,
+			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonNoPrimary,
+		},
+		{
+			name:         "the primary does not answer yet",
+			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), round: topology.Round{Plan: topology.Plan{Primary: "r-0", Wait: 1}}},
+			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonPrimaryUnreachable,
+			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonPrimaryUnreachable,
+		},
+		{
+			name:         "pods not ready",
+			state:        reconcileState{statefulSet: rolledOutStatefulSet(1), view: servingView},
+			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
+			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicasNotReady,
+		},
+		{
+			name:         "a replica still syncing",
+			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), view: servingView},
+			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeSyncing}},
+			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
+			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicationNotReady,
+		},
+		{
+			name:         "every node serves",
+			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), view: servingView},
+			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeServing}},
+			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
+			wantReady: metav1.ConditionTrue, wantReadyReason: cachev1.ReasonAllReplicasReady,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := statusTestCluster(2, "r-0")
+			rc.Status.Nodes = tt.nodes
+			if tt.state.statefulSet != nil {
+				rc.Status.ReadyReplicas = tt.state.statefulSet.Status.ReadyReplicas
+			}
+			degraded := degradedCondition(rc, &tt.state)
+			assert.Equal(t, tt.wantDegraded, degraded.Status)
+			assert.Equal(t, tt.wantReason, degraded.Reason)
+			ready := readyCondition(rc, &tt.state, degraded)
+			assert.Equal(t, tt.wantReady, ready.Status)
+			assert.Equal(t, tt.wantReadyReason, ready.Reason)
+			assert.Equal(t, tt.wantProgressingKept, progressingCondition(&tt.state) == nil)
+		})
+	}
+}
+
+func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing.T) {
+	rc := statusTestCluster(1, "")
+	setStatus(rc, &reconcileState{err: &phaseError{reason: cachev1.ReasonApplyFailed, err: errors.New("forbidden")}})
+	assert.Zero(t, rc.Status.ObservedGeneration)
+	for _, c := range rc.Status.Conditions {
+		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
+	}
+
+	setStatus(rc, &reconcileState{statefulSet: rolledOutStatefulSet(1)})
+	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
+}
+
+func TestPhaseErrorKeepsTheReasonItWasGiven(t *testing.T) {
+	p := phase{name: "Secrets", reason: cachev1.ReasonApplyFailed}
+	assert.Equal(t, cachev1.ReasonApplyFailed, asPhaseError(p, errors.New("forbidden")).reason)
+	given := asPhaseError(p, failed(cachev1.ReasonSecretNotFound, errors.New("password Secret x not found")))
+	assert.Equal(t, cachev1.ReasonSecretNotFound, given.reason)
+	assert.Equal(t, "password Secret x not found", given.Error())
+	assert.EqualError(t, given.logged(), "phase Secrets: password Secret x not found")
+}

@@ -1,0 +1,173 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/org/redis-operator/internal/redis"
+)
+
+// Dialer opens a connection to the Redis node at addr (host:port). It is the one way the
+// operator reaches Redis; callers outside this package never speak the protocol themselves.
+type Dialer = redis.Dialer
+
+// Member is one Redis node as the cluster manager knows it.
+type Member struct {
+	Name    string
+	Ordinal int
+	// Addr is ip:port; empty when the node has no address yet.
+	Addr string
+}
+
+// Observed is a member and what it said of itself.
+type Observed struct {
+	Member
+	Info redis.ReplicationInfo
+	// Err is why it could not be asked; nil when it answered.
+	Err error
+}
+
+// Reachable is true when the node answered.
+func (o Observed) Reachable() bool { return o.Err == nil }
+
+// IsPrimary is true when the node answered as a primary.
+func (o Observed) IsPrimary() bool { return o.Reachable() && o.Info.Role == redis.RolePrimary }
+
+// IsReplica is true when the node answered as a replica (of anyone, or of the fence).
+func (o Observed) IsReplica() bool { return o.Reachable() && o.Info.Role == redis.RoleReplica }
+
+// AuthRefused is true when the node refused the password: neither up nor down.
+func (o Observed) AuthRefused() bool { return errors.Is(o.Err, redis.ErrAuth) }
+
+// replicates is true when o is a replica pointed at primary, whether or not its link is up.
+func (o Observed) replicates(primary Observed) bool {
+	return o.IsReplica() && primary.Addr != "" && o.Info.PrimaryAddr() == primary.Addr
+}
+
+// View is one observation of every node, together with the primary the operator recorded. It
+// is the one place that says who is primary, which replica has caught up with it and who
+// serves; the controller, the status and the decisions ask it and never read Redis's INFO
+// fields themselves.
+type View struct {
+	// Nodes are the members in ordinal order, each with what it said.
+	Nodes []Observed
+	// Primary is the primary the operator recorded; empty before the first one is chosen.
+	Primary string
+}
+
+// Observe asks every member for its replication state, all at once. primary is the primary
+// the operator recorded.
+func Observe(ctx context.Context, dial Dialer, members []Member, primary string) View {
+	out := make([]Observed, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i].Member = m
+		if m.Addr == "" {
+			out[i].Err = errors.New("no address yet")
+			continue
+		}
+		wg.Go(func() {
+			n := dial(m.Addr)
+			defer n.Close()
+			out[i].Info, out[i].Err = n.Replication(ctx)
+		})
+	}
+	wg.Wait()
+	return View{Nodes: out, Primary: primary}
+}
+
+// WithPrimary is the same observation with another recorded primary: what the nodes said,
+// judged against the primary a decision just chose.
+func (v View) WithPrimary(name string) View {
+	v.Primary = name
+	return v
+}
+
+// Find returns the node called name.
+func (v View) Find(name string) (Observed, bool) {
+	for _, o := range v.Nodes {
+		if o.Name == name {
+			return o, true
+		}
+	}
+	return Observed{}, false
+}
+
+// PrimaryAnswers is true when the recorded primary answered at all, in whatever role.
+func (v View) PrimaryAnswers() bool {
+	p, ok := v.Find(v.Primary)
+	return ok && p.Reachable()
+}
+
+// CaughtUp is true when o is a replica of the recorded primary with its link up: it receives
+// the primary's stream, and a client reading from it sees the primary's data.
+func (v View) CaughtUp(o Observed) bool {
+	p, ok := v.Find(v.Primary)
+	return ok && o.Name != p.Name && o.replicates(p) && o.Info.LinkUp
+}
+
+// Serving is true when o does its job: the recorded primary answering as primary, or a
+// caught-up replica of it.
+func (v View) Serving(o Observed) bool {
+	if o.Name == v.Primary {
+		return o.IsPrimary()
+	}
+	return v.CaughtUp(o)
+}
+
+// AllServing is true when there is a recorded primary and every node serves.
+func (v View) AllServing() bool {
+	if _, ok := v.Find(v.Primary); !ok {
+		return false
+	}
+	for _, o := range v.Nodes {
+		if !v.Serving(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// BestReplica is the caught-up replica holding the most data among those accept takes: the
+// target of a switchover.
+func (v View) BestReplica(accept func(Observed) bool) (Observed, bool) {
+	var best Observed
+	found := false
+	for _, o := range v.Nodes {
+		if !v.CaughtUp(o) || !accept(o) {
+			continue
+		}
+		if !found || o.Info.Offset > best.Info.Offset {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+// AuthRefused are the nodes that refused the password.
+func (v View) AuthRefused() []Observed {
+	var out []Observed
+	for _, o := range v.Nodes {
+		if o.AuthRefused() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Settled is true when plan changes nothing and every node serves the primary it keeps.
+func (v View) Settled(plan Plan) bool {
+	return plan.Idle() && v.WithPrimary(plan.Primary).AllServing()
+}
+
+// reachable are the nodes that answered.
+func (v View) reachable() []Observed {
+	var out []Observed
+	for _, o := range v.Nodes {
+		if o.Reachable() {
+			out = append(out, o)
+		}
+	}
+	return out
+}

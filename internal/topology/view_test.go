@@ -1,0 +1,84 @@
+package topology
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestViewJudgesEveryNodeAgainstTheRecordedPrimary(t *testing.T) {
+	v := View{Primary: "r-0", Nodes: []Observed{
+		primaryNode("r-0", 0, 100),
+		replicaNode("r-1", 1, "r-0", true, 100),
+		replicaNode("r-2", 2, "r-0", false, 90), // its link is down
+		replicaNode("r-3", 3, "r-9", true, 100), // caught up, but with another primary
+		replicaNode("r-4", 4, "", false, 0),     // fenced
+		primaryNode("r-5", 5, 100),              // a second primary: not ours
+		downNode("r-6", 6, errTimeout),
+	}}
+	tests := []struct {
+		node              string
+		caughtUp, serving bool
+	}{
+		{"r-0", false, true},
+		{"r-1", true, true},
+		{"r-2", false, false},
+		{"r-3", false, false},
+		{"r-4", false, false},
+		{"r-5", false, false},
+		{"r-6", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.node, func(t *testing.T) {
+			o, ok := v.Find(tt.node)
+			assert.True(t, ok)
+			assert.Equal(t, tt.caughtUp, v.CaughtUp(o), "caught up")
+			assert.Equal(t, tt.serving, v.Serving(o), "serving")
+		})
+	}
+	assert.False(t, v.AllServing())
+	assert.True(t, View{Primary: "r-0", Nodes: v.Nodes[:2]}.AllServing())
+	assert.False(t, View{Primary: "", Nodes: v.Nodes[:2]}.AllServing(), "no recorded primary: nothing serves yet")
+}
+
+func TestBestReplicaIsACaughtUpReplicaOfTheCurrentPrimary(t *testing.T) {
+	v := View{Primary: "r-0", Nodes: []Observed{
+		primaryNode("r-0", 0, 100),
+		replicaNode("r-1", 1, "r-0", true, 80),
+		replicaNode("r-2", 2, "r-9", true, 500),  // more data, but from another primary
+		replicaNode("r-3", 3, "r-0", false, 400), // more data, but its link is down
+		replicaNode("r-4", 4, "r-0", true, 90),
+	}}
+	best, ok := v.BestReplica(func(Observed) bool { return true })
+	assert.True(t, ok)
+	assert.Equal(t, "r-4", best.Name)
+
+	best, ok = v.BestReplica(func(o Observed) bool { return o.Ordinal < 4 })
+	assert.True(t, ok)
+	assert.Equal(t, "r-1", best.Name)
+
+	_, ok = v.BestReplica(func(o Observed) bool { return o.Ordinal == 2 })
+	assert.False(t, ok)
+}
+
+func TestSettledNeedsAnIdlePlanAndEveryNodeServing(t *testing.T) {
+	serving := []Observed{primaryNode("r-0", 0, 10), replicaNode("r-1", 1, "r-0", true, 10)}
+	linkDown := []Observed{primaryNode("r-0", 0, 10), replicaNode("r-1", 1, "r-0", false, 10)}
+	otherPrimary := []Observed{primaryNode("r-0", 0, 10), replicaNode("r-1", 1, "r-7", true, 10)}
+
+	assert.True(t, View{Nodes: serving}.Settled(Plan{Primary: "r-0"}), "judged against the plan's primary")
+	assert.False(t, View{Nodes: serving}.Settled(Plan{Primary: "r-0", Repoint: []string{"r-1"}}))
+	assert.False(t, View{Nodes: serving}.Settled(Plan{}))
+	assert.False(t, View{Nodes: linkDown}.Settled(Plan{Primary: "r-0"}))
+	assert.False(t, View{Nodes: otherPrimary}.Settled(Plan{Primary: "r-0"}))
+}
+
+func TestRoundRecordsAPromotionOnlyOnceItHappened(t *testing.T) {
+	v := View{Primary: "r-0", Nodes: []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "", false, 10)}}
+	plan := Plan{Primary: "r-1", Promote: true, Previous: "r-0"}
+
+	assert.Equal(t, "r-0", Round{View: v, Plan: plan}.Primary(), "the promotion failed")
+	assert.Equal(t, "r-1", Round{View: v, Plan: plan, Steps: []Step{{Node: "r-1", Action: ActionPromoted}}}.Primary())
+	assert.Equal(t, "r-0", Round{View: v, Plan: Plan{}}.Primary(), "no node answers: keep the recorded one")
+	assert.Equal(t, "r-1", Round{View: v.WithPrimary(""), Plan: Plan{Primary: "r-1"}}.Primary(), "adopt a primary that already is one")
+}

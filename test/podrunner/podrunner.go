@@ -1,0 +1,214 @@
+// Package podrunner runs a pod's redis-server container as a local process, for tests and the
+// local cluster, where no container runtime exists. It does what the kubelet would: it writes
+// ConfigMap and Secret volumes as files, makes emptyDir volumes new directories and claims
+// their volume's directory, maps the paths the container's redis.conf names (include, dir)
+// from its mounts to those directories, starts the process on its own loopback address (the
+// pod IP), and restarts or stops it. Both the envtest StatefulSet emulator (test/testenv) and
+// the local cluster's node agent (test/localcluster) run pods through it.
+package podrunner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/test/redistest"
+)
+
+// Sources resolve a pod's volumes.
+type Sources interface {
+	ConfigMap(ctx context.Context, namespace, name string) (map[string]string, error)
+	Secret(ctx context.Context, namespace, name string) (map[string][]byte, error)
+	// ClaimDir is the directory of the volume bound to a PersistentVolumeClaim.
+	ClaimDir(ctx context.Context, namespace, claim string) (string, error)
+}
+
+// Process is a pod's redis-server container, running as a local process.
+type Process struct {
+	*redistest.Server
+	UID types.UID
+
+	mu        sync.Mutex
+	restarts  int32
+	started   metav1.Time
+	emptyDirs []string
+}
+
+// Start lays out the pod's volumes under dir/<pod UID> and starts its container. The pod must
+// have one container, whose command is redis-server and the path of its redis.conf.
+func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Process, error) {
+	if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) < 2 || pod.Spec.Containers[0].Command[0] != "redis-server" {
+		return nil, fmt.Errorf("pod %s: only pods of one redis-server container run here", pod.Name)
+	}
+	podDir := filepath.Join(dir, string(pod.UID))
+	volumeDirs, emptyDirs, err := layOutVolumes(ctx, src, pod, podDir)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	conf, dataDir, err := containerConf(pod.Spec.Containers[0], volumeDirs, filepath.Join(podDir, "data"))
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	server, err := redistest.StartIn(dataDir, pod.Name, conf)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{Server: server, UID: pod.UID, started: metav1.Now(), emptyDirs: emptyDirs}, nil
+}
+
+// Ready is the container's readiness: alive, and its port takes connections (the pods'
+// tcpSocket probe).
+func (p *Process) Ready() bool { return p.Alive() && p.Listening() }
+
+// Restart starts the exited container again, as restartPolicy Always does, and counts it.
+func (p *Process) Restart() error {
+	if err := p.Server.Restart(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.restarts++
+	p.started = metav1.Now()
+	return nil
+}
+
+// Restarts is the container's restart count, and Started when it last started.
+func (p *Process) Restarts() (int32, metav1.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts, p.started
+}
+
+// Stop ends the process and removes its emptyDir volumes: the pod is gone.
+func (p *Process) Stop() {
+	p.Kill()
+	for _, d := range p.emptyDirs {
+		_ = os.RemoveAll(d)
+	}
+}
+
+// layOutVolumes gives each volume of the pod a directory: ConfigMaps and Secrets written as
+// files, emptyDirs new under the pod's directory, claims at their volume's directory.
+func layOutVolumes(ctx context.Context, src Sources, pod *corev1.Pod, podDir string) (map[string]string, []string, error) {
+	dirs := map[string]string{}
+	var emptyDirs []string
+	for _, v := range pod.Spec.Volumes {
+		dir := filepath.Join(podDir, "volumes", v.Name)
+		var err error
+		switch {
+		case v.ConfigMap != nil:
+			var data map[string]string
+			if data, err = src.ConfigMap(ctx, pod.Namespace, v.ConfigMap.Name); err == nil {
+				err = writeFiles(dir, data, nil)
+			}
+		case v.Secret != nil:
+			var data map[string][]byte
+			if data, err = src.Secret(ctx, pod.Namespace, v.Secret.SecretName); err == nil {
+				err = writeFiles(dir, nil, data)
+			}
+		case v.EmptyDir != nil:
+			emptyDirs = append(emptyDirs, dir)
+		case v.PersistentVolumeClaim != nil:
+			dir, err = src.ClaimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		default:
+			err = fmt.Errorf("only configMap, secret, emptyDir and persistentVolumeClaim volumes run here")
+		}
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		dirs[v.Name] = dir
+	}
+	return dirs, emptyDirs, nil
+}
+
+// containerConf reads the redis.conf the container's command names and maps the paths in it
+// (include, dir) from the container's mounts to their directories. It returns the conf and the
+// data directory.
+func containerConf(container corev1.Container, volumeDirs map[string]string, defaultDataDir string) (string, string, error) {
+	var mounts [][2]string
+	for _, m := range container.VolumeMounts {
+		mounts = append(mounts, [2]string{m.MountPath, volumeDirs[m.Name]})
+	}
+	// The longest mount path first: /etc/redis-auth before /etc.
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i][0]) > len(mounts[j][0]) })
+	hostPath := func(p string) string {
+		for _, m := range mounts {
+			if p == m[0] || strings.HasPrefix(p, m[0]+"/") {
+				return m[1] + strings.TrimPrefix(p, m[0])
+			}
+		}
+		return p
+	}
+	raw, err := os.ReadFile(hostPath(container.Command[1]))
+	if err != nil {
+		return "", "", fmt.Errorf("reading %s: %w", container.Command[1], err)
+	}
+	dataDir := defaultDataDir
+	lines := strings.Split(string(raw), "\n")
+	for i, line := range lines {
+		fields := strings.Fields(line)
+		if len(fields) != 2 || (fields[0] != "include" && fields[0] != "dir") {
+			continue
+		}
+		lines[i] = fields[0] + " " + hostPath(fields[1])
+		if fields[0] == "dir" {
+			dataDir = hostPath(fields[1])
+		}
+	}
+	return strings.Join(lines, "\n"), dataDir, nil
+}
+
+func writeFiles(dir string, text map[string]string, binary map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for k, v := range text {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+			return err
+		}
+	}
+	for k, v := range binary {
+		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// APISources read volumes from the API server; Claims resolves claims to directories.
+type APISources struct {
+	Client client.Reader
+	Claims func(ctx context.Context, namespace, claim string) (string, error)
+}
+
+func (s APISources) ConfigMap(ctx context.Context, namespace, name string) (map[string]string, error) {
+	cm := &corev1.ConfigMap{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
+		return nil, fmt.Errorf("ConfigMap %s: %w", name, err)
+	}
+	return cm.Data, nil
+}
+
+func (s APISources) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	secret := &corev1.Secret{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, fmt.Errorf("Secret %s: %w", name, err)
+	}
+	return secret.Data, nil
+}
+
+func (s APISources) ClaimDir(ctx context.Context, namespace, claim string) (string, error) {
+	return s.Claims(ctx, namespace, claim)
+}
