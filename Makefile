@@ -26,6 +26,9 @@ ENVTEST_BIN ?= $(LOCALBIN)/k8s
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 OPM ?= $(LOCALBIN)/opm
+# OLM's olm and catalog operators, and its CRDs, for the local cluster.
+OLM_DIR ?= $(LOCALBIN)/olm
+OLM_VERSION ?= v0.38.0
 export KUBEBUILDER_ASSETS = $(ENVTEST_BIN)
 
 .PHONY: all
@@ -200,8 +203,28 @@ $(OPM): hack/tools/gen/go.mod hack/tools/gen/go.sum
 .PHONY: envtest
 envtest: $(ENVTEST_BIN)/kube-apiserver $(ENVTEST_BIN)/etcd ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubectl (v1.37.2) into bin/k8s (15 min the first time).
 
+# The version the Kubernetes binaries report (kubectl version, the API server's /version), as a
+# release build stamps it: OLM compares a CSV's minKubeVersion with it.
+K8S_VERSION = v1.37.2
+K8S_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(pkg).gitVersion=$(K8S_VERSION) -X $(pkg).gitMajor=1 -X $(pkg).gitMinor=37 \
+	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=2026-01-01T00:00:00Z)
+
 $(ENVTEST_BIN)/kube-apiserver: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
-	cd hack/tools/k8s && go build -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	$(ENVTEST_BIN)/kubectl version --client | grep -q '$(K8S_VERSION)'
+
+.PHONY: olm
+olm: $(OLM_DIR)/olm ## Build OLM's olm and catalog operators ($(OLM_VERSION)) and copy its CRDs into bin/olm.
+$(OLM_DIR)/olm: hack/tools/olm/go.mod hack/tools/olm/go.sum
+	mkdir -p $(OLM_DIR)/crds
+	cd hack/tools/olm && go build -o $(OLM_DIR)/ github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
+	cp "$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)"/deploy/chart/crds/*.yaml $(OLM_DIR)/crds/
+	chmod u+w $(OLM_DIR)/crds/*.yaml
 
 $(ENVTEST_BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $(ENVTEST_BIN)/etcd go.etcd.io/etcd/server/v3
+
+.PHONY: test-olm
+test-olm: envtest olm opm ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
+	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

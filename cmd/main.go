@@ -5,6 +5,8 @@ import (
 	"flag"
 	"os"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -12,6 +14,9 @@ import (
 	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/internal/redis"
 )
+
+// version is the release this binary is, set at build time (-ldflags -X main.version=...).
+var version = "dev"
 
 func main() {
 	var opts operator.Options
@@ -31,7 +36,10 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 
 	opts.WatchNamespaces = operator.ParseWatchNamespaces(os.Getenv("WATCH_NAMESPACE"))
-	log.Info("Starting redis-operator", "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection)
+	if opts.LeaderElectionNamespace == "" {
+		opts.LeaderElectionNamespace = leaseNamespace()
+	}
+	log.Info("Starting redis-operator", "version", version, "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection)
 
 	mgr, err := operator.NewManager(ctrl.GetConfigOrDie(), opts)
 	if err != nil {
@@ -42,4 +50,23 @@ func main() {
 		log.Error(err, "The manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// leaseNamespace is where the leader election lease lives when no flag says: the pod's
+// namespace from the downward API (POD_NAMESPACE); in a pod without it, empty, and
+// controller-runtime reads the service account's namespace file; outside a cluster, the
+// namespace of the kubeconfig's current context.
+func leaseNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if _, err := rest.InClusterConfig(); err == nil {
+		return ""
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil {
+		return ""
+	}
+	return ns
 }

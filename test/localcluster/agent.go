@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,14 +34,28 @@ const NodeName = "local-node"
 type Agent struct {
 	Client client.Client
 	Dir    string
+	// Credentials writes a kubeconfig of a pod's ServiceAccount; nil: pods get none.
+	Credentials func(ctx context.Context, pod *corev1.Pod, dir string) (string, error)
 
 	mu   sync.Mutex
 	pods map[types.UID]*runningPod
+	// binaries maps container images to the local binaries that stand for them.
+	binaries map[string]string
+}
+
+// AddBinary makes pods whose image is image run binary.
+func (a *Agent) AddBinary(image, binary string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.binaries == nil {
+		a.binaries = map[string]string{}
+	}
+	a.binaries[image] = binary
 }
 
 type runningPod struct {
 	namespace, name string
-	*podrunner.Process
+	podrunner.Container
 }
 
 // Server returns the redis-server process of a pod, for tests that kill it.
@@ -48,8 +63,8 @@ func (a *Agent) Server(namespace, name string) *redistest.Server {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range a.pods {
-		if p.namespace == namespace && p.name == name {
-			return p.Server
+		if redis, ok := p.Container.(*podrunner.Process); ok && p.namespace == namespace && p.name == name {
+			return redis.Server
 		}
 	}
 	return nil
@@ -200,7 +215,7 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 		if p, err = a.startPod(ctx, pod); err != nil {
 			return err
 		}
-	} else if !p.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+	} else if (!p.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever) || p.Unhealthy() {
 		if err := p.Restart(); err != nil {
 			return err
 		}
@@ -210,14 +225,23 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // startPod runs the pod's container through the pod runner: its volumes as files under the
-// agent's directory, claims at their local volume.
+// agent's directory, claims at their local volume, an image of Binaries as its binary with a
+// kubeconfig of the pod's ServiceAccount.
 func (a *Agent) startPod(ctx context.Context, pod *corev1.Pod) (*runningPod, error) {
-	src := podrunner.APISources{Client: a.Client, Claims: a.claimDir}
-	proc, err := podrunner.Start(ctx, src, filepath.Join(a.Dir, "pods"), pod)
+	a.mu.Lock()
+	binaries := maps.Clone(a.binaries)
+	a.mu.Unlock()
+	runner := podrunner.Runner{
+		Sources:     podrunner.APISources{Client: a.Client, Claims: a.claimDir},
+		Dir:         filepath.Join(a.Dir, "pods"),
+		Binaries:    binaries,
+		Credentials: a.Credentials,
+	}
+	c, err := runner.Start(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
-	p := &runningPod{namespace: pod.Namespace, name: pod.Name, Process: proc}
+	p := &runningPod{namespace: pod.Namespace, name: pod.Name, Container: c}
 	a.mu.Lock()
 	a.pods[pod.UID] = p
 	a.mu.Unlock()
@@ -262,15 +286,15 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		Phase:     corev1.PodRunning,
 		HostIP:    "127.0.0.1",
 		HostIPs:   []corev1.HostIP{{IP: "127.0.0.1"}},
-		PodIP:     p.IP,
-		PodIPs:    []corev1.PodIP{{IP: p.IP}},
+		PodIP:     p.PodIP(),
+		PodIPs:    []corev1.PodIP{{IP: p.PodIP()}},
 		StartTime: pod.Status.StartTime,
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodScheduled, true), cond(corev1.PodInitialized, true),
 			cond(corev1.ContainersReady, ready), cond(corev1.PodReady, ready),
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: c.Name, Image: c.Image, ImageID: "local://redis-server", Ready: ready, RestartCount: restarts,
+			Name: c.Name, Image: c.Image, ImageID: "local://" + c.Image, Ready: ready, RestartCount: restarts,
 			Started: ptr.To(p.Alive()), State: state,
 		}},
 	}

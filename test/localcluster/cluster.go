@@ -11,11 +11,15 @@ import (
 	"time"
 
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -34,6 +38,8 @@ type Cluster struct {
 	Root   string // the repository
 	Client client.Client
 	Agent  *Agent
+	// OLM runs when the cluster was started with it.
+	OLM *OLM
 
 	// ServiceAccount is the operator's identity; it holds only what the bundle's CSV grants.
 	ServiceAccount string
@@ -48,19 +54,10 @@ type Cluster struct {
 // Start brings up the control plane and the node, installs the CRD, and grants the operator's
 // ServiceAccount the permissions of bundle/'s CSV. It does not start the operator.
 func Start(ctx context.Context, root, dir string) (*Cluster, error) {
-	cp, err := StartControlPlane(ctx, Options{BinDir: filepath.Join(root, "bin", "k8s"), Dir: dir})
+	c, err := startNode(ctx, root, dir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{ControlPlane: cp, Root: root, ServiceAccount: "redis-operator-controller-manager"}
-	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: operator.NewScheme()}); err != nil {
-		cp.Stop()
-		return nil, err
-	}
-	agentCtx, cancel := context.WithCancel(context.Background())
-	c.agentCancel, c.agentDone = cancel, make(chan struct{})
-	c.Agent = &Agent{Client: c.Client, Dir: filepath.Join(dir, "node")}
-	go func() { defer close(c.agentDone); _ = c.Agent.Run(agentCtx) }()
 	if err := c.Kubectl("apply", "--server-side", "-f", filepath.Join(root, "bundle", "manifests", "cache.example.com_redisclusters.yaml")); err != nil {
 		c.Stop()
 		return nil, err
@@ -69,6 +66,45 @@ func Start(ctx context.Context, root, dir string) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	return c, nil
+}
+
+// StartWithOLM brings up the control plane, the node and OLM, with nothing of the operator
+// installed: OLM installs it, from a catalog. The node runs the registry pods' opm image as
+// bin/opm and the operator's image at each of versions as the manager built at that version.
+func StartWithOLM(ctx context.Context, root, dir string, versions ...string) (*Cluster, error) {
+	c, err := startNode(ctx, root, dir)
+	if err != nil {
+		return nil, err
+	}
+	c.Agent.AddBinary(OPMImage, filepath.Join(root, "bin", "opm"))
+	for _, v := range versions {
+		if _, err := c.BuildOperatorImage(v); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if c.OLM, err = c.StartOLM(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func startNode(ctx context.Context, root, dir string) (*Cluster, error) {
+	cp, err := StartControlPlane(ctx, Options{BinDir: filepath.Join(root, "bin", "k8s"), Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{ControlPlane: cp, Root: root, ServiceAccount: "redis-operator-controller-manager"}
+	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: Scheme()}); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	agentCtx, cancel := context.WithCancel(context.Background())
+	c.agentCancel, c.agentDone = cancel, make(chan struct{})
+	c.Agent = &Agent{Client: c.Client, Dir: filepath.Join(dir, "node"), Credentials: c.podKubeconfig}
+	go func() { defer close(c.agentDone); _ = c.Agent.Run(agentCtx) }()
 	return c, nil
 }
 
@@ -126,24 +162,73 @@ func (c *Cluster) grantOperatorPermissions(ctx context.Context) error {
 	return nil
 }
 
+// Scheme is the operator's scheme and OLM's types.
+func Scheme() *runtime.Scheme {
+	scheme := operator.NewScheme()
+	utilruntime.Must(operatorsv1.AddToScheme(scheme))
+	utilruntime.Must(operatorsv1alpha1.AddToScheme(scheme))
+	return scheme
+}
+
 // operatorKubeconfig is a kubeconfig with a token of the operator's ServiceAccount.
 func (c *Cluster) operatorKubeconfig(ctx context.Context) (string, error) {
+	return c.serviceAccountKubeconfig(ctx, OperatorNamespace, c.ServiceAccount, nil, c.path("operator.kubeconfig"))
+}
+
+// podKubeconfig is what the kubelet mounts into a pod whose ServiceAccount token is
+// automounted, as a kubeconfig: a token bound to the pod, and the API server's CA.
+func (c *Cluster) podKubeconfig(ctx context.Context, pod *corev1.Pod, dir string) (string, error) {
+	if !ptr.Deref(pod.Spec.AutomountServiceAccountToken, true) {
+		return "", nil
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return c.serviceAccountKubeconfig(ctx, pod.Namespace, sa, pod, filepath.Join(dir, "kubeconfig"))
+}
+
+func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, namespace, sa string, pod *corev1.Pod, path string) (string, error) {
 	cs, err := kubernetes.NewForConfig(c.AdminConfig)
 	if err != nil {
 		return "", err
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(OperatorNamespace).CreateToken(ctx, c.ServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}, metav1.CreateOptions{})
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
+	if pod != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("requesting a token for %s: %w", c.ServiceAccount, err)
+		return "", fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", namespace, sa, err)
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Server(), CertificateAuthority: c.path("pki", "apiserver.crt")}
-	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "operator"}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	// The context names the ServiceAccount's namespace, as the token's mount does in a pod.
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa", Namespace: namespace}
 	cfg.CurrentContext = "local"
-	path := c.path("operator.kubeconfig")
 	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// OperatorImage is the image of the operator at a version, as the bundle's CSV names it.
+func OperatorImage(version string) string { return "example.com/redis-operator:v" + version }
+
+// BuildOperatorImage builds the manager binary that stands for the operator's image at version
+// (it reports that version) and has the node run it for pods of that image. Every version is
+// built from the code checked out: two releases differ here only in the version they report.
+func (c *Cluster) BuildOperatorImage(version string) (string, error) {
+	bin := filepath.Join(c.Root, "bin", "manager-v"+version)
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", bin, "./cmd")
+	cmd.Dir = c.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the manager at %s: %w: %s", version, err, out)
+	}
+	image := OperatorImage(version)
+	c.Agent.AddBinary(image, bin)
+	return image, nil
 }
 
 // StartOperator runs the operator binary (bin/manager) as its ServiceAccount, watching every
@@ -187,9 +272,12 @@ func (c *Cluster) KillOperator() {
 	}
 }
 
-// Stop ends the operator, the node's processes and the control plane.
+// Stop ends the operator, OLM, the node's processes and the control plane.
 func (c *Cluster) Stop() {
 	c.KillOperator()
+	if c.OLM != nil {
+		c.OLM.Stop()
+	}
 	if c.agentCancel != nil {
 		c.agentCancel()
 		select {

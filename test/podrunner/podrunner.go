@@ -32,6 +32,72 @@ type Sources interface {
 	ClaimDir(ctx context.Context, namespace, claim string) (string, error)
 }
 
+// Container is a pod's one container, running as a local process.
+type Container interface {
+	// PodIP is the pod's own loopback address.
+	PodIP() string
+	Alive() bool
+	// Ready is the readiness probe's answer.
+	Ready() bool
+	// Unhealthy is true when the liveness probe says to restart the container.
+	Unhealthy() bool
+	// Restart starts the container again and counts it; Restarts says how often, and when
+	// it last started.
+	Restart() error
+	Restarts() (int32, metav1.Time)
+	// Stop ends the container for good: the pod is gone.
+	Stop()
+	// LogPath is the file holding what the container logs.
+	LogPath() string
+}
+
+// Runner starts pods' containers.
+type Runner struct {
+	Sources Sources
+	// Dir holds each pod's directory.
+	Dir string
+	// Binaries maps a container image to the local binary that stands for it: the operator's
+	// manager built at a given version, for example.
+	Binaries map[string]string
+	// Credentials returns the path of a kubeconfig with a token of the pod's ServiceAccount
+	// (what the kubelet mounts), or "" when the pod gets none.
+	Credentials func(ctx context.Context, pod *corev1.Pod, dir string) (string, error)
+}
+
+// Start runs the pod's container: redis-server with its volumes as files, or a binary that
+// stands for its image.
+func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
+	if len(pod.Spec.Containers) != 1 {
+		return nil, fmt.Errorf("pod %s: only pods of one container run here", pod.Name)
+	}
+	c := pod.Spec.Containers[0]
+	if len(c.Command) >= 2 && c.Command[0] == "redis-server" {
+		return Start(ctx, r.Sources, r.Dir, pod)
+	}
+	binary, ok := r.Binaries[c.Image]
+	if !ok {
+		return nil, fmt.Errorf("pod %s: image %s has no local binary; the local node runs redis-server containers and the images it was given", pod.Name, c.Image)
+	}
+	podDir := filepath.Join(r.Dir, string(pod.UID))
+	volumeDirs, emptyDirs, err := layOutVolumes(ctx, r.Sources, pod, podDir)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	kubeconfig := ""
+	if r.Credentials != nil {
+		var err error
+		if kubeconfig, err = r.Credentials(ctx, pod, podDir); err != nil {
+			return nil, fmt.Errorf("pod %s: credentials: %w", pod.Name, err)
+		}
+	}
+	p, err := startBinary(pod, binary, podDir, hostPaths(c, volumeDirs), kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	p.emptyDirs = emptyDirs
+	return p, nil
+}
+
 // Process is a pod's redis-server container, running as a local process.
 type Process struct {
 	*redistest.Server
@@ -68,6 +134,16 @@ func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Proc
 // Ready is the container's readiness: alive, and its port takes connections (the pods'
 // tcpSocket probe).
 func (p *Process) Ready() bool { return p.Alive() && p.Listening() }
+
+// PodIP is the pod's loopback address, where Redis listens.
+func (p *Process) PodIP() string { return p.IP }
+
+// Unhealthy is never true: an exited redis-server is restarted, a hung one is the operator's
+// to notice (its liveness probe is the same TCP check as readiness).
+func (p *Process) Unhealthy() bool { return false }
+
+// LogPath is Redis's log file.
+func (p *Process) LogPath() string { return filepath.Join(p.Dir, "redis.log") }
 
 // Restart starts the exited container again, as restartPolicy Always does, and counts it.
 func (p *Process) Restart() error {
@@ -119,8 +195,11 @@ func layOutVolumes(ctx context.Context, src Sources, pod *corev1.Pod, podDir str
 			emptyDirs = append(emptyDirs, dir)
 		case v.PersistentVolumeClaim != nil:
 			dir, err = src.ClaimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		case v.Projected != nil:
+			// The ServiceAccount token the API server injects (kube-api-access-*): pods here
+			// get their credentials as a kubeconfig instead (Runner.Credentials).
 		default:
-			err = fmt.Errorf("only configMap, secret, emptyDir and persistentVolumeClaim volumes run here")
+			err = fmt.Errorf("only configMap, secret, emptyDir, persistentVolumeClaim and the service account's projected volumes run here")
 		}
 		if err == nil {
 			err = os.MkdirAll(dir, 0o755)
@@ -137,20 +216,7 @@ func layOutVolumes(ctx context.Context, src Sources, pod *corev1.Pod, podDir str
 // (include, dir) from the container's mounts to their directories. It returns the conf and the
 // data directory.
 func containerConf(container corev1.Container, volumeDirs map[string]string, defaultDataDir string) (string, string, error) {
-	var mounts [][2]string
-	for _, m := range container.VolumeMounts {
-		mounts = append(mounts, [2]string{m.MountPath, volumeDirs[m.Name]})
-	}
-	// The longest mount path first: /etc/redis-auth before /etc.
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i][0]) > len(mounts[j][0]) })
-	hostPath := func(p string) string {
-		for _, m := range mounts {
-			if p == m[0] || strings.HasPrefix(p, m[0]+"/") {
-				return m[1] + strings.TrimPrefix(p, m[0])
-			}
-		}
-		return p
-	}
+	hostPath := hostPaths(container, volumeDirs)
 	raw, err := os.ReadFile(hostPath(container.Command[1]))
 	if err != nil {
 		return "", "", fmt.Errorf("reading %s: %w", container.Command[1], err)
@@ -168,6 +234,25 @@ func containerConf(container corev1.Container, volumeDirs map[string]string, def
 		}
 	}
 	return strings.Join(lines, "\n"), dataDir, nil
+}
+
+// hostPaths maps a path inside the container to where it is on this host: under the
+// directory of the volume mounted there, or unchanged outside every mount.
+func hostPaths(container corev1.Container, volumeDirs map[string]string) func(string) string {
+	var mounts [][2]string
+	for _, m := range container.VolumeMounts {
+		mounts = append(mounts, [2]string{m.MountPath, volumeDirs[m.Name]})
+	}
+	// The longest mount path first: /etc/redis-auth before /etc.
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i][0]) > len(mounts[j][0]) })
+	return func(p string) string {
+		for _, m := range mounts {
+			if p == m[0] || strings.HasPrefix(p, m[0]+"/") {
+				return m[1] + strings.TrimPrefix(p, m[0])
+			}
+		}
+		return p
+	}
 }
 
 func writeFiles(dir string, text map[string]string, binary map[string][]byte) error {

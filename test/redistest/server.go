@@ -31,9 +31,9 @@ type Server struct {
 
 var nextAddress atomic.Int64
 
-// allocateIP gives each server of this process its own loopback address. The second octet
+// AllocateIP gives each server (and each pod) of this process its own loopback address. The second octet
 // comes from the process ID, so concurrent test processes rarely meet.
-func allocateIP() string {
+func AllocateIP() string {
 	n := nextAddress.Add(1)
 	return fmt.Sprintf("127.%d.%d.%d", 100+os.Getpid()%150, n/250, n%250+2)
 }
@@ -45,7 +45,7 @@ const Port = 6379
 // settings into dir, the data directory, and starts redis-server on it. A directory that
 // already holds data (a persistent volume) keeps it.
 func StartIn(dir, name, conf string) (*Server, error) {
-	s := &Server{Name: name, IP: allocateIP(), Dir: dir}
+	s := &Server{Name: name, IP: AllocateIP(), Dir: dir}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}

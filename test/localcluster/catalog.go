@@ -1,0 +1,199 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"github.com/operator-framework/operator-registry/alpha/declcfg"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// OPMImage is the image of the catalog server's pod; the node runs bin/opm for it.
+const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
+
+// labelCatalog marks the registry pods and ConfigMaps of a served catalog.
+const labelCatalog = "redis-operator.example.com/catalog"
+
+// LoadCatalog reads a file-based catalog: a directory, or one rendered file.
+func LoadCatalog(ctx context.Context, path string) (*declcfg.DeclarativeConfig, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		return declcfg.LoadFS(ctx, os.DirFS(path))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return declcfg.LoadReader(f)
+}
+
+// RenderBundle renders a bundle directory into its olm.bundle with the real `opm render`: the
+// manifests inline, as olm.bundle.object properties.
+func RenderBundle(ctx context.Context, opm, dir string) (declcfg.Bundle, error) {
+	out, err := exec.CommandContext(ctx, opm, "render", dir, "-o", "yaml").Output()
+	if err != nil {
+		return declcfg.Bundle{}, fmt.Errorf("opm render %s: %w", dir, err)
+	}
+	fbc, err := declcfg.LoadReader(bytes.NewReader(out))
+	if err != nil {
+		return declcfg.Bundle{}, err
+	}
+	if len(fbc.Bundles) != 1 {
+		return declcfg.Bundle{}, fmt.Errorf("opm render %s gave %d bundles, not one", dir, len(fbc.Bundles))
+	}
+	return fbc.Bundles[0], nil
+}
+
+// ForLocalCluster is the catalog as the local cluster can serve it: without bundle images, so
+// that OLM installs from the manifests the catalog carries (olm.bundle.object) instead of an
+// unpack Job, which needs a container. keep selects the bundles to serve (nil: all); channel
+// entries of the others go too. catalog/ itself keeps its images, for real registries.
+func ForLocalCluster(fbc *declcfg.DeclarativeConfig, keep func(bundle string) bool) *declcfg.DeclarativeConfig {
+	out := &declcfg.DeclarativeConfig{Packages: fbc.Packages}
+	kept := map[string]bool{}
+	for _, b := range fbc.Bundles {
+		if keep != nil && !keep(b.Name) {
+			continue
+		}
+		kept[b.Name] = true
+		b.Image = ""
+		out.Bundles = append(out.Bundles, b)
+	}
+	for _, ch := range fbc.Channels {
+		var entries []declcfg.ChannelEntry
+		for _, e := range ch.Entries {
+			if kept[e.Name] {
+				if !kept[e.Replaces] {
+					e.Replaces = ""
+				}
+				entries = append(entries, e)
+			}
+		}
+		ch.Entries = entries
+		out.Channels = append(out.Channels, ch)
+	}
+	return out
+}
+
+// ServeCatalog serves fbc as the CatalogSource name in namespace, as operator-sdk run bundle
+// does: a ConfigMap holding the catalog, a registry pod of the opm image serving it, and a grpc
+// CatalogSource with the pod's address. Serving it again replaces the pod, and the changed
+// address makes OLM resolve its Subscriptions again.
+func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc *declcfg.DeclarativeConfig) (*corev1.Pod, error) {
+	var buf bytes.Buffer
+	if err := declcfg.WriteYAML(*fbc, &buf); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	id := name + "-" + hex.EncodeToString(sum[:4])
+	labels := map[string]string{labelCatalog: name}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: namespace, Labels: labels},
+		Data: map[string]string{"catalog.yaml": buf.String()}}
+	if err := c.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the catalog's ConfigMap: %w", err)
+	}
+	portNumber := freePort()
+	port := strconv.Itoa(portNumber)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: namespace, Labels: labels},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{
+				Name: "registry-server", Image: OPMImage,
+				Command:      []string{"/bin/opm"},
+				Args:         []string{"serve", "/configs", "--port", port, "--pprof-addr=:6060", "--termination-log=/dev/null"},
+				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: int32(portNumber)}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "catalog", MountPath: "/configs"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "catalog", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: id}}}}},
+		},
+	}
+	if err := c.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the registry pod: %w", err)
+	}
+	addr, err := c.waitGRPC(ctx, pod, port)
+	if err != nil {
+		return nil, err
+	}
+	cs := &operatorsv1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	err = c.Client.Get(ctx, client.ObjectKeyFromObject(cs), cs)
+	cs.Spec = operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc, Address: addr,
+		DisplayName: name, Publisher: "local"}
+	switch {
+	case apierrors.IsNotFound(err):
+		err = c.Client.Create(ctx, cs)
+	case err == nil:
+		err = c.Client.Update(ctx, cs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("applying CatalogSource %s: %w", name, err)
+	}
+	return pod, c.removeOldRegistries(ctx, namespace, name, id)
+}
+
+// waitGRPC waits until the registry pod runs and its port takes connections.
+func (c *Cluster) waitGRPC(ctx context.Context, pod *corev1.Pod, port string) (string, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		got := &corev1.Pod{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err == nil && got.Status.PodIP != "" {
+			addr := got.Status.PodIP + ":" + port
+			if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+				conn.Close()
+				return addr, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return "", fmt.Errorf("registry pod %s did not serve within 60s", pod.Name)
+}
+
+// removeOldRegistries deletes the registry pods and ConfigMaps of earlier serves of a catalog.
+func (c *Cluster) removeOldRegistries(ctx context.Context, namespace, name, keep string) error {
+	for _, list := range []client.ObjectList{&corev1.PodList{}, &corev1.ConfigMapList{}} {
+		if err := c.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{labelCatalog: name}); err != nil {
+			return err
+		}
+		var objs []client.Object
+		switch l := list.(type) {
+		case *corev1.PodList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		case *corev1.ConfigMapList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		}
+		for _, obj := range objs {
+			if obj.GetName() != keep {
+				if err := c.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

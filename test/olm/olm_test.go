@@ -1,0 +1,310 @@
+//go:build olm
+
+// Package olm_test installs, upgrades and removes the operator with Operator Lifecycle Manager
+// (v0.38.0, its olm and catalog operators built from source) on the local cluster: from the
+// catalog as OperatorHub does, and with what `operator-sdk run bundle` does. Nothing of the
+// operator is installed by hand: OLM creates its ServiceAccount, RBAC and Deployment from the
+// CSV, and the node runs the Deployment's pods as the manager binary built for each version.
+package olm_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"github.com/operator-framework/operator-registry/alpha/declcfg"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+const (
+	pkg     = "redis-operator"
+	waitFor = 3 * time.Minute
+	tick    = 250 * time.Millisecond
+)
+
+var (
+	cluster *localcluster.Cluster
+	root    string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if root, err = testenv.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "redis-operator-olm-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	started := time.Now()
+	cluster, err = localcluster.StartWithOLM(context.Background(), root, dir, "0.1.0", "0.2.0")
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local cluster with OLM:", err)
+	} else {
+		fmt.Printf("figure: local cluster with OLM started in %.1fs\n", time.Since(started).Seconds())
+		code = m.Run()
+	}
+	if code != 0 && cluster != nil {
+		out, _ := cluster.KubectlOutput("get", "csv,deploy,pods,installplans,subscriptions,catalogsources", "-A", "-o", "wide")
+		fmt.Fprintf(os.Stderr, "--- what OLM made\n%s\n", out)
+		out, _ = cluster.KubectlOutput("get", "csv", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.reason} {.status.message}{\"\\n\"}{end}")
+		fmt.Fprintf(os.Stderr, "--- CSVs\n%s\n", out)
+		out, _ = cluster.KubectlOutput("get", "pods", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.message}{\"\\n\"}{end}")
+		fmt.Fprintf(os.Stderr, "--- pods\n%s\n", out)
+		logs, _ := filepath.Glob(filepath.Join(dir, "node", "pods", "*", "*.log"))
+		for _, l := range logs {
+			if log, err := os.ReadFile(l); err == nil {
+				fmt.Fprintf(os.Stderr, "--- %s (last 3 KiB)\n%s\n", l, log[max(0, len(log)-3072):])
+			}
+		}
+		for _, name := range []string{"catalog", "olm"} {
+			if log, err := os.ReadFile(cluster.LogPath(name)); err == nil {
+				fmt.Fprintf(os.Stderr, "--- %s log (last 2 KiB)\n%s\n", name, log[max(0, len(log)-2048):])
+			}
+		}
+	}
+	if cluster != nil {
+		cluster.Stop()
+	}
+	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind by the local cluster:\n%s", out)
+		code = 1
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func kubectl(t require.TestingT, args ...string) string {
+	out, err := cluster.KubectlOutput(args...)
+	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
+	return out
+}
+
+func newNamespace(t *testing.T, name string) string {
+	t.Helper()
+	require.NoError(t, cluster.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	return name
+}
+
+func csvPhase(c require.TestingT, namespace, name string) operatorsv1alpha1.ClusterServiceVersionPhase {
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, csv); err != nil {
+		return ""
+	}
+	return csv.Status.Phase
+}
+
+func waitCSV(t *testing.T, namespace, name string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, operatorsv1alpha1.CSVPhaseSucceeded, csvPhase(c, namespace, name))
+	}, waitFor, tick, "CSV %s/%s Succeeded", namespace, name)
+	return time.Since(start)
+}
+
+// localCatalog is catalog/ as the local cluster serves it, with only the bundles keep takes.
+func localCatalog(t *testing.T, keep func(string) bool) *declcfg.DeclarativeConfig {
+	t.Helper()
+	fbc, err := localcluster.LoadCatalog(context.Background(), filepath.Join(root, "catalog"))
+	require.NoError(t, err)
+	return localcluster.ForLocalCluster(fbc, keep)
+}
+
+func catalogReady(c require.TestingT, namespace, name string) string {
+	cs := &operatorsv1alpha1.CatalogSource{}
+	require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, cs))
+	if cs.Status.GRPCConnectionState == nil {
+		return ""
+	}
+	return cs.Status.GRPCConnectionState.LastObservedState
+}
+
+func redisClusterReady(c require.TestingT, namespace string) bool {
+	rc := &cachev1.RedisCluster{}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "sessions"}, rc); err != nil {
+		return false
+	}
+	return meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady)
+}
+
+func podRestarts(t require.TestingT, namespace string) map[string]string {
+	pods := &corev1.PodList{}
+	require.NoError(t, cluster.Client.List(context.Background(), pods, client.InNamespace(namespace)))
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		restarts := int32(0)
+		for _, s := range p.Status.ContainerStatuses {
+			restarts += s.RestartCount
+		}
+		out[p.Name] = fmt.Sprintf("%s/%d", p.UID, restarts)
+	}
+	return out
+}
+
+// The catalog story: install from the catalog as OperatorHub does, run a RedisCluster under the
+// OLM-installed operator, then let a new catalog drive the upgrade by itself.
+func TestCatalogInstallAndUpgrade(t *testing.T) {
+	ctx := context.Background()
+	only010 := func(name string) bool { return name == pkg+".v0.1.0" }
+
+	// Given the catalog with 0.1.0 only, served in OLM's global catalog namespace
+	_, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, pkg, localCatalog(t, only010))
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, "READY", catalogReady(c, localcluster.OLMNamespace, pkg))
+	}, waitFor, tick)
+
+	// When a platform team subscribes in the global OperatorGroup (AllNamespaces)
+	subscribed := time.Now()
+	sub := &operatorsv1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Name: pkg, Namespace: localcluster.OperatorsNamespace},
+		Spec: &operatorsv1alpha1.SubscriptionSpec{Package: pkg, Channel: "alpha", CatalogSource: pkg,
+			CatalogSourceNamespace: localcluster.OLMNamespace, InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic},
+	}
+	require.NoError(t, cluster.Client.Create(ctx, sub))
+
+	// Then OLM installs 0.1.0 and its Deployment becomes Available
+	waitCSV(t, localcluster.OperatorsNamespace, pkg+".v0.1.0")
+	fmt.Printf("figure: Subscription -> CSV 0.1.0 Succeeded in %.1fs\n", time.Since(subscribed).Seconds())
+	kubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	sa := "system:serviceaccount:" + localcluster.OperatorsNamespace + ":redis-operator-controller-manager"
+	for verb, want := range map[string]string{"patch statefulsets": "yes", "list redisclusters.cache.example.com": "yes", "list secrets": "no", "delete deployments": "no"} {
+		out, _ := cluster.KubectlOutput(append([]string{"auth", "can-i", "--as", sa, "-n", "default"}, strings.Fields(verb)...)...)
+		assert.Equal(t, want, strings.TrimSpace(out), "can the operator %s", verb)
+	}
+
+	// And the sample becomes Ready under the OLM-installed operator
+	ns := newNamespace(t, "catalog-story")
+	kubectl(t, "-n", ns, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick, "RedisCluster Ready")
+	before := podRestarts(t, ns)
+
+	// And a client writes through the primary Service while the operator is upgraded
+	stop := make(chan struct{})
+	var acked, lost, notReady atomic.Int64
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		writeAndCheck(ns, stop, &acked, &lost)
+	}()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if !redisClusterReady(t, ns) {
+				notReady.Add(1)
+			}
+		}
+	}()
+
+	// When the catalog now serves 0.2.0 as well
+	published := time.Now()
+	_, err = cluster.ServeCatalog(ctx, localcluster.OLMNamespace, pkg, localCatalog(t, nil))
+	require.NoError(t, err)
+
+	// Then OLM upgrades by itself: 0.2.0 Succeeded and 0.1.0 gone
+	waitCSV(t, localcluster.OperatorsNamespace, pkg+".v0.2.0")
+	fmt.Printf("figure: catalog update -> CSV 0.2.0 Succeeded in %.1fs\n", time.Since(published).Seconds())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, csvPhase(c, localcluster.OperatorsNamespace, pkg+".v0.1.0"), "the old CSV is gone")
+	}, waitFor, tick)
+	kubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	time.Sleep(3 * time.Second) // the new operator's health checks run a few rounds
+	close(stop)
+	<-writerDone
+	<-watchDone
+
+	// And Redis never noticed: Ready throughout, no acknowledged write lost, no pod restarted
+	assert.Zero(t, notReady.Load(), "observations of the RedisCluster not Ready during the upgrade")
+	assert.Zero(t, lost.Load(), "writes acknowledged with WAIT 1 and then lost")
+	assert.Positive(t, acked.Load())
+	fmt.Printf("figure: writes during the upgrade: %d acknowledged, %d lost\n", acked.Load(), lost.Load())
+	assert.Equal(t, before, podRestarts(t, ns), "no Redis pod restarted or was replaced because the operator changed")
+
+	deploy := &appsv1.Deployment{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator-controller-manager"}, deploy))
+	assert.Equal(t, localcluster.OperatorImage("0.2.0"), deploy.Spec.Template.Spec.Containers[0].Image)
+}
+
+// writeAndCheck writes increasing values through the primary Service, counting those acknowledged
+// by a replica (WAIT 1), until stop; then it reads them back from the primary and counts the lost.
+func writeAndCheck(namespace string, stop chan struct{}, acked, lost *atomic.Int64) {
+	ctx := context.Background()
+	var keys []string
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			checkKeys(ctx, namespace, keys, lost)
+			return
+		default:
+		}
+		c, err := primaryClient(ctx, namespace)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		key := fmt.Sprintf("upgrade-%d", i)
+		if err := c.Set(ctx, key, i, 0).Err(); err == nil {
+			if n, err := c.Do(ctx, "WAIT", 1, 1000).Int(); err == nil && n >= 1 {
+				acked.Add(1)
+				keys = append(keys, key)
+			}
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func checkKeys(ctx context.Context, namespace string, keys []string, lost *atomic.Int64) {
+	c, err := primaryClient(ctx, namespace)
+	if err != nil {
+		lost.Add(int64(len(keys)))
+		return
+	}
+	defer c.Close()
+	for _, k := range keys {
+		if err := c.Get(ctx, k).Err(); err != nil {
+			lost.Add(1)
+		}
+	}
+}
+
+func primaryClient(ctx context.Context, namespace string) (*goredis.Client, error) {
+	addrs, err := cluster.WaitServiceEndpoints(ctx, namespace, "sessions", 1)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := cluster.SecretValue(ctx, namespace, "sessions-auth", "password")
+	if err != nil {
+		return nil, err
+	}
+	return goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second}), nil
+}
