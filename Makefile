@@ -225,6 +225,22 @@ $(OLM_DIR)/olm: hack/tools/olm/go.mod hack/tools/olm/go.sum
 $(ENVTEST_BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $(ENVTEST_BIN)/etcd go.etcd.io/etcd/server/v3
 
+# make run-bundle and friends act on the local cluster of make demo-olm (export the KUBECONFIG it prints).
+BUNDLE ?= bundle
+RUN_BUNDLE_NAMESPACE ?= default
+
+.PHONY: run-bundle
+run-bundle: opm ## What operator-sdk run bundle does, without images: serve BUNDLE (a dir or a rendered file) from a registry pod and install it with OLM.
+	go run ./test/localcluster/cmd/runbundle run --bundle $(BUNDLE) --namespace $(RUN_BUNDLE_NAMESPACE)
+
+.PHONY: run-bundle-upgrade
+run-bundle-upgrade: opm ## What operator-sdk run bundle-upgrade does: add BUNDLE to the catalog and upgrade to it.
+	go run ./test/localcluster/cmd/runbundle upgrade --bundle $(BUNDLE) --namespace $(RUN_BUNDLE_NAMESPACE)
+
+.PHONY: cleanup-bundle
+cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every RedisCluster): remove the Subscription, CSVs, catalog and OperatorGroup.
+	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
+
 .PHONY: test-olm
 test-olm: envtest olm opm ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

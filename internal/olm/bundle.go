@@ -255,7 +255,11 @@ func permissionsFromBindings(roles map[string]*unstructured.Unstructured, bindin
 			}
 			bound[key] = true
 			p := operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: subject.Name, Rules: rules}
-			if obj.GetKind() == "ClusterRoleBinding" {
+			// Rules on namespaced resources alone are permissions even when bound cluster-wide:
+			// OLM grants them in the OperatorGroup's target namespaces, and cluster-wide (as
+			// ClusterRoles) only when it targets every namespace. So an operator installed for one
+			// namespace holds no right outside it.
+			if obj.GetKind() == "ClusterRoleBinding" && !allNamespaced(rules) {
 				clusterPerms = append(clusterPerms, p)
 			} else {
 				perms = append(perms, p)
@@ -263,6 +267,44 @@ func permissionsFromBindings(roles map[string]*unstructured.Unstructured, bindin
 		}
 	}
 	return perms, clusterPerms, bound, nil
+}
+
+// clusterScoped are the resources, by API group, that live outside namespaces and that an
+// operator might be granted.
+var clusterScoped = map[string][]string{
+	"":                             {"nodes", "namespaces", "persistentvolumes", "componentstatuses"},
+	"apiextensions.k8s.io":         {"customresourcedefinitions"},
+	"apiregistration.k8s.io":       {"apiservices"},
+	"rbac.authorization.k8s.io":    {"clusterroles", "clusterrolebindings"},
+	"storage.k8s.io":               {"storageclasses", "csidrivers", "csinodes", "volumeattachments"},
+	"admissionregistration.k8s.io": {"*"},
+	"certificates.k8s.io":          {"certificatesigningrequests"},
+	"authentication.k8s.io":        {"tokenreviews"},
+	"authorization.k8s.io":         {"subjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews"},
+	"scheduling.k8s.io":            {"priorityclasses"},
+	"node.k8s.io":                  {"runtimeclasses"},
+}
+
+// allNamespaced is true when every rule names only namespaced resources (and no URL).
+func allNamespaced(rules []rbacv1.PolicyRule) bool {
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			return false
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				if g == "*" || res == "*" {
+					return false
+				}
+				for _, cs := range clusterScoped[g] {
+					if cs == "*" || cs == strings.SplitN(res, "/", 2)[0] {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
 }
 
 // almExamples is the samples as the JSON array OLM shows users as templates.

@@ -128,7 +128,7 @@ func (c *Cluster) KubectlOutput(args ...string) (string, error) {
 func (c *Cluster) KubectlPath() string { return filepath.Join(c.Root, "bin", "k8s", "kubectl") }
 
 // grantOperatorPermissions creates the operator's namespace and ServiceAccount, and the roles the
-// CSV's install strategy declares: clusterPermissions cluster-wide, permissions in the namespace.
+// CSV's install strategy declares, granted as OLM grants them for an AllNamespaces install.
 func (c *Cluster) grantOperatorPermissions(ctx context.Context) error {
 	b, err := apimanifests.GetBundleFromDir(filepath.Join(c.Root, "bundle", "manifests"))
 	if err != nil {
@@ -139,20 +139,15 @@ func (c *Cluster) grantOperatorPermissions(ctx context.Context) error {
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: c.ServiceAccount, Namespace: OperatorNamespace}},
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: c.ServiceAccount, Namespace: OperatorNamespace}}
+	// The operator watches every namespace: as OLM does for an AllNamespaces OperatorGroup,
+	// both the CSV's clusterPermissions and its permissions are granted cluster-wide.
 	strategy := b.CSV.Spec.InstallStrategy.StrategySpec
-	for i, p := range strategy.ClusterPermissions {
+	for i, p := range append(strategy.ClusterPermissions, strategy.Permissions...) {
 		name := fmt.Sprintf("redis-operator-csv-%d", i)
 		objs = append(objs,
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules},
 			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
-	}
-	for i, p := range strategy.Permissions {
-		name := fmt.Sprintf("redis-operator-csv-%d", i)
-		objs = append(objs,
-			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OperatorNamespace}, Rules: p.Rules},
-			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OperatorNamespace}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
 	}
 	for _, obj := range objs {
 		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {

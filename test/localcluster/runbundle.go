@@ -47,6 +47,7 @@ func subscriptionName(csv string) string {
 
 // Run installs bundle and waits until its CSV is Succeeded.
 func (r BundleRun) Run(ctx context.Context, bundle declcfg.Bundle) error {
+	bundle.Image = "" // no registry here: OLM installs from the manifests the catalog carries
 	r.logf("Creating a File-Based Catalog of the bundle %q", bundle.Name)
 	fbc := &declcfg.DeclarativeConfig{
 		Packages: []declcfg.Package{{Schema: declcfg.SchemaPackage, Name: bundle.Package, DefaultChannel: runBundleChannel}},
@@ -75,12 +76,13 @@ func (r BundleRun) Run(ctx context.Context, bundle declcfg.Bundle) error {
 	if err := r.approveInstallPlan(ctx, sub.Name, bundle.Name); err != nil {
 		return err
 	}
-	return r.waitSucceeded(ctx, bundle.Name)
+	return r.waitSucceeded(ctx, sub.Name, bundle.Name)
 }
 
 // Upgrade adds bundle to the catalog the package was installed from, replacing the installed
 // CSV, and approves the upgrade.
 func (r BundleRun) Upgrade(ctx context.Context, bundle declcfg.Bundle) error {
+	bundle.Image = ""
 	sub, err := r.subscription(ctx, bundle.Package)
 	if err != nil {
 		return err
@@ -107,7 +109,7 @@ func (r BundleRun) Upgrade(ctx context.Context, bundle declcfg.Bundle) error {
 	if err := r.approveInstallPlan(ctx, sub.Name, bundle.Name); err != nil {
 		return err
 	}
-	return r.waitSucceeded(ctx, bundle.Name)
+	return r.waitSucceeded(ctx, sub.Name, bundle.Name)
 }
 
 // Cleanup removes what Run and Upgrade created for pkg: the Subscription, the CSVs, the
@@ -215,39 +217,57 @@ func (r BundleRun) ensureOperatorGroup(ctx context.Context) error {
 	return nil
 }
 
-// approveInstallPlan waits for the Subscription's InstallPlan that installs csv and approves it.
+// approveInstallPlan waits for the InstallPlan the Subscription names, for csv, and approves it.
+// OLM may replace a plan before it runs (a new resolution); the Subscription then names the new
+// one, which waitSucceeded approves too.
 func (r BundleRun) approveInstallPlan(ctx context.Context, sub, csv string) error {
 	return r.poll(ctx, fmt.Sprintf("an InstallPlan for %s", csv), func() (bool, error) {
-		plans := &operatorsv1alpha1.InstallPlanList{}
-		if err := r.Cluster.Client.List(ctx, plans, client.InNamespace(r.Namespace)); err != nil {
-			return false, err
-		}
-		for i := range plans.Items {
-			ip := &plans.Items[i]
-			if !contains(ip.Spec.ClusterServiceVersionNames, csv) {
-				continue
-			}
-			if !ip.Spec.Approved {
-				ip.Spec.Approved = true
-				if err := r.Cluster.Client.Update(ctx, ip); err != nil {
-					return false, client.IgnoreAlreadyExists(err)
-				}
-				r.logf("Approved InstallPlan %s for the Subscription: %s", ip.Name, sub)
-			}
-			return true, nil
-		}
-		return false, nil
+		return r.approveCurrentPlan(ctx, sub, csv)
 	})
 }
 
+// approveCurrentPlan approves the Subscription's current InstallPlan when it installs csv, and
+// says whether that plan is approved.
+func (r BundleRun) approveCurrentPlan(ctx context.Context, subName, csv string) (bool, error) {
+	sub := &operatorsv1alpha1.Subscription{}
+	if err := r.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: subName}, sub); err != nil {
+		return false, err
+	}
+	ref := sub.Status.InstallPlanRef
+	if ref == nil {
+		return false, nil
+	}
+	ip := &operatorsv1alpha1.InstallPlan{}
+	if err := r.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, ip); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !contains(ip.Spec.ClusterServiceVersionNames, csv) {
+		return false, nil
+	}
+	if !ip.Spec.Approved {
+		ip.Spec.Approved = true
+		if err := r.Cluster.Client.Update(ctx, ip); err != nil {
+			if apierrors.IsConflict(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		r.logf("Approved InstallPlan %s for the Subscription: %s", ip.Name, subName)
+	}
+	return true, nil
+}
+
 // waitSucceeded waits until the CSV reaches Succeeded, printing its phases; Failed ends it.
-func (r BundleRun) waitSucceeded(ctx context.Context, name string) error {
+func (r BundleRun) waitSucceeded(ctx context.Context, sub, name string) error {
 	r.logf("Waiting for ClusterServiceVersion %q to reach 'Succeeded' phase", r.Namespace+"/"+name)
 	last := operatorsv1alpha1.ClusterServiceVersionPhase("")
 	err := r.poll(ctx, fmt.Sprintf("ClusterServiceVersion %s to succeed", name), func() (bool, error) {
 		csv := &operatorsv1alpha1.ClusterServiceVersion{}
 		err := r.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, csv)
 		if apierrors.IsNotFound(err) {
+			if _, err := r.approveCurrentPlan(ctx, sub, name); err != nil {
+				return false, err
+			}
 			if last == "" {
 				r.logf("  Waiting for ClusterServiceVersion %q to appear", r.Namespace+"/"+name)
 				last = "Absent"

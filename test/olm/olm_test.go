@@ -72,6 +72,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "--- CSVs\n%s\n", out)
 		out, _ = cluster.KubectlOutput("get", "pods", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.message}{\"\\n\"}{end}")
 		fmt.Fprintf(os.Stderr, "--- pods\n%s\n", out)
+		out, _ = cluster.KubectlOutput("get", "installplans,subscriptions", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.conditions}{\"\\n\"}{end}")
+		fmt.Fprintf(os.Stderr, "--- plans and subscriptions\n%s\n", out)
 		logs, _ := filepath.Glob(filepath.Join(dir, "node", "pods", "*", "*.log"))
 		for _, l := range logs {
 			if log, err := os.ReadFile(l); err == nil {
@@ -149,11 +151,15 @@ func redisClusterReady(c require.TestingT, namespace string) bool {
 	return meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady)
 }
 
+// podRestarts is each Redis pod's UID and restart count.
 func podRestarts(t require.TestingT, namespace string) map[string]string {
 	pods := &corev1.PodList{}
 	require.NoError(t, cluster.Client.List(context.Background(), pods, client.InNamespace(namespace)))
 	out := map[string]string{}
 	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, "sessions-") {
+			continue // the operator's and the catalog's pods change on purpose
+		}
 		restarts := int32(0)
 		for _, s := range p.Status.ContainerStatuses {
 			restarts += s.RestartCount
@@ -251,6 +257,102 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	deploy := &appsv1.Deployment{}
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator-controller-manager"}, deploy))
 	assert.Equal(t, localcluster.OperatorImage("0.2.0"), deploy.Spec.Template.Spec.Containers[0].Image)
+
+	// Bad input: a Subscription to a channel the catalog does not have says so in its conditions
+	bad := &operatorsv1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-such-channel", Namespace: localcluster.OperatorsNamespace},
+		Spec: &operatorsv1alpha1.SubscriptionSpec{Package: pkg, Channel: "stable", CatalogSource: pkg,
+			CatalogSourceNamespace: localcluster.OLMNamespace},
+	}
+	require.NoError(t, cluster.Client.Create(ctx, bad))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &operatorsv1alpha1.Subscription{}
+		require.NoError(c, cluster.Client.Get(ctx, client.ObjectKeyFromObject(bad), got))
+		cond := got.Status.GetCondition(operatorsv1alpha1.SubscriptionResolutionFailed)
+		assert.Equal(c, corev1.ConditionTrue, cond.Status)
+		assert.Contains(c, cond.Message, "stable")
+	}, waitFor, tick, "the Subscription reports ResolutionFailed")
+	require.NoError(t, cluster.Client.Delete(ctx, bad))
+
+	// And a catalog that goes down shows in the CatalogSource's connection state
+	pods := &corev1.PodList{}
+	require.NoError(t, cluster.Client.List(ctx, pods, client.InNamespace(localcluster.OLMNamespace)))
+	for i := range pods.Items {
+		require.NoError(t, cluster.Client.Delete(ctx, &pods.Items[i]))
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotEqual(c, "READY", catalogReady(c, localcluster.OLMNamespace, pkg))
+	}, waitFor, tick, "the CatalogSource is no longer READY")
+	fmt.Printf("figure: catalog down -> CatalogSource state %s\n", catalogReady(t, localcluster.OLMNamespace, pkg))
+
+	// Cleanup: the next story installs the operator for one namespace, which a global install would overlap.
+	require.NoError(t, cluster.Client.Delete(ctx, sub))
+	kubectl(t, "-n", localcluster.OperatorsNamespace, "delete", "csv", pkg+".v0.2.0", "--wait")
+	kubectl(t, "-n", localcluster.OLMNamespace, "delete", "catalogsource", pkg)
+}
+
+// runMake runs a make target as a user would, against the local cluster.
+func runMake(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make %s:\n%s", strings.Join(args, " "), out)
+	t.Logf("make %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// The operator-sdk story, as make targets: run bundle (0.1.0, for one namespace), run
+// bundle-upgrade (to 0.2.0), cleanup. Installed for its own namespace (OwnNamespace), the
+// operator reconciles RedisClusters there alone and holds no right elsewhere.
+func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "team-a")
+	other := newNamespace(t, "team-b")
+	nsArg := "RUN_BUNDLE_NAMESPACE=" + ns
+
+	out := runMake(t, "run-bundle", "BUNDLE=config/catalog/released/redis-operator.v0.1.0.yaml", nsArg)
+	assert.Contains(t, out, `OperatorGroup "operator-sdk-og" created`)
+	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.1.0"`)
+	kubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+
+	// The operator may act in its namespace and nowhere else
+	sa := "system:serviceaccount:" + ns + ":redis-operator-controller-manager"
+	for _, check := range []struct{ namespace, verb, want string }{
+		{ns, "patch statefulsets", "yes"}, {ns, "list redisclusters.cache.example.com", "yes"},
+		{other, "patch statefulsets", "no"}, {other, "list redisclusters.cache.example.com", "no"},
+		{other, "get secrets", "no"},
+	} {
+		out, _ := cluster.KubectlOutput(append([]string{"auth", "can-i", "--as", sa, "-n", check.namespace}, strings.Fields(check.verb)...)...)
+		assert.Equal(t, check.want, strings.TrimSpace(out), "can the operator %s in %s", check.verb, check.namespace)
+	}
+
+	// and reconciles its namespace's RedisClusters, not another's
+	for _, n := range []string{ns, other} {
+		kubectl(t, "-n", n, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+	}
+	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick, "RedisCluster Ready in %s", ns)
+	rc := &cachev1.RedisCluster{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: other, Name: "sessions"}, rc))
+	assert.Empty(t, rc.Status.Conditions, "nobody reconciles %s", other)
+	before := podRestarts(t, ns)
+
+	out = runMake(t, "run-bundle-upgrade", "BUNDLE=bundle", nsArg)
+	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
+	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick)
+	assert.Equal(t, before, podRestarts(t, ns), "the upgrade restarted no Redis pod")
+
+	out = runMake(t, "cleanup-bundle", nsArg)
+	assert.Contains(t, out, `Operator "redis-operator" uninstalled`)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, csvPhase(c, ns, pkg+".v0.2.0"))
+		deploys := &appsv1.DeploymentList{}
+		require.NoError(c, cluster.Client.List(ctx, deploys, client.InNamespace(ns)))
+		assert.Empty(c, deploys.Items, "the operator's Deployment is gone")
+	}, waitFor, tick)
+	// The CRD and the RedisClusters stay: nothing of the users' is lost
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sessions"}, rc))
 }
 
 // writeAndCheck writes increasing values through the primary Service, counting those acknowledged
