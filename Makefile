@@ -84,6 +84,10 @@ test-e2e: envtest build ## End-to-end: a local cluster (no containers), the oper
 demo: envtest build ## Start a local cluster, run the operator, apply the sample and show it working; Ctrl-C ends it.
 	go run ./test/localcluster/cmd/localcluster
 
+.PHONY: demo-olm
+demo-olm: envtest build olm opm ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
+	go run ./test/localcluster/cmd/localcluster $(or $(DEMO_ARGS),--olm)
+
 .PHONY: verify
 verify: manifests generate fmt bundle catalog ## Regenerate everything and gofmt; fails when that changes the tree.
 	@if [ -n "$$(git status --porcelain)" ]; then \

@@ -82,6 +82,9 @@ func StartControlPlane(ctx context.Context, opts Options) (*ControlPlane, error)
 	return cp, nil
 }
 
+// Dir is the directory holding the cluster's state, certificates and logs.
+func (cp *ControlPlane) Dir() string { return cp.opts.Dir }
+
 func (cp *ControlPlane) path(parts ...string) string {
 	return filepath.Join(append([]string{cp.opts.Dir}, parts...)...)
 }

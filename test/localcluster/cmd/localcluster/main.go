@@ -5,12 +5,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -38,18 +40,42 @@ func run() error {
 	}
 	defer os.RemoveAll(dir)
 
-	step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a local node")
-	cluster, err := localcluster.Start(ctx, root, dir)
-	if err != nil {
-		return err
+	withOLM := flag.Bool("olm", false, "run OLM and let it install the operator from the catalog")
+	olmOnly := flag.Bool("olm-only", false, "run OLM and install nothing: for make run-bundle")
+	flag.Parse()
+
+	var cluster *localcluster.Cluster
+	if *withOLM || *olmOnly {
+		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a local node and OLM " + "(olm and catalog operators)")
+		if cluster, err = localcluster.StartWithOLM(ctx, root, dir, "0.1.0", "0.2.0"); err != nil {
+			return err
+		}
+	} else {
+		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a local node")
+		if cluster, err = localcluster.Start(ctx, root, dir); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		step("Stopping the cluster and every process it started")
 		cluster.Stop()
 	}()
-	step("Running the operator as ServiceAccount " + localcluster.OperatorNamespace + "/" + cluster.ServiceAccount + ", with the bundle's RBAC")
-	if err := cluster.StartOperator(ctx); err != nil {
-		return err
+	switch {
+	case *olmOnly:
+		step("OLM runs; nothing is installed. Install the operator with make run-bundle (Ctrl-C ends the cluster)")
+		printUsage(cluster)
+		fmt.Printf("  make run-bundle BUNDLE=config/catalog/released/redis-operator.v0.1.0.yaml\n  make run-bundle-upgrade\n  make cleanup-bundle\n")
+		<-ctx.Done()
+		return nil
+	case *withOLM:
+		if err := installFromCatalog(ctx, cluster, root); err != nil {
+			return err
+		}
+	default:
+		step("Running the operator as ServiceAccount " + localcluster.OperatorNamespace + "/" + cluster.ServiceAccount + ", with the bundle's RBAC")
+		if err := cluster.StartOperator(ctx); err != nil {
+			return err
+		}
 	}
 	step("kubectl apply -f config/samples/cache_v1_rediscluster.yaml")
 	if err := show(cluster, "apply", "-n", "default", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml")); err != nil {
@@ -94,17 +120,63 @@ func run() error {
 	fmt.Printf("GET greeting on %s (sessions-replicas): %q\n", replicas[0], v)
 
 	step("The cluster is yours until Ctrl-C")
-	fmt.Printf(`  export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl get redisclusters,pods -L cache.example.com/role
+	printUsage(cluster)
+	fmt.Printf(`  kubectl get redisclusters,pods -L cache.example.com/role
   kubectl describe rediscluster sessions
   kubectl patch rediscluster sessions --type merge -p '{"spec":{"replicas":5}}'
-  The operator's log: %s
   Pods are local redis-server processes; their IPs (127.x.y.z) are reachable from this machine.
   The password: kubectl get secret sessions-auth -o jsonpath='{.data.password}' | base64 -d
-`, cluster.AdminKubeconfig, filepath.Dir(cluster.KubectlPath()), cluster.LogPath("operator"))
+`)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
+}
+
+func printUsage(cluster *localcluster.Cluster) {
+	fmt.Printf("  export KUBECONFIG=%s PATH=%s:$PATH\n  Logs of the control plane, OLM and the operator run as a process: %s\n",
+		cluster.AdminKubeconfig, filepath.Dir(cluster.KubectlPath()), filepath.Dir(cluster.LogPath("operator")))
+}
+
+// installFromCatalog does what a platform team does on OperatorHub: a CatalogSource serving
+// catalog/ (its bundles inline: there is no registry here) and a Subscription in the global
+// OperatorGroup; OLM installs the channel head.
+func installFromCatalog(ctx context.Context, cluster *localcluster.Cluster, root string) error {
+	step("Serving catalog/ as CatalogSource olm/redis-operator (a registry pod of opm)")
+	fbc, err := localcluster.LoadCatalog(ctx, filepath.Join(root, "catalog"))
+	if err != nil {
+		return err
+	}
+	if _, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, "redis-operator", localcluster.ForLocalCluster(fbc, nil)); err != nil {
+		return err
+	}
+	step("kubectl apply: Subscription operators/redis-operator (channel alpha, automatic approval)")
+	sub := `apiVersion: operators.coreos.com/v1alpha1
+kind: Subscription
+metadata: {name: redis-operator, namespace: operators}
+spec: {name: redis-operator, channel: alpha, source: redis-operator, sourceNamespace: olm}
+`
+	path := filepath.Join(cluster.Dir(), "subscription.yaml")
+	if err := os.WriteFile(path, []byte(sub), 0o600); err != nil {
+		return err
+	}
+	if err := show(cluster, "apply", "-f", path); err != nil {
+		return err
+	}
+	step("Waiting until OLM has installed the operator (CSV Succeeded)")
+	for {
+		out, _ := cluster.KubectlOutput("get", "subscription", "-n", "operators", "redis-operator", "-o", "jsonpath={.status.installedCSV}")
+		if out != "" {
+			if err := show(cluster, "wait", "-n", "operators", "csv/"+out, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=180s"); err != nil {
+				return err
+			}
+			return show(cluster, "get", "-n", "operators", "csv,deployments,pods")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func step(msg string) {
