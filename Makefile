@@ -174,6 +174,13 @@ scorecard: ## Run the scorecard with the operator-sdk CLI against the cluster in
 	@command -v operator-sdk >/dev/null || { echo "operator-sdk is not installed; make scorecard-local runs our checks"; exit 1; }
 	operator-sdk scorecard bundle
 
+SCORECARD_NAMESPACE ?= default
+SCORECARD_ARGS ?=
+
+.PHONY: scorecard-run
+scorecard-run: ## What operator-sdk scorecard does, on the local cluster of make demo-olm: a pod per test, results from the pods' logs (SCORECARD_ARGS="-o json", "--selector suite=olm").
+	go run ./test/localcluster/cmd/scorecard --bundle $(or $(BUNDLE_DIR),bundle) --namespace $(SCORECARD_NAMESPACE) $(SCORECARD_ARGS)
+
 .PHONY: scorecard-local
 scorecard-local: ## Run the scorecard checks that need no cluster against bundle/, as the test image would.
 	go run ./scorecard --bundle bundle --all-offline

@@ -95,6 +95,9 @@ func withReadyExamples(ctx context.Context, c Cluster, b *apimanifests.Bundle, r
 	for i := range examples {
 		ex := examples[i].DeepCopy()
 		ex.SetNamespace(c.Namespace)
+		// A name of its own: tests run in parallel in one namespace, maybe beside the user's.
+		ex.SetGenerateName(ex.GetName() + "-")
+		ex.SetName("")
 		if err := c.Client.Create(ctx, ex); err != nil {
 			r.broken(fmt.Errorf("creating %s %s: %w", ex.GetKind(), ex.GetName(), err))
 			return

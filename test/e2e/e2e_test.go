@@ -147,6 +147,9 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			assert.NoError(c, err)
 			assert.Equal(c, "hello", v)
 		}, 10*time.Second, tick)
+
+		// A pod's log, through the API server and the node's kubelet endpoint
+		assert.Contains(t, kubectl(t, "logs", "-n", ns, "sessions-0", "--tail=200"), "Ready to accept connections")
 	})
 
 	t.Run("scaling to 5 gives one primary and four replicas", func(t *testing.T) {

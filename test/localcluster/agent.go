@@ -37,6 +37,9 @@ type Agent struct {
 	// Credentials writes a kubeconfig of a pod's ServiceAccount; nil: pods get none.
 	Credentials func(ctx context.Context, pod *corev1.Pod, dir string) (string, error)
 
+	// kubeletPort serves container logs (kubelet.go).
+	kubeletPort int
+
 	mu   sync.Mutex
 	pods map[types.UID]*runningPod
 	// binaries maps container images to the local binaries that stand for them.
@@ -76,6 +79,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.pods = map[types.UID]*runningPod{}
 	a.mu.Unlock()
 	defer a.stopAll()
+	port, err := a.serveKubelet(ctx)
+	if err != nil {
+		return err
+	}
+	a.kubeletPort = port
 	if err := a.register(ctx); err != nil {
 		return err
 	}
@@ -118,6 +126,7 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 	}
 	node.Status.Capacity, node.Status.Allocatable = capacity, capacity
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: NodeName}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(a.kubeletPort)
 	node.Status.Conditions = []corev1.NodeCondition{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "LocalAgentReady", LastHeartbeatTime: now, LastTransitionTime: now},
 		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "LocalAgent", LastHeartbeatTime: now, LastTransitionTime: now},
@@ -277,13 +286,26 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		return corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()}
 	}
 	var state corev1.ContainerState
+	phase := corev1.PodRunning
 	if p.Alive() {
 		state.Running = &corev1.ContainerStateRunning{StartedAt: started}
 	} else {
-		state.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}
+		code, _ := p.ExitCode()
+		reason := "Completed"
+		if code != 0 {
+			reason = "Error"
+		}
+		state.Terminated = &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason}
+		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			// The pod ran to completion (a Job's, a scorecard test's).
+			phase = corev1.PodSucceeded
+			if code != 0 {
+				phase = corev1.PodFailed
+			}
+		}
 	}
 	want := corev1.PodStatus{
-		Phase:     corev1.PodRunning,
+		Phase:     phase,
 		HostIP:    "127.0.0.1",
 		HostIPs:   []corev1.HostIP{{IP: "127.0.0.1"}},
 		PodIP:     p.PodIP(),

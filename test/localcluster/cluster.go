@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	scapiv1alpha3 "github.com/operator-framework/api/pkg/apis/scorecard/v1alpha3"
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
@@ -25,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/org/redis-operator/internal/operator"
 )
@@ -78,6 +80,10 @@ func StartWithOLM(ctx context.Context, root, dir string, versions ...string) (*C
 		return nil, err
 	}
 	c.Agent.AddBinary(OPMImage, filepath.Join(root, "bin", "opm"))
+	if err := c.addScorecardImages(); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	for _, v := range versions {
 		if _, err := c.BuildOperatorImage(v); err != nil {
 			c.Stop()
@@ -206,6 +212,37 @@ func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, namespace, sa st
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "sa", Namespace: namespace}
 	cfg.CurrentContext = "local"
 	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// addScorecardImages has the node run our scorecard binary for every test image of the
+// bundle's scorecard configuration (the built-in scorecard-test image cannot be built here:
+// scorecard/checks implements its checks), and tar for the bundle's untar init container.
+func (c *Cluster) addScorecardImages() error {
+	bin := filepath.Join(c.Root, "bin", "redis-operator-scorecard")
+	cmd := exec.Command("go", "build", "-o", bin, "./scorecard")
+	cmd.Dir = c.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the scorecard tests: %w: %s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(c.Root, "bundle", "tests", "scorecard", "config.yaml"))
+	if err != nil {
+		return err
+	}
+	cfg := scapiv1alpha3.Configuration{}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return err
+	}
+	for _, stage := range cfg.Stages {
+		for _, t := range stage.Tests {
+			c.Agent.AddBinary(t.Image, bin)
+		}
+	}
+	tar, err := exec.LookPath("tar")
+	if err != nil {
+		return err
+	}
+	c.Agent.AddBinary(ScorecardUntarImage, tar)
+	return nil
 }
 
 // OperatorImage is the image of the operator at a version, as the bundle's CSV names it.

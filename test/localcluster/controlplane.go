@@ -130,6 +130,8 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--allow-privileged=false",
 		// The kubernetes Service cannot point at a loopback address.
 		"--endpoint-reconciler-type=none",
+		// The node's name does not resolve: reach its kubelet endpoint (container logs) by IP.
+		"--kubelet-preferred-address-types=InternalIP",
 	)
 	if err := cp.runAPIServer(ctx); err != nil {
 		return err

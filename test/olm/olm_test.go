@@ -9,6 +9,7 @@ package olm_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	scapiv1alpha3 "github.com/operator-framework/api/pkg/apis/scorecard/v1alpha3"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	goredis "github.com/redis/go-redis/v9"
@@ -303,6 +305,31 @@ func runMake(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// runMakeFailing runs a make target that must fail, and returns what it printed.
+func runMakeFailing(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("make", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "make %s should fail:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// brokenBundle is a copy of bundle/ whose CSV lost the descriptor of spec.replicas.
+func brokenBundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join(root, "bundle"))))
+	csv := filepath.Join(dir, "manifests", "redis-operator.clusterserviceversion.yaml")
+	raw, err := os.ReadFile(csv)
+	require.NoError(t, err)
+	broken := strings.Replace(string(raw), "\n        path: replicas\n", "\n        path: replicaCount\n", 1)
+	require.NotEqual(t, string(raw), broken)
+	require.NoError(t, os.WriteFile(csv, []byte(broken), 0o644))
+	return dir
+}
+
 // The operator-sdk story, as make targets: run bundle (0.1.0, for one namespace), run
 // bundle-upgrade (to 0.2.0), cleanup. Installed for its own namespace (OwnNamespace), the
 // operator reconciles RedisClusters there alone and holds no right elsewhere.
@@ -342,6 +369,30 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
 	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick)
 	assert.Equal(t, before, podRestarts(t, ns), "the upgrade restarted no Redis pod")
+
+	// The operator's log, through the API server as a user reads it, says which version runs
+	logs := kubectl(t, "-n", ns, "logs", "deployment/redis-operator-controller-manager", "--tail=-1")
+	assert.Contains(t, logs, `"version":"0.2.0"`)
+
+	// The scorecard passes every test, run as operator-sdk scorecard runs them: a pod each
+	scorecard := runMake(t, "scorecard-run", "SCORECARD_NAMESPACE="+ns)
+	assert.Equal(t, 8, strings.Count(scorecard, "State: pass"), "every scorecard test passes:\n%s", scorecard)
+
+	// and a bundle broken on purpose fails, saying why
+	broken := brokenBundle(t)
+	failed := runMakeFailing(t, "scorecard-run", "SCORECARD_NAMESPACE="+ns, "BUNDLE_DIR="+broken, "SCORECARD_ARGS=--selector=suite=olm -o json")
+	list := scapiv1alpha3.TestList{}
+	require.NoError(t, json.Unmarshal([]byte(failed[strings.Index(failed, "{"):strings.LastIndex(failed, "}")+1]), &list), failed)
+	states := map[string]scapiv1alpha3.State{}
+	for _, test := range list.Items {
+		for _, r := range test.Status.Results {
+			states[r.Name] = r.State
+			if r.Name == "olm-spec-descriptors" {
+				assert.Contains(t, strings.Join(r.Errors, " "), "replicas")
+			}
+		}
+	}
+	assert.Equal(t, scapiv1alpha3.FailState, states["olm-spec-descriptors"], "the broken bundle fails olm-spec-descriptors: %v", states)
 
 	out = runMake(t, "cleanup-bundle", nsArg)
 	assert.Contains(t, out, `Operator "redis-operator" uninstalled`)

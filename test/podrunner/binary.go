@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/org/redis-operator/test/redistest"
 )
 
 // BinaryProcess is a container whose image stands for a local binary (the operator's manager
@@ -33,6 +31,7 @@ type BinaryProcess struct {
 
 	emptyDirs        []string
 	mu               sync.Mutex
+	exitCode         int
 	cmd              *exec.Cmd
 	done             chan struct{}
 	restarts         int32
@@ -44,9 +43,7 @@ type BinaryProcess struct {
 // pod that is the pod's own network; here pods share the host's, so it becomes the pod IP.
 var bindFlag = regexp.MustCompile(`^(--?[a-z-]*addr(?:ess)?=):(\d+)$`)
 
-func startBinary(pod *corev1.Pod, binary, podDir string, hostPath func(string) string, kubeconfig string) (*BinaryProcess, error) {
-	c := pod.Spec.Containers[0]
-	ip := redistest.AllocateIP()
+func startBinary(pod *corev1.Pod, c corev1.Container, ip, binary, podDir string, hostPath func(string) string, kubeconfig string) (*BinaryProcess, error) {
 	env, err := containerEnv(pod, c, ip)
 	if err != nil {
 		return nil, err
@@ -67,7 +64,9 @@ func startBinary(pod *corev1.Pod, binary, podDir string, hostPath func(string) s
 			continue
 		}
 		a = bindFlag.ReplaceAllString(a, "${1}"+ip+":${2}")
-		if strings.HasPrefix(a, "/") {
+		if flag, path, ok := strings.Cut(a, "=/"); ok && strings.HasPrefix(flag, "-") {
+			a = flag + "=" + hostPath("/"+path)
+		} else if strings.HasPrefix(a, "/") {
 			a = hostPath(a)
 		}
 		args = append(args, a)
@@ -143,7 +142,13 @@ func (p *BinaryProcess) start() error {
 		return fmt.Errorf("starting %s: %w", p.path, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() {
+		_ = cmd.Wait()
+		p.mu.Lock()
+		p.exitCode = cmd.ProcessState.ExitCode()
+		p.mu.Unlock()
+		close(done)
+	}()
 	p.mu.Lock()
 	p.cmd, p.done, p.started, p.livenessFailures = cmd, done, metav1.Now(), 0
 	p.mu.Unlock()
@@ -152,6 +157,26 @@ func (p *BinaryProcess) start() error {
 
 // PodIP is the pod's loopback address.
 func (p *BinaryProcess) PodIP() string { return p.ip }
+
+// ExitCode is the exit code of the process once it exited.
+func (p *BinaryProcess) ExitCode() (int, bool) {
+	if p.Alive() {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitCode, p.cmd != nil
+}
+
+// wait waits until the process exits and returns its exit code.
+func (p *BinaryProcess) wait() int {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	<-done
+	code, _ := p.ExitCode()
+	return code
+}
 
 // LogPath is the file holding the container's stdout and stderr.
 func (p *BinaryProcess) LogPath() string { return p.logPath }

@@ -10,6 +10,7 @@ package podrunner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -49,6 +50,8 @@ type Container interface {
 	Stop()
 	// LogPath is the file holding what the container logs.
 	LogPath() string
+	// ExitCode is the exit code once the container exited; false while it runs.
+	ExitCode() (int, bool)
 }
 
 // Runner starts pods' containers.
@@ -90,7 +93,23 @@ func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
 			return nil, fmt.Errorf("pod %s: credentials: %w", pod.Name, err)
 		}
 	}
-	p, err := startBinary(pod, binary, podDir, hostPaths(c, volumeDirs), kubeconfig)
+	ip := redistest.AllocateIP()
+	// Init containers run to completion, in order, before the container starts.
+	for _, ic := range pod.Spec.InitContainers {
+		initBinary, ok := r.Binaries[ic.Image]
+		if !ok {
+			return nil, fmt.Errorf("pod %s: init container image %s has no local binary", pod.Name, ic.Image)
+		}
+		p, err := startBinary(pod, ic, ip, initBinary, podDir, hostPaths(ic, volumeDirs), kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: init container %s: %w", pod.Name, ic.Name, err)
+		}
+		if code := p.wait(); code != 0 {
+			log, _ := os.ReadFile(p.LogPath())
+			return nil, fmt.Errorf("pod %s: init container %s exited with %d: %s", pod.Name, ic.Name, code, log)
+		}
+	}
+	p, err := startBinary(pod, c, ip, binary, podDir, hostPaths(c, volumeDirs), kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
@@ -144,6 +163,9 @@ func (p *Process) Unhealthy() bool { return false }
 
 // LogPath is Redis's log file.
 func (p *Process) LogPath() string { return filepath.Join(p.Dir, "redis.log") }
+
+// ExitCode is never known: redis-server is restarted whenever it exits.
+func (p *Process) ExitCode() (int, bool) { return 0, false }
 
 // Restart starts the exited container again, as restartPolicy Always does, and counts it.
 func (p *Process) Restart() error {
@@ -283,7 +305,14 @@ func (s APISources) ConfigMap(ctx context.Context, namespace, name string) (map[
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
 		return nil, fmt.Errorf("ConfigMap %s: %w", name, err)
 	}
-	return cm.Data, nil
+	data := maps.Clone(cm.Data)
+	if data == nil {
+		data = map[string]string{}
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = string(v)
+	}
+	return data, nil
 }
 
 func (s APISources) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
