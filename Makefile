@@ -7,8 +7,8 @@ REPLACES ?= redis-operator.v0.1.0
 SKIP_RANGE ?= >=0.1.0 <0.2.0
 # The release's creation time: fixed, so that regenerating the bundle changes nothing.
 CREATED_AT ?= 2026-11-30T00:00:00Z
-CHANNELS ?= alpha
-DEFAULT_CHANNEL ?= alpha
+CHANNELS ?= stable
+DEFAULT_CHANNEL ?= stable
 
 IMAGE_TAG_BASE ?= example.com/redis-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
@@ -65,11 +65,11 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest kustomize opm ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
+test: manifests generate fmt vet envtest kustomize opm bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
 .PHONY: bench
-bench: envtest build ## Benchmarks that print figures: 500 RedisClusters against the API server; the local cluster.
+bench: localcluster build ## Benchmarks that print figures: 500 RedisClusters against the API server; the local cluster.
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|LocalCluster' -benchtime 1x -count 1 -timeout 30m
 
 .PHONY: bench-failover
@@ -77,15 +77,15 @@ bench-failover: ## Failover time with real redis-server processes: p50 and p95 o
 	go test ./test/bench/... -run '^$$' -bench Failover -benchtime 1x -count 1 -timeout 10m
 
 .PHONY: test-e2e
-test-e2e: envtest build ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
+test-e2e: localcluster build ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
 
 .PHONY: demo
-demo: envtest build ## Start a local cluster, run the operator, apply the sample and show it working; Ctrl-C ends it.
+demo: localcluster build ## Start a local cluster, run the operator, apply the sample and show it working; Ctrl-C ends it.
 	go run ./test/localcluster/cmd/localcluster
 
 .PHONY: demo-olm
-demo-olm: envtest build olm opm ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
+demo-olm: localcluster build olm opm ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
 	go run ./test/localcluster/cmd/localcluster $(or $(DEMO_ARGS),--olm)
 
 .PHONY: verify
@@ -157,6 +157,10 @@ bundle-push: ## Push the bundle image.
 catalog: opm ## Render the file-based catalog from config/catalog/template.yaml and the bundle.
 	go run ./cmd/olm-gen catalog --opm $(OPM) --bundle-image $(BUNDLE_IMG)
 
+.PHONY: bundle-validate-sdk
+bundle-validate-sdk: ## The bundle validators of operator-framework/api v0.34.0 (the operator-sdk v1.42 CLI's), suite operatorframework.
+	cd hack/tools/validate-sdk && go run . $(CURDIR)/bundle
+
 .PHONY: catalog-validate
 catalog-validate: opm ## Validate the catalog with opm.
 	$(OPM) validate catalog
@@ -212,7 +216,10 @@ $(OPM): hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && go build -tags containers_image_openpgp -o $(LOCALBIN)/ github.com/operator-framework/operator-registry/cmd/opm
 
 .PHONY: envtest
-envtest: $(ENVTEST_BIN)/kube-apiserver $(ENVTEST_BIN)/etcd ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubectl (v1.37.2) into bin/k8s (15 min the first time).
+envtest: $(ENVTEST_BIN)/kube-apiserver $(ENVTEST_BIN)/etcd ## Build kube-apiserver and etcd (v1.37.2, v3.6.16) into bin/k8s: what make test needs.
+
+.PHONY: localcluster
+localcluster: envtest $(ENVTEST_BIN)/kubectl ## Also build kube-controller-manager, kube-scheduler and kubectl: what the local cluster needs.
 
 # The version the Kubernetes binaries report (kubectl version, the API server's /version), as a
 # release build stamps it: OLM compares a CSV's minKubeVersion with it.
@@ -222,7 +229,10 @@ K8S_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=2026-01-01T00:00:00Z)
 
 $(ENVTEST_BIN)/kube-apiserver: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
-	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
+	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	$(ENVTEST_BIN)/kubectl version --client | grep -q '$(K8S_VERSION)'
 
 .PHONY: olm
@@ -253,5 +263,5 @@ cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every Red
 	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: test-olm
-test-olm: envtest olm opm ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
+test-olm: localcluster olm opm ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

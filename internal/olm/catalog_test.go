@@ -188,19 +188,19 @@ func TestOpmServeAnswersTheRegistryAPI(t *testing.T) {
 	pkg, err := c.GetPackage(ctx, packageName)
 	require.NoError(t, err)
 	require.NotEmpty(t, pkg.GetChannels())
-	assert.Equal(t, "alpha", pkg.GetDefaultChannelName())
+	assert.Equal(t, "stable", pkg.GetDefaultChannelName())
 	for _, ch := range pkg.GetChannels() {
 		assert.Equal(t, head, ch.GetCsvName(), "head of channel %s", ch.GetName())
 	}
 
 	// The bundle an install of the default channel gets.
-	bundle, err := c.GetBundleInPackageChannel(ctx, packageName, "alpha")
+	bundle, err := c.GetBundleInPackageChannel(ctx, packageName, "stable")
 	require.NoError(t, err)
 	assert.Equal(t, head, bundle.GetCsvName())
 	assert.NotEmpty(t, bundle.GetObject(), "the bundle carries its manifests")
 
 	// The bundle that upgrades the first release.
-	upgrade, err := c.GetReplacementBundleInPackageChannel(ctx, packageName+".v0.1.0", packageName, "alpha")
+	upgrade, err := c.GetReplacementBundleInPackageChannel(ctx, packageName+".v0.1.0", packageName, "stable")
 	require.NoError(t, err)
 	assert.Equal(t, head, upgrade.GetCsvName())
 }

@@ -188,7 +188,7 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	subscribed := time.Now()
 	sub := &operatorsv1alpha1.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Name: pkg, Namespace: localcluster.OperatorsNamespace},
-		Spec: &operatorsv1alpha1.SubscriptionSpec{Package: pkg, Channel: "alpha", CatalogSource: pkg,
+		Spec: &operatorsv1alpha1.SubscriptionSpec{Package: pkg, Channel: "stable", CatalogSource: pkg,
 			CatalogSourceNamespace: localcluster.OLMNamespace, InstallPlanApproval: operatorsv1alpha1.ApprovalAutomatic},
 	}
 	require.NoError(t, cluster.Client.Create(ctx, sub))
@@ -263,7 +263,7 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	// Bad input: a Subscription to a channel the catalog does not have says so in its conditions
 	bad := &operatorsv1alpha1.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-such-channel", Namespace: localcluster.OperatorsNamespace},
-		Spec: &operatorsv1alpha1.SubscriptionSpec{Package: pkg, Channel: "stable", CatalogSource: pkg,
+		Spec: &operatorsv1alpha1.SubscriptionSpec{Package: pkg, Channel: "nightly", CatalogSource: pkg,
 			CatalogSourceNamespace: localcluster.OLMNamespace},
 	}
 	require.NoError(t, cluster.Client.Create(ctx, bad))
@@ -272,7 +272,7 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 		require.NoError(c, cluster.Client.Get(ctx, client.ObjectKeyFromObject(bad), got))
 		cond := got.Status.GetCondition(operatorsv1alpha1.SubscriptionResolutionFailed)
 		assert.Equal(c, corev1.ConditionTrue, cond.Status)
-		assert.Contains(c, cond.Message, "stable")
+		assert.Contains(c, cond.Message, "nightly")
 	}, waitFor, tick, "the Subscription reports ResolutionFailed")
 	require.NoError(t, cluster.Client.Delete(ctx, bad))
 

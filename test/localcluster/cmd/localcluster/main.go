@@ -149,11 +149,11 @@ func installFromCatalog(ctx context.Context, cluster *localcluster.Cluster, root
 	if _, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, "redis-operator", localcluster.ForLocalCluster(fbc, nil)); err != nil {
 		return err
 	}
-	step("kubectl apply: Subscription operators/redis-operator (channel alpha, automatic approval)")
+	step("kubectl apply: Subscription operators/redis-operator (channel stable, automatic approval)")
 	sub := `apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
 metadata: {name: redis-operator, namespace: operators}
-spec: {name: redis-operator, channel: alpha, source: redis-operator, sourceNamespace: olm}
+spec: {name: redis-operator, channel: stable, source: redis-operator, sourceNamespace: olm}
 `
 	path := filepath.Join(cluster.Dir(), "subscription.yaml")
 	if err := os.WriteFile(path, []byte(sub), 0o600); err != nil {
