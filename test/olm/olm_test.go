@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -217,6 +218,10 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 		defer close(writerDone)
 		writeAndCheck(ns, stop, &acked, &lost)
 	}()
+	// and the leader election Lease shows how long no operator led
+	lease := client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator.cache.example.com"}
+	var oldLeader string
+	var lastOld, firstNew time.Time
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
@@ -228,6 +233,18 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 			}
 			if !redisClusterReady(t, ns) {
 				notReady.Add(1)
+			}
+			l := &coordinationv1.Lease{}
+			if err := cluster.Client.Get(ctx, lease, l); err != nil || l.Spec.HolderIdentity == nil {
+				continue
+			}
+			switch holder := *l.Spec.HolderIdentity; {
+			case oldLeader == "" && holder != "":
+				oldLeader, lastOld = holder, time.Now()
+			case holder == oldLeader:
+				lastOld = time.Now()
+			case holder != "" && firstNew.IsZero():
+				firstNew = time.Now()
 			}
 		}
 	}()
@@ -255,6 +272,23 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	assert.Positive(t, acked.Load())
 	fmt.Printf("figure: writes during the upgrade: %d acknowledged, %d lost\n", acked.Load(), lost.Load())
 	assert.Equal(t, before, podRestarts(t, ns), "no Redis pod restarted or was replaced because the operator changed")
+	if assert.False(t, firstNew.IsZero(), "a new operator took the lease") {
+		fmt.Printf("figure: operator leader handover during the upgrade: %.1fs without a leader (100 ms resolution)\n", firstNew.Sub(lastOld).Seconds())
+	}
+
+	// And failover still works under the upgraded operator
+	primary := primaryPodName(t, ns)
+	killed := time.Now()
+	cluster.Agent.Server(ns, primary).Kill()
+	require.Eventually(t, func() bool {
+		c, err := primaryClient(ctx, ns)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return primaryPodName(t, ns) != primary && c.Set(ctx, "after-failover", 1, 0).Err() == nil
+	}, waitFor, 20*time.Millisecond, "a new primary takes writes")
+	fmt.Printf("figure: failover under the OLM-upgraded operator: writes accepted again %.2fs after the primary's Redis died\n", time.Since(killed).Seconds())
 
 	deploy := &appsv1.Deployment{}
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator-controller-manager"}, deploy))
@@ -404,6 +438,22 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	}, waitFor, tick)
 	// The CRD and the RedisClusters stay: nothing of the users' is lost
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sessions"}, rc))
+}
+
+// primaryPodName is the pod the primary Service sends clients to.
+func primaryPodName(t require.TestingT, namespace string) string {
+	addrs, err := cluster.ServiceEndpoints(context.Background(), namespace, "sessions")
+	if err != nil || len(addrs) != 1 {
+		return ""
+	}
+	pods := &corev1.PodList{}
+	require.NoError(t, cluster.Client.List(context.Background(), pods, client.InNamespace(namespace)))
+	for _, p := range pods.Items {
+		if strings.HasPrefix(addrs[0], p.Status.PodIP+":") {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 // writeAndCheck writes increasing values through the primary Service, counting those acknowledged
