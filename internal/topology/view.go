@@ -146,15 +146,7 @@ func (v View) BestReplica(accept func(Observed) bool) (Observed, bool) {
 }
 
 // AuthRefused are the nodes that refused the password.
-func (v View) AuthRefused() []Observed {
-	var out []Observed
-	for _, o := range v.Nodes {
-		if o.AuthRefused() {
-			out = append(out, o)
-		}
-	}
-	return out
-}
+func (v View) AuthRefused() []Observed { return v.nodesWhere(Observed.AuthRefused) }
 
 // Settled is true when plan changes nothing and every node serves the primary it keeps.
 func (v View) Settled(plan Plan) bool {
@@ -162,10 +154,12 @@ func (v View) Settled(plan Plan) bool {
 }
 
 // reachable are the nodes that answered.
-func (v View) reachable() []Observed {
+func (v View) reachable() []Observed { return v.nodesWhere(Observed.Reachable) }
+
+func (v View) nodesWhere(keep func(Observed) bool) []Observed {
 	var out []Observed
 	for _, o := range v.Nodes {
-		if o.Reachable() {
+		if keep(o) {
 			out = append(out, o)
 		}
 	}

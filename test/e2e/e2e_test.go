@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,37 +44,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "redis-operator-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	suite := localcluster.Suite{
+		Name: "e2e",
+		Start: func(ctx context.Context, root, dir string) (*localcluster.Cluster, error) {
+			c, err := localcluster.Start(ctx, root, dir)
+			if err == nil {
+				err = c.StartOperator(ctx)
+			}
+			return c, err
+		},
+		Diagnose: func(c *localcluster.Cluster, _ string) {
+			if log, err := os.ReadFile(c.LogPath("operator")); err == nil {
+				fmt.Fprintf(os.Stderr, "--- operator log (last 8 KiB)\n%s\n", log[max(0, len(log)-8192):])
+			}
+		},
 	}
-	ctx := context.Background()
-	cluster, err = localcluster.Start(ctx, root, dir)
-	if err == nil {
-		err = cluster.StartOperator(ctx)
-	}
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
-	} else {
-		code = m.Run()
-	}
-	if code != 0 && cluster != nil {
-		if log, err := os.ReadFile(cluster.LogPath("operator")); err == nil {
-			fmt.Fprintf(os.Stderr, "--- operator log (last 8 KiB)\n%s\n", log[max(0, len(log)-8192):])
-		}
-	}
-	if cluster != nil {
-		cluster.Stop()
-	}
-	// The cluster cleans up after itself: no process it started is left.
-	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left behind by the local cluster:\n%s", out)
-		code = 1
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(suite.Run(m, root, func(c *localcluster.Cluster) { cluster = c }))
 }
 
 func kubectl(t *testing.T, args ...string) string {
@@ -115,16 +99,11 @@ func serviceClient(t require.TestingT, service string, want int) *goredis.Client
 }
 
 func primaryPod(c require.TestingT) string {
-	addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "sessions", 1)
+	_, err := cluster.WaitServiceEndpoints(context.Background(), ns, "sessions", 1)
 	require.NoError(c, err)
-	pods := &corev1.PodList{}
-	require.NoError(c, cluster.Client.List(context.Background(), pods, client.InNamespace(ns)))
-	for _, p := range pods.Items {
-		if strings.HasPrefix(addrs[0], p.Status.PodIP+":") {
-			return p.Name
-		}
-	}
-	return ""
+	pod, err := cluster.PodBehind(context.Background(), ns, "sessions")
+	require.NoError(c, err)
+	return pod
 }
 
 // The whole story, in order: each step builds on the one before.

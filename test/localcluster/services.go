@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,4 +94,23 @@ func (c *Cluster) WaitServiceEndpoints(ctx context.Context, namespace, service s
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// PodBehind is the pod a single-endpoint Service sends clients to now; "" when it sends them
+// to none, or to more than one.
+func (c *Cluster) PodBehind(ctx context.Context, namespace, service string) (string, error) {
+	addrs, err := c.ServiceEndpoints(ctx, namespace, service)
+	if err != nil || len(addrs) != 1 {
+		return "", err
+	}
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.InNamespace(namespace)); err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(addrs[0], p.Status.PodIP+":") {
+			return p.Name, nil
+		}
+	}
+	return "", nil
 }

@@ -54,50 +54,45 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "redis-operator-olm-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	started := time.Now()
-	cluster, err = localcluster.StartWithOLM(context.Background(), root, dir, "0.1.0", "0.2.0")
-	code := 1
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local cluster with OLM:", err)
-	} else {
-		fmt.Printf("figure: local cluster with OLM started in %.1fs\n", time.Since(started).Seconds())
-		code = m.Run()
-	}
-	if code != 0 && cluster != nil {
-		out, _ := cluster.KubectlOutput("get", "csv,deploy,pods,installplans,subscriptions,catalogsources", "-A", "-o", "wide")
-		fmt.Fprintf(os.Stderr, "--- what OLM made\n%s\n", out)
-		out, _ = cluster.KubectlOutput("get", "csv", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.reason} {.status.message}{\"\\n\"}{end}")
-		fmt.Fprintf(os.Stderr, "--- CSVs\n%s\n", out)
-		out, _ = cluster.KubectlOutput("get", "pods", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.message}{\"\\n\"}{end}")
-		fmt.Fprintf(os.Stderr, "--- pods\n%s\n", out)
-		out, _ = cluster.KubectlOutput("get", "installplans,subscriptions", "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}: {.status.phase} {.status.conditions}{\"\\n\"}{end}")
-		fmt.Fprintf(os.Stderr, "--- plans and subscriptions\n%s\n", out)
-		logs, _ := filepath.Glob(filepath.Join(dir, "node", "pods", "*", "*.log"))
-		for _, l := range logs {
-			if log, err := os.ReadFile(l); err == nil {
-				fmt.Fprintf(os.Stderr, "--- %s (last 3 KiB)\n%s\n", l, log[max(0, len(log)-3072):])
+	suite := localcluster.Suite{
+		Name: "olm",
+		Start: func(ctx context.Context, root, dir string) (*localcluster.Cluster, error) {
+			started := time.Now()
+			c, err := localcluster.StartWithOLM(ctx, root, dir, "0.1.0", "0.2.0")
+			if err == nil {
+				fmt.Printf("figure: local cluster with OLM started in %.1fs\n", time.Since(started).Seconds())
 			}
+			return c, err
+		},
+		Diagnose: diagnose,
+	}
+	os.Exit(suite.Run(m, root, func(c *localcluster.Cluster) { cluster = c }))
+}
+
+// diagnose prints what OLM made and every log, for a failed run.
+func diagnose(c *localcluster.Cluster, dir string) {
+	for _, q := range []struct{ title, what, jsonpath string }{
+		{"what OLM made", "csv,deploy,pods,installplans,subscriptions,catalogsources", ""},
+		{"CSVs", "csv", "{range .items[*]}{.metadata.name}: {.status.phase} {.status.reason} {.status.message}{\"\\n\"}{end}"},
+		{"pods", "pods", "{range .items[*]}{.metadata.name}: {.status.phase} {.status.message}{\"\\n\"}{end}"},
+		{"plans and subscriptions", "installplans,subscriptions", "{range .items[*]}{.metadata.name}: {.status.phase} {.status.conditions}{\"\\n\"}{end}"},
+	} {
+		args := []string{"get", q.what, "-A", "-o", "wide"}
+		if q.jsonpath != "" {
+			args = []string{"get", q.what, "-A", "-o", "jsonpath=" + q.jsonpath}
 		}
-		for _, name := range []string{"catalog", "olm"} {
-			if log, err := os.ReadFile(cluster.LogPath(name)); err == nil {
-				fmt.Fprintf(os.Stderr, "--- %s log (last 2 KiB)\n%s\n", name, log[max(0, len(log)-2048):])
-			}
+		out, _ := c.KubectlOutput(args...)
+		fmt.Fprintf(os.Stderr, "--- %s\n%s\n", q.title, out)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "node", "pods", "*", "*.log"))
+	for _, name := range []string{"catalog", "olm"} {
+		logs = append(logs, c.LogPath(name))
+	}
+	for _, l := range logs {
+		if log, err := os.ReadFile(l); err == nil {
+			fmt.Fprintf(os.Stderr, "--- %s (last 3 KiB)\n%s\n", l, log[max(0, len(log)-3072):])
 		}
 	}
-	if cluster != nil {
-		cluster.Stop()
-	}
-	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
-		fmt.Fprintf(os.Stderr, "processes left behind by the local cluster:\n%s", out)
-		code = 1
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
 }
 
 func kubectl(t require.TestingT, args ...string) string {
@@ -327,26 +322,25 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	kubectl(t, "-n", localcluster.OLMNamespace, "delete", "catalogsource", pkg)
 }
 
-// runMake runs a make target as a user would, against the local cluster.
-func runMake(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("make", args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "make %s:\n%s", strings.Join(args, " "), out)
-	t.Logf("make %s:\n%s", strings.Join(args, " "), out)
-	return string(out)
-}
+// runMake runs a make target as a user would, against the local cluster, and returns what it
+// printed; it must succeed.
+func runMake(t *testing.T, args ...string) string { return makeTarget(t, true, args...) }
 
-// runMakeFailing runs a make target that must fail, and returns what it printed.
-func runMakeFailing(t *testing.T, args ...string) string {
+// runMakeFailing runs a make target that must fail.
+func runMakeFailing(t *testing.T, args ...string) string { return makeTarget(t, false, args...) }
+
+func makeTarget(t *testing.T, succeed bool, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("make", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig)
 	out, err := cmd.CombinedOutput()
-	require.Error(t, err, "make %s should fail:\n%s", strings.Join(args, " "), out)
+	if succeed {
+		require.NoError(t, err, "make %s:\n%s", strings.Join(args, " "), out)
+	} else {
+		require.Error(t, err, "make %s should fail:\n%s", strings.Join(args, " "), out)
+	}
+	t.Logf("make %s:\n%s", strings.Join(args, " "), out)
 	return string(out)
 }
 
@@ -442,18 +436,9 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 
 // primaryPodName is the pod the primary Service sends clients to.
 func primaryPodName(t require.TestingT, namespace string) string {
-	addrs, err := cluster.ServiceEndpoints(context.Background(), namespace, "sessions")
-	if err != nil || len(addrs) != 1 {
-		return ""
-	}
-	pods := &corev1.PodList{}
-	require.NoError(t, cluster.Client.List(context.Background(), pods, client.InNamespace(namespace)))
-	for _, p := range pods.Items {
-		if strings.HasPrefix(addrs[0], p.Status.PodIP+":") {
-			return p.Name
-		}
-	}
-	return ""
+	pod, err := cluster.PodBehind(context.Background(), namespace, "sessions")
+	require.NoError(t, err)
+	return pod
 }
 
 // writeAndCheck writes increasing values through the primary Service, counting those acknowledged

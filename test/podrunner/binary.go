@@ -10,12 +10,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -29,13 +27,10 @@ type BinaryProcess struct {
 	container   corev1.Container
 	grace       time.Duration
 
-	emptyDirs        []string
-	mu               sync.Mutex
+	lifecycle
 	exitCode         int
 	cmd              *exec.Cmd
 	done             chan struct{}
-	restarts         int32
-	started          metav1.Time
 	livenessFailures int32
 }
 
@@ -79,7 +74,7 @@ func startBinary(pod *corev1.Pod, c corev1.Container, ip, binary, podDir string,
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < p.grace {
 		p.grace = time.Duration(*g) * time.Second
 	}
-	return p, p.start()
+	return p, p.start(false)
 }
 
 // containerEnv resolves the container's environment: values, and the downward API fields
@@ -128,7 +123,7 @@ func fieldValue(pod *corev1.Pod, path, ip string) (string, error) {
 	return "", fmt.Errorf("fieldPath %s is not supported here", path)
 }
 
-func (p *BinaryProcess) start() error {
+func (p *BinaryProcess) start(restart bool) error {
 	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -150,8 +145,9 @@ func (p *BinaryProcess) start() error {
 		close(done)
 	}()
 	p.mu.Lock()
-	p.cmd, p.done, p.started, p.livenessFailures = cmd, done, metav1.Now(), 0
+	p.cmd, p.done, p.livenessFailures = cmd, done, 0
 	p.mu.Unlock()
+	p.markStarted(restart)
 	return nil
 }
 
@@ -263,29 +259,14 @@ func (p *BinaryProcess) port(port intstr.IntOrString) (int, error) {
 // Restart ends the process if it still runs, starts it again and counts the restart.
 func (p *BinaryProcess) Restart() error {
 	p.terminate()
-	if err := p.start(); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.restarts++
-	p.mu.Unlock()
-	return nil
-}
-
-// Restarts is the container's restart count, and when it last started.
-func (p *BinaryProcess) Restarts() (int32, metav1.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.restarts, p.started
+	return p.start(true)
 }
 
 // Stop ends the process as the kubelet does (SIGTERM, then SIGKILL after the grace period) and
 // removes its emptyDir volumes.
 func (p *BinaryProcess) Stop() {
 	p.terminate()
-	for _, d := range p.emptyDirs {
-		_ = os.RemoveAll(d)
-	}
+	p.removeEmptyDirs()
 }
 
 func (p *BinaryProcess) terminate() {

@@ -122,10 +122,7 @@ type Process struct {
 	*redistest.Server
 	UID types.UID
 
-	mu        sync.Mutex
-	restarts  int32
-	started   metav1.Time
-	emptyDirs []string
+	lifecycle
 }
 
 // Start lays out the pod's volumes under dir/<pod UID> and starts its container. The pod must
@@ -147,7 +144,10 @@ func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Proc
 	if err != nil {
 		return nil, err
 	}
-	return &Process{Server: server, UID: pod.UID, started: metav1.Now(), emptyDirs: emptyDirs}, nil
+	p := &Process{Server: server, UID: pod.UID}
+	p.emptyDirs = emptyDirs
+	p.markStarted(false)
+	return p, nil
 }
 
 // Ready is the container's readiness: alive, and its port takes connections (the pods'
@@ -172,24 +172,44 @@ func (p *Process) Restart() error {
 	if err := p.Server.Restart(); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.restarts++
-	p.started = metav1.Now()
+	p.markStarted(true)
 	return nil
-}
-
-// Restarts is the container's restart count, and Started when it last started.
-func (p *Process) Restarts() (int32, metav1.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.restarts, p.started
 }
 
 // Stop ends the process and removes its emptyDir volumes: the pod is gone.
 func (p *Process) Stop() {
 	p.Kill()
-	for _, d := range p.emptyDirs {
+	p.removeEmptyDirs()
+}
+
+// lifecycle is what every container keeps of its life: how often it restarted, when it last
+// started, and its emptyDir volumes, which go with the pod. Its mutex guards the container's
+// other mutable state too.
+type lifecycle struct {
+	mu        sync.Mutex
+	restarts  int32
+	started   metav1.Time
+	emptyDirs []string
+}
+
+func (l *lifecycle) markStarted(restart bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if restart {
+		l.restarts++
+	}
+	l.started = metav1.Now()
+}
+
+// Restarts is the container's restart count, and when it last started.
+func (l *lifecycle) Restarts() (int32, metav1.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.restarts, l.started
+}
+
+func (l *lifecycle) removeEmptyDirs() {
+	for _, d := range l.emptyDirs {
 		_ = os.RemoveAll(d)
 	}
 }

@@ -1,0 +1,50 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Suite is a test package's local cluster: started once for the package (TestMain), stopped
+// after its tests, with a check that no process it started is left behind.
+type Suite struct {
+	// Name prefixes the cluster's directory.
+	Name string
+	// Start brings the cluster up in dir.
+	Start func(ctx context.Context, root, dir string) (*Cluster, error)
+	// Diagnose prints what helps understand a failure, before the cluster stops.
+	Diagnose func(c *Cluster, dir string)
+}
+
+// Run starts the cluster, hands it to use, runs the tests and returns the exit code.
+func (s Suite) Run(m *testing.M, root string, use func(*Cluster)) int {
+	dir, err := os.MkdirTemp("", "redis-operator-"+s.Name+"-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	cluster, err := s.Start(context.Background(), root, dir)
+	code := 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
+	} else {
+		use(cluster)
+		code = m.Run()
+	}
+	if code != 0 && cluster != nil && s.Diagnose != nil {
+		s.Diagnose(cluster, dir)
+	}
+	if cluster != nil {
+		cluster.Stop()
+	}
+	// The cluster cleans up after itself: no process it started is left.
+	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
+		fmt.Fprintf(os.Stderr, "processes left behind by the local cluster:\n%s", out)
+		code = 1
+	}
+	return code
+}
