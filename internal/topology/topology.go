@@ -81,7 +81,7 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 		plan = Plan{Primary: target.Name, Promote: !target.IsPrimary(), Previous: current,
 			Reason: fmt.Sprintf("%s restarted as a replica; %s holds the most data", current, target.Name)}
 	default:
-		gone := primaryGone(cur, reachable)
+		gone := primaryGone(v, cur, reachable)
 		if !gone && downFor < policy.FailoverTimeout {
 			return Plan{Primary: current, Wait: policy.FailoverTimeout - downFor,
 				Reason: fmt.Sprintf("primary %s does not answer", current)}
@@ -109,12 +109,12 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 
 // primaryGone is true when the primary's port refuses connections and every replica that
 // answers has lost its link: the process is gone, not merely slow or cut off from us.
-func primaryGone(primary Observed, reachable []Observed) bool {
+func primaryGone(v View, primary Observed, reachable []Observed) bool {
 	if !errors.Is(primary.Err, redis.ErrRefused) || len(reachable) == 0 {
 		return false
 	}
 	for _, o := range reachable {
-		if o.replicates(primary) && o.Info.LinkUp {
+		if v.CaughtUp(o) {
 			return false
 		}
 	}
