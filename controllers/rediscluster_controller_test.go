@@ -346,6 +346,25 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"password Secret without a name", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Key: "pw"}}
 		}, "spec.auth.secretRef.name"},
+		// Found by issue 11's review: these were accepted.
+		{"a negative unreachable timeout", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: -5 * time.Second}}
+		}, "spec.failover.unreachableTimeout must be positive"},
+		{"a zero unreachable timeout", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{}}
+		}, "spec.failover.unreachableTimeout must be positive"},
+		{"a module loaded into Redis", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"loadmodule": "/tmp/evil.so"}
+		}, "spec.config.loadmodule is refused"},
+		{"the DEBUG command opened", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"enable-debug-command": "yes"}
+		}, "spec.config.enable-debug-command is refused"},
+		{"the MODULE command opened", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"enable-module-command": "yes"}
+		}, "spec.config.enable-module-command is refused"},
+		{"protected configs opened", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"enable-protected-configs": "yes"}
+		}, "spec.config.enable-protected-configs is refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,6 +36,9 @@ type RedisClusterSpec struct {
 	// operator manages (addresses, replication, auth, paths) are refused.
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="spec.config keys are redis.conf directives: lowercase letters, digits and '-'"
+	// Directives that load code into Redis or open its DEBUG, MODULE and protected CONFIG
+	// commands to every client are refused: a RedisCluster must not be a way to run code.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs']))",messageExpression="'spec.config.' + self.filter(k, k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs'])[0] + ' is refused: it loads code into Redis or opens its module, debug or protected-config commands'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
 	// +optional
 	Config map[string]ConfigValue `json:"config,omitempty"`
@@ -140,6 +143,7 @@ type FailoverSpec struct {
 	// its link) is replaced at once. Default 5s.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.failover.unreachableTimeout must be positive"
 	// +optional
 	UnreachableTimeout *metav1.Duration `json:"unreachableTimeout,omitempty"`
 }
