@@ -74,6 +74,8 @@ type reconcileState struct {
 	statefulSet *appsv1.StatefulSet
 	pods        []corev1.Pod
 	members     []topology.Member
+	// failedToStart says why a node's Redis keeps exiting as it starts; empty when none does.
+	failedToStart string
 	// view is what the Redis nodes said, judged against the primary: the one source of who
 	// serves. Its Primary is the primary to record.
 	view topology.View
@@ -147,6 +149,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	setStatus(rc, state)
+	r.recordStatusEvents(state.written, rc)
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,6 +107,8 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	switch {
 	case state.err != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
+	case state.failedToStart != "":
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
 	case len(state.view.Nodes) > 0 && plan.Primary == "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonNoPrimary,
 			"No Redis node answers; no primary can be chosen")
@@ -121,6 +124,8 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 	ready := rc.Status.ReadyReplicas
 	switch {
 	case state.err != nil:
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
+	case degraded.Reason == cachev1.ReasonRedisFailedToStart:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case state.changed || !stsObserved(state.statefulSet) || ready < rc.Spec.Replicas:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
@@ -185,6 +190,16 @@ func setCondition(rc *cachev1.RedisCluster, c *metav1.Condition) {
 	}
 	c.ObservedGeneration = rc.Generation
 	meta.SetStatusCondition(&rc.Status.Conditions, *c)
+}
+
+// recordStatusEvents tells, once, what the status now says and did not before: a node's
+// Redis that fails to start (the failed phases record their own Events).
+func (r *RedisClusterReconciler) recordStatusEvents(before, after *cachev1.RedisCluster) {
+	was := meta.FindStatusCondition(before.Status.Conditions, cachev1.ConditionDegraded)
+	now := meta.FindStatusCondition(after.Status.Conditions, cachev1.ConditionDegraded)
+	if now != nil && now.Reason == cachev1.ReasonRedisFailedToStart && (was == nil || was.Reason != now.Reason) {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, cachev1.EventRedisFailedToStart, "Observe", "%s", now.Message)
+	}
 }
 
 // patchStatus writes the status only when it changed: a converged RedisCluster costs no write.

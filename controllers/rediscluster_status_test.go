@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -155,4 +156,30 @@ func TestPhaseErrorKeepsTheReasonItWasGiven(t *testing.T) {
 	assert.Equal(t, cachev1.ReasonSecretNotFound, given.reason)
 	assert.Equal(t, "password Secret x not found", given.Error())
 	assert.EqualError(t, given.logged(), "phase Secrets: password Secret x not found")
+}
+
+func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
+	crashing := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sessions-1"}, Status: corev1.PodStatus{
+		ContainerStatuses: []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+				Message: "*** FATAL CONFIG FILE ERROR ***\n>>> 'maxmemory-policy \"sometimes\"'\nargument(s) must be one of the following"}},
+		}},
+	}}
+	running := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sessions-0"}, Status: corev1.PodStatus{
+		ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+	}}
+
+	why := failedToStart([]corev1.Pod{running, crashing})
+
+	assert.Equal(t, `Redis on sessions-1 keeps exiting: *** FATAL CONFIG FILE ERROR *** | >>> 'maxmemory-policy "sometimes"' | argument(s) must be one of the following`, why)
+	assert.Empty(t, failedToStart([]corev1.Pod{running}))
+
+	rc := statusTestCluster(2, "sessions-0")
+	state := &reconcileState{statefulSet: rolledOutStatefulSet(2), failedToStart: why}
+	degraded := degradedCondition(rc, state)
+	assert.Equal(t, cachev1.ReasonRedisFailedToStart, degraded.Reason)
+	ready := readyCondition(rc, state, degraded)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, cachev1.ReasonRedisFailedToStart, ready.Reason)
 }

@@ -38,6 +38,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	state.pods = pods.Items
+	state.failedToStart = failedToStart(pods.Items)
 	state.members = membersOf(pods.Items)
 	if len(state.members) > 0 {
 		state.view = topology.Observe(ctx, r.Dial(state.creds.password), state.members, state.view.Primary)
@@ -76,7 +77,9 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 // changed nothing: a switchover off a pod that scale-in removes, or the replacement of an
 // outdated pod.
 func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if len(state.view.Nodes) == 0 || state.round.Changed() || !state.round.Plan.Idle() {
+	// DecideRollout moves a serving node only when every node serves, which an unsettled
+	// failover plan never leaves.
+	if len(state.view.Nodes) == 0 || state.round.Changed() {
 		return nil
 	}
 	step := topology.DecideRollout(state.view, rolloutInput(rc, state))
@@ -104,6 +107,7 @@ func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.Roll
 			Name:        p.Name,
 			Outdated:    sts != nil && p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision,
 			Terminating: p.DeletionTimestamp != nil,
+			Failing:     crashLooping(p),
 		})
 	}
 	return in
@@ -213,6 +217,37 @@ func desiredRoleLabels(v topology.View) map[string]string {
 		}
 	}
 	return desired
+}
+
+// failedToStart says, for the first pod whose Redis keeps exiting as it starts (its container
+// in CrashLoopBackOff), why: the end of what Redis wrote, which the kubelet kept as the
+// container's termination message. Empty when every container runs.
+func failedToStart(pods []corev1.Pod) string {
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, p := range sorted {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Waiting == nil || c.State.Waiting.Reason != "CrashLoopBackOff" {
+				continue
+			}
+			why := "it exits, and is restarted with back-off"
+			if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+				why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
+			}
+			return fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)
+		}
+	}
+	return ""
+}
+
+// crashLooping is true when the pod's container waits out a restart back-off.
+func crashLooping(p corev1.Pod) bool {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff" {
+			return true
+		}
+	}
+	return false
 }
 
 // membersOf turns the RedisCluster's pods into topology members, by ordinal.

@@ -36,6 +36,10 @@ const (
 	ReasonTopologyFailed = "TopologyFailed"
 	// ReasonAuthenticationFailed (Degraded=True): Redis refused the password.
 	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonRedisFailedToStart (Degraded=True, Ready=False): a node's redis-server exits as it
+	// starts and its container is restarted with back-off; the message is what Redis said, such
+	// as a directive of spec.config it refuses.
+	ReasonRedisFailedToStart = "RedisFailedToStart"
 	// ReasonNoPrimary (Degraded=True, Ready=False): no node can be primary yet.
 	ReasonNoPrimary = "NoPrimary"
 	// ReasonPrimaryUnreachable (Degraded=True): the primary does not answer; a replica replaces
@@ -71,6 +75,8 @@ const (
 	EventSecretNotFound = "SecretNotFound"
 	// EventTopologyFailed (Warning): a change of roles over the Redis protocol failed.
 	EventTopologyFailed = "TopologyFailed"
+	// EventRedisFailedToStart (Warning): a node's redis-server keeps exiting as it starts.
+	EventRedisFailedToStart = "RedisFailedToStart"
 	// EventAuthenticationFailed (Warning): Redis refused the password.
 	EventAuthenticationFailed = "AuthenticationFailed"
 	// EventPromoted (Normal): a node became the primary.

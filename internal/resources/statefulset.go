@@ -128,6 +128,9 @@ func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfigurat
 		WithImage(Image(rc)).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
 		WithCommand("redis-server", configDir+"/"+ConfigFileName).
+		// Redis says why it refuses to start (a bad directive) in its last log lines: the
+		// kubelet keeps them as the termination message, which the operator reports.
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithPorts(corev1ac.ContainerPort().WithName("redis").WithContainerPort(RedisPort).WithProtocol(corev1.ProtocolTCP)).
 		WithReadinessProbe(corev1ac.Probe().
 			WithTCPSocket(corev1ac.TCPSocketAction().WithPort(port)).

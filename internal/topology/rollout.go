@@ -9,6 +9,8 @@ type Pod struct {
 	Outdated bool
 	// Terminating is true once the pod is being deleted.
 	Terminating bool
+	// Failing is true when the pod's Redis keeps exiting as it starts (CrashLoopBackOff).
+	Failing bool
 }
 
 // RolloutInput is the state of the pods a rollout decision weighs.
@@ -51,8 +53,18 @@ type RolloutStep struct {
 //
 // Safety: nothing moves unless every node serves and no pod is still going away, so a step
 // never takes down a second node while one is missing, and the primary's pod is replaced only
-// when no replica could take its role (a single node).
+// when no replica could take its role (a single node). The one exception serves nothing: an
+// outdated pod whose Redis keeps exiting.
 func DecideRollout(v View, in RolloutInput) RolloutStep {
+	// An outdated pod whose Redis keeps exiting serves nothing and holds nothing a client was
+	// told is written: replacing it is how a fixed spec (a directive Redis refused) reaches it.
+	if in.RevisionKnown {
+		for _, p := range in.Pods {
+			if p.Outdated && p.Failing && !p.Terminating {
+				return RolloutStep{Action: RolloutReplacePod, Pod: p.Name, Role: "its Redis keeps exiting"}
+			}
+		}
+	}
 	if !v.AllServing() {
 		return RolloutStep{}
 	}

@@ -70,6 +70,18 @@ func TestDecideRollout(t *testing.T) {
 			wantAction: RolloutSwitchover, wantFrom: "r-2", wantTo: "r-1",
 		},
 		{
+			name: "an outdated pod whose Redis keeps exiting is replaced even though nothing serves",
+			view: View{Primary: "", Nodes: []Observed{downNode("r-0", 0, errRefused), downNode("r-1", 1, errRefused)}},
+			in: RolloutInput{Replicas: 2, RevisionKnown: true,
+				Pods: []Pod{{Name: "r-0", Outdated: true, Failing: true}, {Name: "r-1", Outdated: true, Failing: true}}},
+			wantAction: RolloutReplacePod, wantPod: "r-0",
+		},
+		{
+			name: "a failing pod that already runs the current spec is left to its back-off",
+			view: View{Primary: "", Nodes: []Observed{downNode("r-0", 0, errRefused)}},
+			in:   RolloutInput{Replicas: 1, RevisionKnown: true, Pods: []Pod{{Name: "r-0", Failing: true}}},
+		},
+		{
 			name: "scale-in, but no replica that stays has caught up: wait",
 			view: View{Primary: "r-1", Nodes: []Observed{replicaNode("r-0", 0, "r-1", false, 80), primaryNode("r-1", 1, 100)}},
 			in:   RolloutInput{Replicas: 1, Pods: pods()[:2]},

@@ -247,6 +247,32 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		assert.Equal(t, "hello", v, "data survived failovers, upgrade and scale-in")
 	})
 
+	t.Run("a directive Redis refuses is reported and a fixed spec recovers", func(t *testing.T) {
+		broken := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"typo"},` +
+			`"spec":{"replicas":2,"config":{"maxmemory-policy":"sometimes"}}}`
+		path := filepath.Join(t.TempDir(), "typo.json")
+		require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
+		kubectl(t, "apply", "-n", ns, "-f", path)
+
+		// Then the RedisCluster says what Redis said, and the pods wait out the kubelet's back-off
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			rc := &cachev1.RedisCluster{}
+			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "typo"}, rc))
+			degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDegraded)
+			require.NotNil(c, degraded)
+			assert.Equal(c, cachev1.ReasonRedisFailedToStart, degraded.Reason)
+			assert.Contains(c, degraded.Message, "maxmemory-policy")
+			assert.True(c, meta.IsStatusConditionFalse(rc.Status.Conditions, cachev1.ConditionReady))
+		}, waitFor, tick)
+		assert.Contains(t, kubectl(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=typo"), "CrashLoopBackOff")
+		assert.Contains(t, kubectl(t, "describe", "rediscluster", "-n", ns, "typo"), cachev1.EventRedisFailedToStart)
+
+		// When the user fixes the spec, the failing pods are replaced and it becomes Ready
+		kubectl(t, "patch", "-n", ns, "rediscluster/typo", "--type=merge", "-p", `{"spec":{"config":{"maxmemory-policy":"allkeys-lru"}}}`)
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/typo", "--timeout=90s")
+		kubectl(t, "delete", "-n", ns, "rediscluster/typo", "--wait")
+	})
+
 	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +60,34 @@ func (a *Agent) AddBinary(image, binary string) {
 type runningPod struct {
 	namespace, name string
 	podrunner.Container
+	// The kubelet's restart back-off: the first restart is immediate, then each crash waits
+	// twice as long (10s up to 5 minutes) while the container keeps failing.
+	backoff     time.Duration
+	nextRestart time.Time
+}
+
+const (
+	initialBackoff = 10 * time.Second
+	maxBackoff     = 5 * time.Minute
+)
+
+// restartDue says whether an exited container may restart now, and arms the next back-off.
+// A container that ran for longer than the longest back-off starts afresh.
+func (p *runningPod) restartDue(now time.Time) bool {
+	if now.Before(p.nextRestart) {
+		return false
+	}
+	if _, started := p.Restarts(); now.Sub(started.Time) > 2*maxBackoff {
+		p.backoff = 0
+	}
+	switch {
+	case p.backoff == 0:
+		p.backoff = initialBackoff
+	case p.backoff < maxBackoff:
+		p.backoff = min(2*p.backoff, maxBackoff)
+	}
+	p.nextRestart = now.Add(p.backoff)
+	return true
 }
 
 // Server returns the redis-server process of a pod, for tests that kill it.
@@ -224,7 +253,7 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 		if p, err = a.startPod(ctx, pod); err != nil {
 			return err
 		}
-	} else if (!p.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever) || p.Unhealthy() {
+	} else if p.Unhealthy() || (!p.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever && p.restartDue(time.Now())) {
 		if err := p.Restart(); err != nil {
 			return err
 		}
@@ -285,23 +314,33 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		}
 		return corev1.PodCondition{Type: t, Status: status, LastTransitionTime: metav1.Now()}
 	}
-	var state corev1.ContainerState
+	var state, last corev1.ContainerState
 	phase := corev1.PodRunning
-	if p.Alive() {
-		state.Running = &corev1.ContainerStateRunning{StartedAt: started}
-	} else {
-		code, _ := p.ExitCode()
-		reason := "Completed"
+	if code, exited := p.ExitCode(); exited {
+		terminated := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Completed"}
 		if code != 0 {
-			reason = "Error"
+			terminated.Reason = "Error"
+			if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+				terminated.Message = p.TerminationMessage()
+			}
 		}
-		state.Terminated = &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: reason}
 		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
 			// The pod ran to completion (a Job's, a scorecard test's).
+			state.Terminated = terminated
 			phase = corev1.PodSucceeded
 			if code != 0 {
 				phase = corev1.PodFailed
 			}
+		} else {
+			// Waiting out the back-off before the next restart.
+			state.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", p.backoff, c.Name, pod.Name)}
+			last.Terminated = terminated
+		}
+	} else {
+		state.Running = &corev1.ContainerStateRunning{StartedAt: started}
+		if prev := pod.Status.ContainerStatuses; len(prev) == 1 {
+			last = prev[0].LastTerminationState
 		}
 	}
 	want := corev1.PodStatus{
@@ -317,7 +356,7 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
 			Name: c.Name, Image: c.Image, ImageID: "local://" + c.Image, Ready: ready, RestartCount: restarts,
-			Started: ptr.To(p.Alive()), State: state,
+			Started: ptr.To(p.Alive()), State: state, LastTerminationState: last,
 		}},
 	}
 	if want.StartTime == nil {
@@ -336,7 +375,9 @@ func samePodStatus(have, want corev1.PodStatus) bool {
 		return false
 	}
 	h, w := have.ContainerStatuses[0], want.ContainerStatuses[0]
-	if h.Ready != w.Ready || h.RestartCount != w.RestartCount || (h.State.Running == nil) != (w.State.Running == nil) {
+	if h.Ready != w.Ready || h.RestartCount != w.RestartCount || (h.State.Running == nil) != (w.State.Running == nil) ||
+		!equality.Semantic.DeepEqual(h.State.Waiting, w.State.Waiting) || !equality.Semantic.DeepEqual(h.State.Terminated, w.State.Terminated) ||
+		!equality.Semantic.DeepEqual(h.LastTerminationState, w.LastTerminationState) {
 		return false
 	}
 	for _, c := range have.Conditions {

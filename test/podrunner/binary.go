@@ -177,6 +177,12 @@ func (p *BinaryProcess) wait() int {
 // LogPath is the file holding the container's stdout and stderr.
 func (p *BinaryProcess) LogPath() string { return p.logPath }
 
+// TerminationMessage is the end of the container's log.
+func (p *BinaryProcess) TerminationMessage() string {
+	raw, _ := os.ReadFile(p.logPath)
+	return string(raw[len(raw)-min(len(raw), terminationMessageBytes):])
+}
+
 // Alive is true while the process runs.
 func (p *BinaryProcess) Alive() bool {
 	p.mu.Lock()

@@ -9,6 +9,7 @@ package podrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -52,7 +53,14 @@ type Container interface {
 	LogPath() string
 	// ExitCode is the exit code once the container exited; false while it runs.
 	ExitCode() (int, bool)
+	// TerminationMessage is the end of the container's log, which the kubelet reports for a
+	// container that failed (terminationMessagePolicy FallbackToLogsOnError).
+	TerminationMessage() string
 }
+
+// terminationMessageBytes is how much of a failed container's log the kubelet keeps as its
+// termination message.
+const terminationMessageBytes = 2048
 
 // Runner starts pods' containers.
 type Runner struct {
@@ -141,9 +149,11 @@ func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Proc
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
 	server, err := redistest.StartIn(dataDir, pod.Name, conf)
-	if err != nil {
+	if err != nil && !errors.Is(err, redistest.ErrExitedAtStart) {
 		return nil, err
 	}
+	// A redis-server that exits at start (a configuration it refuses) is a container that
+	// crashed: the caller restarts it and reports why, as the kubelet does.
 	p := &Process{Server: server, UID: pod.UID}
 	p.emptyDirs = emptyDirs
 	p.markStarted(false)
@@ -164,8 +174,11 @@ func (p *Process) Unhealthy() bool { return false }
 // LogPath is Redis's log file.
 func (p *Process) LogPath() string { return filepath.Join(p.Dir, "redis.log") }
 
-// ExitCode is never known: redis-server is restarted whenever it exits.
-func (p *Process) ExitCode() (int, bool) { return 0, false }
+// ExitCode is redis-server's exit code once it exited.
+func (p *Process) ExitCode() (int, bool) { return p.Server.ExitCode() }
+
+// TerminationMessage is the end of what redis-server wrote: why it exited.
+func (p *Process) TerminationMessage() string { return p.LogTail(terminationMessageBytes) }
 
 // Restart starts the exited container again, as restartPolicy Always does, and counts it.
 func (p *Process) Restart() error {

@@ -43,6 +43,9 @@ func StartRedisCluster(ctx context.Context, dir string, rc *cachev1.RedisCluster
 			AddClaimVolume(pod, *claim.GetName())
 		}
 		p, err := Start(ctx, src, dir, pod)
+		if err == nil && !p.Alive() {
+			err = fmt.Errorf("redis-server %s exited at start: %s", pod.Name, p.TerminationMessage())
+		}
 		if err != nil {
 			for _, started := range procs {
 				started.Stop()

@@ -19,6 +19,11 @@ import (
 	"time"
 )
 
+// ErrExitedAtStart means redis-server exited before it listened: a configuration it refuses,
+// for example. The Server is still returned, exited, so that a caller can report it as a
+// crashed container.
+var ErrExitedAtStart = errors.New("exited at start")
+
 // Server is one redis-server process.
 type Server struct {
 	Name string
@@ -27,6 +32,27 @@ type Server struct {
 	conf string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// exitCode is the process's exit code once it exited.
+	exitCode atomic.Int64
+}
+
+// ExitCode is the exit code of the process once it exited (-1 when killed by a signal).
+func (s *Server) ExitCode() (int, bool) {
+	if s.cmd == nil || s.Alive() {
+		return 0, false
+	}
+	return int(s.exitCode.Load()), true
+}
+
+// LogTail is the end of what the process wrote to stderr and its log file, at most max bytes:
+// what the kubelet reports as a failed container's termination message (FallbackToLogsOnError).
+func (s *Server) LogTail(max int) string {
+	var all []byte
+	for _, f := range []string{"stderr.log", "redis.log"} {
+		raw, _ := os.ReadFile(filepath.Join(s.Dir, f))
+		all = append(all, raw...)
+	}
+	return string(all[len(all)-min(len(all), max):])
 }
 
 var nextAddress atomic.Int64
@@ -96,7 +122,12 @@ func (s *Server) start() error {
 	}
 	s.cmd = cmd
 	s.done = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(s.done) }()
+	done := s.done
+	go func() {
+		_ = cmd.Wait()
+		s.exitCode.Store(int64(cmd.ProcessState.ExitCode()))
+		close(done)
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		conn, err := net.DialTimeout("tcp", s.Addr(), 100*time.Millisecond)
@@ -107,7 +138,7 @@ func (s *Server) start() error {
 		select {
 		case <-s.done:
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log"))
-			return fmt.Errorf("redis-server %s exited at start: %s", s.Name, log)
+			return fmt.Errorf("%w: redis-server %s: %s", ErrExitedAtStart, s.Name, log)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
