@@ -53,6 +53,9 @@ type Node interface {
 	PauseWrites(ctx context.Context, d time.Duration) error
 	// Unpause lets writes through again.
 	Unpause(ctx context.Context) error
+	// DisconnectClients closes every normal client connection but ours: after a demotion,
+	// clients that held a connection to the old primary reconnect through the Service.
+	DisconnectClients(ctx context.Context) error
 	// SetPassword changes the node's password (requirepass) and the one it uses towards its
 	// primary (masterauth), live. Connections already logged in stay logged in.
 	SetPassword(ctx context.Context, password string) error
@@ -123,6 +126,10 @@ func (n *node) PauseWrites(ctx context.Context, d time.Duration) error {
 
 func (n *node) Unpause(ctx context.Context) error {
 	return classify(n.c.Do(ctx, "CLIENT", "UNPAUSE").Err())
+}
+
+func (n *node) DisconnectClients(ctx context.Context) error {
+	return classify(n.c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err())
 }
 
 func (n *node) SetPassword(ctx context.Context, password string) error {

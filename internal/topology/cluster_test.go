@@ -83,7 +83,15 @@ func (c *cluster) reconcile(ctx context.Context) topology.Round {
 // converge reconciles until every node answers and replicates from the primary.
 func (c *cluster) converge(ctx context.Context) {
 	c.t.Helper()
-	require.Eventually(c.t, func() bool { return c.reconcile(ctx).Settled() }, 20*time.Second, 50*time.Millisecond)
+	var last topology.Round
+	settled := func() bool { last = c.reconcile(ctx); return last.Settled() }
+	if !assert.Eventually(c.t, settled, 20*time.Second, 50*time.Millisecond) {
+		// Say what the nodes said last, so that a failure can be understood.
+		for _, o := range last.View.Nodes {
+			c.t.Logf("%s: reachable %v, err %v, info %+v", o.Name, o.Reachable(), o.Err, o.Info)
+		}
+		c.t.FailNow()
+	}
 }
 
 // operate runs the control loop every interval until ctx ends, as the periodic reconcile does.
@@ -364,4 +372,40 @@ func TestWrongPasswordIsAnAuthErrorThatDoesNotCarryThePassword(t *testing.T) {
 	raw, err := readFile(log)
 	require.NoError(t, err)
 	assert.False(t, strings.Contains(raw, password), "redis.log holds the password")
+}
+
+func TestHungPrimaryIsReplacedAfterTheTimeoutAndItsClientsReconnectWhenItWakes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(t, 3, "")
+	c.converge(ctx)
+	old := c.currentPrimary()
+	held := c.client(old, "").Conn() // a client that keeps its connection, as pooled clients do
+	defer held.Close()
+	require.NoError(t, held.Ping(ctx).Err())
+	operator := c.operate(ctx, 100*time.Millisecond)
+
+	// When the primary hangs (its process frozen: it neither answers nor refuses)
+	require.NoError(t, signal(c.server(old), syscall.SIGSTOP))
+	hung := time.Now()
+
+	// Then a replica replaces it, and not before the unreachable timeout
+	require.Eventually(t, func() bool { return c.currentPrimary() != old }, 15*time.Second, 10*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(hung), c.policy.FailoverTimeout, "failed over before the timeout")
+	newPrimary := c.currentPrimary()
+
+	// And when it wakes it becomes a replica of the new primary and closes its clients'
+	// connections, so that they reconnect to the new primary through the Service
+	require.NoError(t, signal(c.server(old), syscall.SIGCONT))
+	require.EventuallyWithT(t, func(col *assert.CollectT) {
+		info, err := redis.NewDialer(redis.Options{})(c.server(old).Addr()).Replication(ctx)
+		require.NoError(col, err)
+		assert.Equal(col, redis.RoleReplica, info.Role)
+		assert.Equal(col, c.server(newPrimary).Addr(), info.PrimaryAddr())
+	}, 15*time.Second, 50*time.Millisecond)
+	err := held.Set(ctx, "after-waking", 1, 0).Err()
+	require.Error(t, err, "the held connection to the old primary is closed")
+	assert.NotContains(t, err.Error(), "READONLY", "the connection was closed, not left to fail every write")
+	cancel()
+	operator.Wait()
 }

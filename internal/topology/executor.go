@@ -46,7 +46,14 @@ func (e Executor) Apply(ctx context.Context, plan Plan, v View) ([]Step, error) 
 	}
 	for _, name := range plan.Repoint {
 		o, _ := v.Find(name)
-		if err := e.do(o.Addr, func(n redis.Node) error { return n.ReplicaOf(ctx, primary.Addr) }); err != nil {
+		demote := func(n redis.Node) error {
+			if err := n.ReplicaOf(ctx, primary.Addr); err != nil || !o.IsPrimary() {
+				return err
+			}
+			// A primary that came back (woken from a hang, say) may still hold clients' connections.
+			return n.DisconnectClients(ctx)
+		}
+		if err := e.do(o.Addr, demote); err != nil {
 			return steps, fmt.Errorf("pointing %s at %s: %w", name, plan.Primary, err)
 		}
 		what := "replica"
@@ -80,6 +87,11 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, v View, max
 	}
 	if err := old.ReplicaOf(ctx, to.Addr); err != nil {
 		return steps, fmt.Errorf("demoting %s: %w", from.Name, err)
+	}
+	// Clients holding a connection to the old primary reconnect, through the Service, to the
+	// new one; the held writes fail there with READONLY meanwhile, and none was acknowledged.
+	if err := old.DisconnectClients(ctx); err != nil {
+		return steps, fmt.Errorf("disconnecting the clients of %s: %w", from.Name, err)
 	}
 	steps = append(steps, Step{Node: from.Name, Action: ActionRepointed, Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
 	if err := target.Promote(ctx); err != nil {
