@@ -109,6 +109,18 @@ func (c *cluster) operate(ctx context.Context, interval time.Duration) *sync.Wai
 	return &wg
 }
 
+// eventuallyReplicaOf waits until node replicates from primary with its link up.
+func (c *cluster) eventuallyReplicaOf(ctx context.Context, node, primary string) {
+	c.t.Helper()
+	require.EventuallyWithT(c.t, func(col *assert.CollectT) {
+		info, err := redis.NewDialer(redis.Options{})(c.server(node).Addr()).Replication(ctx)
+		require.NoError(col, err)
+		assert.Equal(col, redis.RoleReplica, info.Role)
+		assert.Equal(col, c.server(primary).Addr(), info.PrimaryAddr())
+		assert.True(col, info.LinkUp)
+	}, 15*time.Second, 50*time.Millisecond)
+}
+
 func (c *cluster) server(name string) *redistest.Server {
 	for _, s := range c.servers {
 		if s.Name == name {
@@ -276,13 +288,7 @@ func TestFailoverLosesNoAcknowledgedWriteAndTheOldPrimaryRejoinsWithoutItsStaleW
 
 	// And the old primary, restarted with its stale write on disk, rejoins as a replica and drops it
 	require.NoError(t, c.server(old).Restart())
-	require.EventuallyWithT(t, func(col *assert.CollectT) {
-		info, err := redis.NewDialer(redis.Options{})(c.server(old).Addr()).Replication(ctx)
-		require.NoError(col, err)
-		assert.Equal(col, redis.RoleReplica, info.Role)
-		assert.Equal(col, c.server(newPrimary).Addr(), info.PrimaryAddr())
-		assert.True(col, info.LinkUp)
-	}, 15*time.Second, 50*time.Millisecond)
+	c.eventuallyReplicaOf(ctx, old, newPrimary)
 	cancel()
 	writes.Wait()
 	operator.Wait()
@@ -397,12 +403,7 @@ func TestHungPrimaryIsReplacedAfterTheTimeoutAndItsClientsReconnectWhenItWakes(t
 	// And when it wakes it becomes a replica of the new primary and closes its clients'
 	// connections, so that they reconnect to the new primary through the Service
 	require.NoError(t, signal(c.server(old), syscall.SIGCONT))
-	require.EventuallyWithT(t, func(col *assert.CollectT) {
-		info, err := redis.NewDialer(redis.Options{})(c.server(old).Addr()).Replication(ctx)
-		require.NoError(col, err)
-		assert.Equal(col, redis.RoleReplica, info.Role)
-		assert.Equal(col, c.server(newPrimary).Addr(), info.PrimaryAddr())
-	}, 15*time.Second, 50*time.Millisecond)
+	c.eventuallyReplicaOf(ctx, old, newPrimary)
 	err := held.Set(ctx, "after-waking", 1, 0).Err()
 	require.Error(t, err, "the held connection to the old primary is closed")
 	assert.NotContains(t, err.Error(), "READONLY", "the connection was closed, not left to fail every write")
