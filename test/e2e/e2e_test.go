@@ -49,6 +49,11 @@ func TestMain(m *testing.M) {
 		Start: func(ctx context.Context, root, dir string) (*localcluster.Cluster, error) {
 			c, err := localcluster.Start(ctx, root, dir)
 			if err == nil {
+				// Users' namespaces enforce the restricted Pod Security Standard: the Redis pods
+				// must be admitted there.
+				err = c.Kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+			}
+			if err == nil {
 				err = c.StartOperator(ctx)
 			}
 			return c, err
@@ -127,7 +132,12 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			assert.Equal(c, "hello", v)
 		}, 10*time.Second, tick)
 
-		// A pod's log, through the API server and the node's kubelet endpoint
+		// The namespace enforces the restricted Pod Security Standard (so the Redis pods passed it)
+		out, err := cluster.KubectlOutput("run", "unrestricted-probe", "-n", ns, "--image=busybox", "--dry-run=server")
+		require.Error(t, err)
+		assert.Contains(t, out, "violates PodSecurity")
+
+				// A pod's log, through the API server and the node's kubelet endpoint
 		assert.Contains(t, kubectl(t, "logs", "-n", ns, "sessions-0", "--tail=200"), "Ready to accept connections")
 	})
 
