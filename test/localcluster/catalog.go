@@ -27,6 +27,18 @@ const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
 // labelCatalog marks the registry pods and ConfigMaps of a served catalog.
 const labelCatalog = "redis-operator.example.com/catalog"
 
+// RestrictedPodSecurity and RestrictedContainerSecurity are what the restricted Pod Security
+// Standard asks of the pods the harness creates, so that they run in users' namespaces.
+func RestrictedPodSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1001),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+func RestrictedContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+}
+
 // LoadCatalog reads a file-based catalog: a directory, or one rendered file.
 func LoadCatalog(ctx context.Context, path string) (*declcfg.DeclarativeConfig, error) {
 	info, err := os.Stat(path)
@@ -115,8 +127,9 @@ func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc 
 		ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: namespace, Labels: labels},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: ptr.To(false),
+			SecurityContext:              RestrictedPodSecurity(),
 			Containers: []corev1.Container{{
-				Name: "registry-server", Image: OPMImage,
+				Name: "registry-server", Image: OPMImage, SecurityContext: RestrictedContainerSecurity(),
 				Command:      []string{"/bin/opm"},
 				Args:         []string{"serve", "/configs", "--port", port, "--pprof-addr=:6060", "--termination-log=/dev/null"},
 				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: int32(portNumber)}},

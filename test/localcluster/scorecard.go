@@ -107,13 +107,14 @@ func (s ScorecardRun) runTest(ctx context.Context, bundleConfigMap string, t sca
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,
 			ServiceAccountName: s.ServiceAccount,
+			SecurityContext:    RestrictedPodSecurity(),
 			InitContainers: []corev1.Container{{
-				Name: "scorecard-untar", Image: ScorecardUntarImage,
+				Name: "scorecard-untar", Image: ScorecardUntarImage, SecurityContext: RestrictedContainerSecurity(),
 				Command:      []string{"tar", "xzf", "/scorecard/bundle.tar.gz", "-C", "/bundle"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "scorecard-bundle", MountPath: "/scorecard"}, {Name: "scorecard-untar", MountPath: "/bundle"}},
 			}},
 			Containers: []corev1.Container{{
-				Name: "scorecard-test", Image: t.Image,
+				Name: "scorecard-test", Image: t.Image, SecurityContext: RestrictedContainerSecurity(),
 				Command: t.Entrypoint[:1],
 				// Pods here share the host's filesystem: the test binary is told where its
 				// /bundle mount is laid out (the node maps the path).

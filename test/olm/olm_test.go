@@ -101,9 +101,12 @@ func kubectl(t require.TestingT, args ...string) string {
 	return out
 }
 
+// newNamespace is a users' namespace: it enforces the restricted Pod Security Standard, which
+// the operator's, the Redis, the registry and the scorecard pods must pass.
 func newNamespace(t *testing.T, name string) string {
 	t.Helper()
-	require.NoError(t, cluster.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	require.NoError(t, cluster.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}))
 	return name
 }
 
