@@ -137,7 +137,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, out, "violates PodSecurity")
 
-				// A pod's log, through the API server and the node's kubelet endpoint
+		// A pod's log, through the API server and the node's kubelet endpoint
 		assert.Contains(t, kubectl(t, "logs", "-n", ns, "sessions-0", "--tail=200"), "Ready to accept connections")
 	})
 
