@@ -123,9 +123,8 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *metav1.Condition) *metav1.Condition {
 	ready := rc.Status.ReadyReplicas
 	switch {
-	case state.err != nil:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
-	case degraded.Reason == cachev1.ReasonRedisFailedToStart:
+	case state.err != nil || degraded.Reason == cachev1.ReasonRedisFailedToStart:
+		// Said first: counting ready pods would hide why they are not.
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case state.changed || !stsObserved(state.statefulSet) || ready < rc.Spec.Replicas:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,

@@ -107,7 +107,7 @@ func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.Roll
 			Name:        p.Name,
 			Outdated:    sts != nil && p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision,
 			Terminating: p.DeletionTimestamp != nil,
-			Failing:     crashLooping(p),
+			Failing:     crashLoops(p),
 		})
 	}
 	return in
@@ -226,28 +226,33 @@ func failedToStart(pods []corev1.Pod) string {
 	sorted := append([]corev1.Pod(nil), pods...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, p := range sorted {
-		for _, c := range p.Status.ContainerStatuses {
-			if c.State.Waiting == nil || c.State.Waiting.Reason != "CrashLoopBackOff" {
-				continue
-			}
-			why := "it exits, and is restarted with back-off"
-			if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
-				why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
-			}
-			return fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)
+		c, ok := crashLoopingContainer(p)
+		if !ok {
+			continue
 		}
+		why := "it exits, and is restarted with back-off"
+		if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+			why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
+		}
+		return fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)
 	}
 	return ""
 }
 
-// crashLooping is true when the pod's container waits out a restart back-off.
-func crashLooping(p corev1.Pod) bool {
+// crashLoops is true when the pod's container waits out a restart back-off.
+func crashLoops(p corev1.Pod) bool {
+	_, ok := crashLoopingContainer(p)
+	return ok
+}
+
+// crashLoopingContainer is the pod's container that waits out a restart back-off, if any.
+func crashLoopingContainer(p corev1.Pod) (corev1.ContainerStatus, bool) {
 	for _, c := range p.Status.ContainerStatuses {
 		if c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff" {
-			return true
+			return c, true
 		}
 	}
-	return false
+	return corev1.ContainerStatus{}, false
 }
 
 // membersOf turns the RedisCluster's pods into topology members, by ordinal.

@@ -46,14 +46,14 @@ func (e Executor) Apply(ctx context.Context, plan Plan, v View) ([]Step, error) 
 	}
 	for _, name := range plan.Repoint {
 		o, _ := v.Find(name)
-		demote := func(n redis.Node) error {
-			if err := n.ReplicaOf(ctx, primary.Addr); err != nil || !o.IsPrimary() {
-				return err
+		repoint := func(n redis.Node) error {
+			if o.IsPrimary() {
+				// A primary that came back (woken from a hang, say) may still hold clients.
+				return demote(ctx, n, primary.Addr)
 			}
-			// A primary that came back (woken from a hang, say) may still hold clients' connections.
-			return n.DisconnectClients(ctx)
+			return n.ReplicaOf(ctx, primary.Addr)
 		}
-		if err := e.do(o.Addr, demote); err != nil {
+		if err := e.do(o.Addr, repoint); err != nil {
 			return steps, fmt.Errorf("pointing %s at %s: %w", name, plan.Primary, err)
 		}
 		what := "replica"
@@ -85,13 +85,8 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, v View, max
 	if err := waitInSync(ctx, old, target, from.Name, to.Name, time.Now().Add(maxPause/2)); err != nil {
 		return steps, err
 	}
-	if err := old.ReplicaOf(ctx, to.Addr); err != nil {
+	if err := demote(ctx, old, to.Addr); err != nil {
 		return steps, fmt.Errorf("demoting %s: %w", from.Name, err)
-	}
-	// Clients holding a connection to the old primary reconnect, through the Service, to the
-	// new one; the held writes fail there with READONLY meanwhile, and none was acknowledged.
-	if err := old.DisconnectClients(ctx); err != nil {
-		return steps, fmt.Errorf("disconnecting the clients of %s: %w", from.Name, err)
 	}
 	steps = append(steps, Step{Node: from.Name, Action: ActionRepointed, Message: fmt.Sprintf("%s (old primary) replicates from %s", from.Name, to.Name)})
 	if err := target.Promote(ctx); err != nil {
@@ -111,6 +106,20 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, v View, max
 		steps = append(steps, Step{Node: o.Name, Action: ActionRepointed, Message: fmt.Sprintf("%s replicates from %s", o.Name, to.Name)})
 	}
 	return steps, errors.Join(errs...)
+}
+
+// demote makes a primary a replica of the primary at addr and closes its clients'
+// connections, so that clients holding one reconnect, through the Service, to the new primary
+// instead of failing every write with READONLY. None of their writes was acknowledged after
+// the demotion.
+func demote(ctx context.Context, n redis.Node, addr string) error {
+	if err := n.ReplicaOf(ctx, addr); err != nil {
+		return err
+	}
+	if err := n.DisconnectClients(ctx); err != nil {
+		return fmt.Errorf("disconnecting its clients: %w", err)
+	}
+	return nil
 }
 
 // waitInSync waits until the target replica holds all of the (paused) primary's stream.

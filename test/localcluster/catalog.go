@@ -16,7 +16,9 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -190,15 +192,11 @@ func (c *Cluster) removeOldRegistries(ctx context.Context, namespace, name, keep
 			return err
 		}
 		var objs []client.Object
-		switch l := list.(type) {
-		case *corev1.PodList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *corev1.ConfigMapList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
+		if err := apimeta.EachListItem(list, func(o runtime.Object) error {
+			objs = append(objs, o.(client.Object))
+			return nil
+		}); err != nil {
+			return err
 		}
 		for _, obj := range objs {
 			if obj.GetName() != keep {

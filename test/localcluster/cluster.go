@@ -219,10 +219,8 @@ func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, namespace, sa st
 // scorecard/checks implements its checks), and tar for the bundle's untar init container.
 func (c *Cluster) addScorecardImages() error {
 	bin := filepath.Join(c.Root, "bin", "redis-operator-scorecard")
-	cmd := exec.Command("go", "build", "-o", bin, "./scorecard")
-	cmd.Dir = c.Root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the scorecard tests: %w: %s", err, out)
+	if err := c.goBuild(bin, "./scorecard"); err != nil {
+		return fmt.Errorf("building the scorecard tests: %w", err)
 	}
 	raw, err := os.ReadFile(filepath.Join(c.Root, "bundle", "tests", "scorecard", "config.yaml"))
 	if err != nil {
@@ -245,6 +243,16 @@ func (c *Cluster) addScorecardImages() error {
 	return nil
 }
 
+// goBuild builds a package of the repository into bin.
+func (c *Cluster) goBuild(bin, pkg string, flags ...string) error {
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, pkg)...)
+	cmd.Dir = c.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
 // OperatorImage is the image of the operator at a version, as the bundle's CSV names it.
 func OperatorImage(version string) string { return "example.com/redis-operator:v" + version }
 
@@ -253,10 +261,8 @@ func OperatorImage(version string) string { return "example.com/redis-operator:v
 // built from the code checked out: two releases differ here only in the version they report.
 func (c *Cluster) BuildOperatorImage(version string) (string, error) {
 	bin := filepath.Join(c.Root, "bin", "manager-v"+version)
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", bin, "./cmd")
-	cmd.Dir = c.Root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the manager at %s: %w: %s", version, err, out)
+	if err := c.goBuild(bin, "./cmd", "-ldflags", "-X main.version="+version); err != nil {
+		return "", fmt.Errorf("building the manager at %s: %w", version, err)
 	}
 	image := OperatorImage(version)
 	c.Agent.AddBinary(image, bin)

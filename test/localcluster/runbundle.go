@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -241,7 +242,7 @@ func (r BundleRun) approveCurrentPlan(ctx context.Context, subName, csv string) 
 	if err := r.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, ip); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	if !contains(ip.Spec.ClusterServiceVersionNames, csv) {
+	if !slices.Contains(ip.Spec.ClusterServiceVersionNames, csv) {
 		return false, nil
 	}
 	if !ip.Spec.Approved {
@@ -312,13 +313,4 @@ func (r BundleRun) poll(ctx context.Context, what string, done func() (bool, err
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -58,6 +58,11 @@ func (s ScorecardRun) Run(ctx context.Context, bundleDir string, selector labels
 	if err := s.ensureServiceAccount(ctx); err != nil {
 		return list, err
 	}
+	// The pods' logs are read through the API server, as kubectl logs reads them.
+	logs, err := kubernetes.NewForConfig(s.Cluster.AdminConfig)
+	if err != nil {
+		return list, err
+	}
 	tarball, err := tarBundle(bundleDir)
 	if err != nil {
 		return list, err
@@ -81,7 +86,7 @@ func (s ScorecardRun) Run(ctx context.Context, bundleDir string, selector labels
 		for i, t := range tests {
 			run := func() {
 				results[i] = scapiv1alpha3.Test{TypeMeta: metav1.TypeMeta{APIVersion: scapiv1alpha3.GroupVersion.String(), Kind: "Test"},
-					Spec: t, Status: s.runTest(ctx, cm.Name, t)}
+					Spec: t, Status: s.runTest(ctx, logs, cm.Name, t)}
 			}
 			if stage.Parallel {
 				wg.Go(run)
@@ -96,7 +101,7 @@ func (s ScorecardRun) Run(ctx context.Context, bundleDir string, selector labels
 }
 
 // runTest runs one test's pod to completion and reads its result from the pod's log.
-func (s ScorecardRun) runTest(ctx context.Context, bundleConfigMap string, t scapiv1alpha3.TestConfiguration) scapiv1alpha3.TestStatus {
+func (s ScorecardRun) runTest(ctx context.Context, logs kubernetes.Interface, bundleConfigMap string, t scapiv1alpha3.TestConfiguration) scapiv1alpha3.TestStatus {
 	name := t.Labels["test"]
 	if name == "" && len(t.Entrypoint) > 0 {
 		name = t.Entrypoint[len(t.Entrypoint)-1]
@@ -156,17 +161,13 @@ func (s ScorecardRun) runTest(ctx context.Context, bundleConfigMap string, t sca
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	cs, err := kubernetes.NewForConfig(s.Cluster.AdminConfig)
-	if err != nil {
-		return errorStatus(name, err)
-	}
-	logs, err := cs.CoreV1().Pods(s.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "scorecard-test"}).DoRaw(ctx)
+	out, err := logs.CoreV1().Pods(s.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "scorecard-test"}).DoRaw(ctx)
 	if err != nil {
 		return errorStatus(name, fmt.Errorf("reading the test pod's log: %w", err))
 	}
 	status := scapiv1alpha3.TestStatus{}
-	if err := json.Unmarshal(lastJSON(logs), &status); err != nil {
-		return errorStatus(name, fmt.Errorf("the test pod's log holds no TestStatus: %w: %s", err, logs))
+	if err := json.Unmarshal(lastJSON(out), &status); err != nil {
+		return errorStatus(name, fmt.Errorf("the test pod's log holds no TestStatus: %w: %s", err, out))
 	}
 	return status
 }
