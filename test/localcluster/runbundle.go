@@ -17,6 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// failedGrace is how long a CSV may stay Failed before the wait gives up on it.
+const failedGrace = 30 * time.Second
+
 // runBundleChannel and runBundleOperatorGroup are the names operator-sdk run bundle gives.
 const (
 	runBundleChannel       = "operator-sdk-run-bundle"
@@ -262,6 +265,7 @@ func (r BundleRun) approveCurrentPlan(ctx context.Context, subName, csv string) 
 func (r BundleRun) waitSucceeded(ctx context.Context, sub, name string) error {
 	r.logf("Waiting for ClusterServiceVersion %q to reach 'Succeeded' phase", r.Namespace+"/"+name)
 	last := operatorsv1alpha1.ClusterServiceVersionPhase("")
+	var failedSince time.Time
 	err := r.poll(ctx, fmt.Sprintf("ClusterServiceVersion %s to succeed", name), func() (bool, error) {
 		csv := &operatorsv1alpha1.ClusterServiceVersion{}
 		err := r.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, csv)
@@ -281,9 +285,17 @@ func (r BundleRun) waitSucceeded(ctx context.Context, sub, name string) error {
 		if csv.Status.Phase != last {
 			last = csv.Status.Phase
 			r.logf("  Found ClusterServiceVersion %q phase: %s", r.Namespace+"/"+name, last)
+			failedSince = time.Time{}
 		}
 		if last == operatorsv1alpha1.CSVPhaseFailed {
-			return false, fmt.Errorf("ClusterServiceVersion %s failed: %s: %s", name, csv.Status.Reason, csv.Status.Message)
+			// OLM may fail a CSV for a moment during an upgrade (RequirementsNotMet while the
+			// old version's RBAC goes) and then install it: only a lasting failure ends the wait.
+			if failedSince.IsZero() {
+				failedSince = time.Now()
+			}
+			if time.Since(failedSince) > failedGrace {
+				return false, fmt.Errorf("ClusterServiceVersion %s failed: %s: %s", name, csv.Status.Reason, csv.Status.Message)
+			}
 		}
 		return last == operatorsv1alpha1.CSVPhaseSucceeded, nil
 	})

@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -218,8 +219,17 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	}()
 	// and the leader election Lease shows how long no operator led
 	lease := client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator.cache.example.com"}
-	var oldLeader string
-	var lastOld, firstNew time.Time
+	leader := func() string {
+		l := &coordinationv1.Lease{}
+		if err := cluster.Client.Get(ctx, lease, l); err != nil {
+			return ""
+		}
+		return ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	oldLeader := leader()
+	require.NotEmpty(t, oldLeader, "the 0.1.0 operator leads")
+	lastOld := time.Now()
+	var firstNew time.Time
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
@@ -232,13 +242,7 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 			if !redisClusterReady(t, ns) {
 				notReady.Add(1)
 			}
-			l := &coordinationv1.Lease{}
-			if err := cluster.Client.Get(ctx, lease, l); err != nil || l.Spec.HolderIdentity == nil {
-				continue
-			}
-			switch holder := *l.Spec.HolderIdentity; {
-			case oldLeader == "" && holder != "":
-				oldLeader, lastOld = holder, time.Now()
+			switch holder := leader(); {
 			case holder == oldLeader:
 				lastOld = time.Now()
 			case holder != "" && firstNew.IsZero():
@@ -259,7 +263,10 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 		assert.Empty(c, csvPhase(c, localcluster.OperatorsNamespace, pkg+".v0.1.0"), "the old CSV is gone")
 	}, waitFor, tick)
 	kubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
-	time.Sleep(3 * time.Second) // the new operator's health checks run a few rounds
+	// The new operator takes the lease (the watcher above times it), then runs its health
+	// checks a few rounds.
+	require.Eventually(t, func() bool { l := leader(); return l != "" && l != oldLeader }, waitFor, tick, "a new operator takes the lease")
+	time.Sleep(3 * time.Second)
 	close(stop)
 	<-writerDone
 	<-watchDone
