@@ -20,11 +20,14 @@ var version = "dev"
 
 func main() {
 	var opts operator.Options
+	var qps float64
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", operator.DefaultMetricsAddr, `The address the metrics endpoint binds to; "0" disables it.`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", operator.DefaultProbeAddr, "The address the health and readiness probes bind to.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader, so that only one replica of the operator is active.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the leader election lease when running outside a cluster.")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", operator.DefaultMaxConcurrentReconciles, "How many RedisClusters are reconciled at once.")
+	flag.Float64Var(&qps, "kube-api-qps", operator.DefaultKubeAPIQPS, "How many requests per second the operator sends to the API server, at most, over time.")
+	flag.IntVar(&opts.KubeAPIBurst, "kube-api-burst", operator.DefaultKubeAPIBurst, "How many requests the operator may send to the API server at once above --kube-api-qps.")
 	flag.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", operator.DefaultLeaseDuration, "How long a leader's lease lasts.")
 	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", operator.DefaultRenewDeadline, "How long the leader keeps trying to renew before it gives up and exits: longer than an API server restart.")
 	flag.DurationVar(&opts.CheckInterval, "redis-check-interval", controllers.DefaultCheckInterval, "How often each RedisCluster's Redis nodes are checked.")
@@ -32,6 +35,7 @@ func main() {
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	opts.KubeAPIQPS = float32(qps)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 

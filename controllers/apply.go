@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -33,6 +34,8 @@ type child[T client.Object, A runtime.ApplyConfiguration] struct {
 	extract func(live T, fieldManager string) (A, error)
 	// reader reads the live object; the cached client when nil. Secrets are read uncached.
 	reader client.Reader
+	// missing says the caller knows the object does not exist yet: it is applied unread.
+	missing bool
 }
 
 // apply applies the desired configuration of a child only when the live object lacks
@@ -45,7 +48,12 @@ func (ch child[T, A]) apply(ctx context.Context, c client.Client) (applyResult, 
 	if ch.reader != nil {
 		reader = ch.reader
 	}
-	err := reader.Get(ctx, ch.name, ch.live)
+	var err error
+	if ch.missing {
+		err = apierrors.NewNotFound(schema.GroupResource{}, ch.name.Name)
+	} else {
+		err = reader.Get(ctx, ch.name, ch.live)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		result = created

@@ -6,6 +6,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -85,6 +87,8 @@ type reconcileState struct {
 	move *primaryMove
 	// changed is true when this reconcile created or changed a child.
 	changed bool
+	// created and updated name the children ("Kind name") this reconcile created and changed.
+	created, updated []string
 	// rolled is true when this reconcile replaced a pod or switched the primary over.
 	rolled bool
 	// err is the phase that failed, with its reason.
@@ -148,6 +152,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
+	r.recordChildEvents(rc, state)
 	setStatus(rc, state)
 	r.recordStatusEvents(state.written, rc)
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
@@ -257,14 +262,26 @@ func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.Red
 	switch result {
 	case created:
 		state.changed = true
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildCreated, "Apply", "Created %s %s", kind, ch.objectName())
+		state.created = append(state.created, kind+" "+ch.objectName())
 		log.FromContext(ctx).Info("Created child", "kind", kind, "child", klog.KRef(rc.Namespace, ch.objectName()))
 	case updated:
 		state.changed = true
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildUpdated, "Apply", "Updated %s %s to match the spec", kind, ch.objectName())
+		state.updated = append(state.updated, kind+" "+ch.objectName())
 		log.FromContext(ctx).Info("Updated child", "kind", kind, "child", klog.KRef(rc.Namespace, ch.objectName()))
 	}
 	return nil
+}
+
+// recordChildEvents tells the user which children this reconcile created and which it changed,
+// in one Event each. The event recorder folds Events of one reason into a series that keeps
+// only the first message, so one Event per child would hide all but the first child's name.
+func (r *RedisClusterReconciler) recordChildEvents(rc *cachev1.RedisCluster, state *reconcileState) {
+	if len(state.created) > 0 {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildCreated, "Apply", "Created %s", strings.Join(state.created, ", "))
+	}
+	if len(state.updated) > 0 {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildUpdated, "Apply", "Updated %s to match the spec", strings.Join(state.updated, ", "))
+	}
 }
 
 func nameOf(rc *cachev1.RedisCluster, name string) types.NamespacedName {
@@ -275,15 +292,21 @@ func nameOf(rc *cachev1.RedisCluster, name string) types.NamespacedName {
 func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1.RedisCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&appsv1.StatefulSet{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&appsv1.StatefulSet{}, notCreated).
+		Owns(&corev1.Service{}, notCreated).
+		Owns(&corev1.ConfigMap{}, notCreated).
+		Owns(&policyv1.PodDisruptionBudget{}, notCreated).
 		// Pods belong to the StatefulSet; their instance label leads back to the RedisCluster.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisCluster)).
 		Named("rediscluster").
 		Complete(r)
 }
+
+// notCreated drops the creation of a child: the reconcile that created it goes on, and a second
+// reconcile for it would only read a cache that may not yet hold the status just written
+// (and write it again). The informers' first listing is dropped too: every RedisCluster is
+// listed then as well. Changes and deletions of children still trigger a reconcile.
+var notCreated = builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
 
 func podToRedisCluster(_ context.Context, obj client.Object) []reconcile.Request {
 	name := obj.GetLabels()[resources.LabelInstance]

@@ -31,6 +31,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -141,14 +142,43 @@ func TestSampleCreatesItsChildren(t *testing.T) {
 	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-config"), cm))
 	assert.NotContains(t, cm.Data["redis.conf"], string(generated.Data["password"]), "the password is never in the ConfigMap")
 
-	// and the user is told through Events
+	// and the user is told through one Event that names every child created
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var reasons []string
+		var created []string
 		for _, e := range eventsFor(c, rc) {
-			reasons = append(reasons, e.Reason)
+			if e.Reason == cachev1.EventChildCreated {
+				created = append(created, e.Note)
+			}
 		}
-		assert.Contains(c, reasons, cachev1.EventChildCreated)
+		require.Len(c, created, 1)
+		assert.Equal(c, "Created Secret sessions-auth (a random password), Secret sessions-auth-conf, ConfigMap sessions-config, "+
+			"Service sessions-headless, Service sessions, Service sessions-replicas, PodDisruptionBudget sessions, StatefulSet sessions",
+			created[0])
 	}, waitFor, tick)
+}
+
+func TestAGeneratedPasswordSecretAlreadyThereIsKept(t *testing.T) {
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+
+	// Given the password Secret a RedisCluster would generate is already there (an operator
+	// that stopped after creating it, before it wrote the status)
+	existing := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sessions-auth"},
+		Data:       map[string][]byte{"password": []byte("kept-password")},
+	}
+	require.NoError(t, k8sClient.Create(context.Background(), existing))
+
+	// When the RedisCluster is created
+	createSample(t, ns)
+
+	// Then its password is the one there, in the file the nodes include
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		conf := &corev1.Secret{}
+		require.NoError(c, k8sClient.Get(context.Background(), key(ns, "sessions-auth-conf"), conf))
+		assert.Equal(c, resources.AuthConf("kept-password"), string(conf.Data[resources.AuthConfKey]))
+	}, waitFor, tick)
+	assert.Equal(t, "kept-password", secretValue(t, ns, "sessions-auth", "password"))
 }
 
 func TestScalingChangesTheStatefulSet(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/resources"
@@ -53,7 +55,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		return nil
 	}
 
-	password, err := r.readPassword(ctx, rc)
+	password, generated, err := r.readPassword(ctx, rc, state)
 	if errors.Is(err, errSecret) {
 		return failed(cachev1.ReasonSecretNotFound, err)
 	}
@@ -64,6 +66,8 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Secret{}, extract: corev1ac.ExtractSecret,
 		reader: r.APIReader,
+		// A password that did not exist a moment ago is in no password file yet.
+		missing: generated,
 	})
 	if err != nil {
 		return err
@@ -80,30 +84,53 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	return nil
 }
 
-func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.RedisCluster) (string, error) {
+// readPassword reads the password from its Secret. Without spec.auth it creates the Secret
+// with a random password when it is missing, and says so (generated).
+func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (password string, generated bool, err error) {
 	name, key := resources.PasswordSource(rc)
-	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, nameOf(rc, name), secret)
-	if apierrors.IsNotFound(err) && rc.Spec.Auth == nil {
-		generated := resources.GeneratedPasswordSecret(rc, resources.RandomPassword())
-		if err := r.Create(ctx, generated); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("creating password Secret %s: %w", name, err)
+	if rc.Spec.Auth == nil && rc.Status.ObservedGeneration == 0 {
+		// A RedisCluster that has never been reconciled has no password Secret yet, almost
+		// always: create it at once, and read it only when it is there after all. This saves
+		// a new RedisCluster two of its three Secret requests.
+		if password, created, err := r.createPasswordSecret(ctx, rc, state); err != nil || created {
+			return password, created, err
 		}
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildCreated, "Apply",
-			"Created Secret %s with a random password", name)
+	}
+	secret := &corev1.Secret{}
+	err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	if apierrors.IsNotFound(err) && rc.Spec.Auth == nil {
+		if password, created, err := r.createPasswordSecret(ctx, rc, state); err != nil || created {
+			return password, created, err
+		}
 		err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
 	}
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("%w %s not found in namespace %s", errSecret, name, rc.Namespace)
+		return "", false, fmt.Errorf("%w %s not found in namespace %s", errSecret, name, rc.Namespace)
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading password Secret %s: %w", name, err)
+		return "", false, fmt.Errorf("reading password Secret %s: %w", name, err)
 	}
-	password, ok := secret.Data[key]
-	if !ok || len(password) == 0 {
-		return "", fmt.Errorf("%w %s has no key %q", errSecret, name, key)
+	value, ok := secret.Data[key]
+	if !ok || len(value) == 0 {
+		return "", false, fmt.Errorf("%w %s has no key %q", errSecret, name, key)
 	}
-	return string(password), nil
+	return string(value), false, nil
+}
+
+// createPasswordSecret creates the generated password Secret. created is false, with no error,
+// when the Secret is already there: its password is the one to read.
+func (r *RedisClusterReconciler) createPasswordSecret(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (password string, created bool, err error) {
+	password = resources.RandomPassword()
+	secret := resources.GeneratedPasswordSecret(rc, password)
+	switch err := r.Create(ctx, secret); {
+	case apierrors.IsAlreadyExists(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("creating password Secret %s: %w", secret.Name, err)
+	}
+	state.created = append(state.created, "Secret "+secret.Name+" (a random password)")
+	log.FromContext(ctx).Info("Created child", "kind", "Secret", "child", klog.KObj(secret))
+	return password, true, nil
 }
 
 // reconcilePasswords gives the current password to the nodes that refuse it but take the

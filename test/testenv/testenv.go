@@ -5,9 +5,12 @@ package testenv
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/rest"
@@ -69,10 +72,21 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	return env, cfg, nil
 }
 
-// RequestCounter counts the requests a client sends, by whether they write.
+// RequestCounter counts the requests a client sends, by whether they write, and by verb and
+// resource (for the benchmarks' profiles).
 type RequestCounter struct {
 	writes atomic.Int64
 	total  atomic.Int64
+	mu     sync.Mutex
+	byKind map[string]int64
+}
+
+// ByKind is the number of requests sent so far per "METHOD resource" (the path's resource
+// segment, with "/status" for subresources), for example "PATCH statefulsets".
+func (c *RequestCounter) ByKind() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.byKind)
 }
 
 // Writes is the number of POST, PUT, PATCH and DELETE requests sent so far.
@@ -87,6 +101,12 @@ func (c *RequestCounter) Wrap(cfg *rest.Config) *rest.Config {
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			c.total.Add(1)
+			c.mu.Lock()
+			if c.byKind == nil {
+				c.byKind = map[string]int64{}
+			}
+			c.byKind[req.Method+" "+resourceOf(req.URL.Path)]++
+			c.mu.Unlock()
 			switch req.Method {
 			case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 				c.writes.Add(1)
@@ -95,6 +115,22 @@ func (c *RequestCounter) Wrap(cfg *rest.Config) *rest.Config {
 		})
 	})
 	return counted
+}
+
+// resourceOf is the resource a request path names: /api/v1/namespaces/ns/secrets/name ->
+// "secrets"; /apis/g/v/namespaces/ns/redisclusters/name/status -> "redisclusters/status".
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			rest := parts[i+2:]
+			if len(rest) >= 3 {
+				return rest[0] + "/" + rest[2]
+			}
+			return rest[0]
+		}
+	}
+	return path
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
