@@ -17,6 +17,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -27,8 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -44,14 +47,36 @@ type RedisClusterReconciler struct {
 	// APIReader reads Secrets by name, uncached: the operator never lists or watches Secrets.
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
-	// Dial opens Redis connections with a password.
+	// Dial opens Redis connections of their own with a password: for the previous password
+	// during a rotation, and for every check when Connections is nil.
 	Dial func(password string) topology.Dialer
+	// Connections holds one connection per Redis node for every check and command, and wakes
+	// the RedisCluster (Wake) the moment one of its nodes' connections breaks or comes back.
+	Connections *redis.Pool[types.NamespacedName]
 	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
 	CheckInterval time.Duration
 	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
 	SecretResync time.Duration
 
 	clusters sync.Map // types.NamespacedName -> *clusterState
+
+	wakeOnce sync.Once
+	wake     chan event.TypedGenericEvent[types.NamespacedName]
+}
+
+// Wake queues a reconcile of the RedisCluster now: one of its Redis nodes' connections broke
+// or came back. It never blocks: when the queue of wake-ups is full, the next health check
+// (at most CheckInterval away) sees the same.
+func (r *RedisClusterReconciler) Wake(key types.NamespacedName) {
+	select {
+	case r.wakeups() <- event.TypedGenericEvent[types.NamespacedName]{Object: key}:
+	default:
+	}
+}
+
+func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.NamespacedName] {
+	r.wakeOnce.Do(func() { r.wake = make(chan event.TypedGenericEvent[types.NamespacedName], 1024) })
+	return r.wake
 }
 
 // clusterState is what the reconciler remembers of one RedisCluster between reconciles.
@@ -76,6 +101,8 @@ type reconcileState struct {
 	statefulSet *appsv1.StatefulSet
 	pods        []corev1.Pod
 	members     []topology.Member
+	// dial reaches the members' Redis nodes with the current password.
+	dial topology.Dialer
 	// failedToStart says why a node's Redis keeps exiting as it starts; empty when none does.
 	failedToStart string
 	// view is what the Redis nodes said, judged against the primary: the one source of who
@@ -123,6 +150,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.clusters.Delete(req.NamespacedName)
+			if r.Connections != nil {
+				r.Connections.Release(req.NamespacedName)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -288,9 +318,18 @@ func nameOf(rc *cachev1.RedisCluster, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: rc.Namespace, Name: name}
 }
 
-// SetupWithManager watches RedisClusters, the children they own, and their pods.
+// SetupWithManager watches RedisClusters, the children they own, their pods, and the held
+// connections to their Redis nodes.
 func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Connections != nil {
+		b = b.WatchesRawSource(source.Channel(r.wakeups(), handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(reconcile.Request{NamespacedName: e.Object})
+			},
+		}))
+	}
+	return b.
 		For(&cachev1.RedisCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.StatefulSet{}, notCreated).
 		Owns(&corev1.Service{}, notCreated).

@@ -274,3 +274,36 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 		}
 	}
 }
+
+func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
+	// Given a ready cluster, and then an operator whose periodic check would not come for an hour
+	ns := newNamespace(t)
+	first := startOperator(t, adminCfg, ns)
+	rc := createSample(t, ns)
+	node := runLocalNode(t, ns)
+	rc = eventuallyReady(t, rc)
+	first.stop()
+	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.CheckInterval = time.Hour })
+	time.Sleep(time.Second) // its first reconcile, which opens the held connections
+	password := secretValue(t, ns, "sessions-auth", "password")
+	replica := otherReplica(rc.Status.Primary)
+
+	// and a replica made a primary behind the operator's back, which no check sees yet
+	c := redisClient(t, node, replica, password)
+	require.NoError(t, c.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err())
+	time.Sleep(time.Second)
+	role, err := c.Do(context.Background(), "ROLE").Slice()
+	require.NoError(t, err)
+	require.Equal(t, "master", role[0], "nothing checked the node in the meantime")
+
+	// When the operator's held connections to that node break (as when its redis-server dies)
+	require.NoError(t, c.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	require.NoError(t, c.Do(context.Background(), "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err())
+
+	// Then the operator checks it at once, and makes it a replica of the primary again
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		role, err := redisClient(t, node, replica, password).Do(context.Background(), "ROLE").Slice()
+		require.NoError(c, err)
+		assert.Equal(c, "slave", role[0])
+	}, 10*time.Second, tick)
+}

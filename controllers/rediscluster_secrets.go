@@ -150,7 +150,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 				"%s now takes the password from Secret %s", node, passwordSecretName(rc))
 		}
 		if len(rotated) > 0 {
-			state.view = topology.Observe(ctx, r.Dial(state.creds.password), state.members, state.view.Primary)
+			state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
 			refused = state.view.AuthRefused()
 		}
 	}

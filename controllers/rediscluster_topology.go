@@ -40,10 +40,26 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	state.pods = pods.Items
 	state.failedToStart = failedToStart(pods.Items)
 	state.members = membersOf(pods.Items)
+	state.dial = r.dialer(rc, state)
 	if len(state.members) > 0 {
-		state.view = topology.Observe(ctx, r.Dial(state.creds.password), state.members, state.view.Primary)
+		state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
 	}
 	return nil
+}
+
+// dialer reaches the members with the current password: through the held connections, which
+// it keeps to exactly the members, or through connections of their own without them.
+func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconcileState) topology.Dialer {
+	if r.Connections == nil {
+		return r.Dial(state.creds.password)
+	}
+	var addrs []string
+	for _, m := range state.members {
+		if m.Addr != "" {
+			addrs = append(addrs, m.Addr)
+		}
+	}
+	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.password, addrs)
 }
 
 // reconcileFailover chooses the primary and makes every other node its replica: bootstrap,
@@ -52,7 +68,7 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	if len(state.view.Nodes) == 0 {
 		return nil
 	}
-	exec := topology.Executor{Dial: r.Dial(state.creds.password)}
+	exec := topology.Executor{Dial: state.dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
 	announce := func(plan topology.Plan) error {
 		return r.announce(ctx, rc, state, &primaryMove{reason: cachev1.ReasonFailover, message: plan.Reason, from: plan.Previous, to: plan.Primary})
@@ -119,7 +135,7 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 	if err := r.announce(ctx, rc, state, &primaryMove{reason: cachev1.ReasonSwitchover, message: msg, from: from, to: to}); err != nil {
 		return err
 	}
-	exec := topology.Executor{Dial: r.Dial(state.creds.password)}
+	exec := topology.Executor{Dial: state.dial}
 	steps, err := exec.Switchover(ctx, step.From, step.To, state.view, maxSwitchoverPause)
 	r.recordSteps(rc, steps)
 	if err != nil {

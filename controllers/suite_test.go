@@ -84,6 +84,8 @@ func TestMain(m *testing.M) {
 type runningOperator struct {
 	mgr      ctrl.Manager
 	requests *testenv.RequestCounter
+	// stop stops the operator before the test ends; it is stopped at the end anyway.
+	stop func()
 }
 
 // startOperator runs the operator as the given identity, watching only namespace, until the
@@ -105,11 +107,12 @@ func startOperator(t *testing.T, cfg *rest.Config, namespace string, tune ...fun
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return &runningOperator{mgr: mgr, requests: requests}
+	t.Cleanup(stop)
+	return &runningOperator{mgr: mgr, requests: requests, stop: stop}
 }
 
 // newNamespace gives a test a namespace of its own.

@@ -3,6 +3,7 @@
 package operator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -165,6 +167,16 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Dial:          RedisDialer(opts.RedisTimeout),
 		CheckInterval: opts.CheckInterval,
 		SecretResync:  opts.SecretResync,
+	}
+	reconciler.Connections = redis.NewPool(redis.Options{Timeout: opts.RedisTimeout}, reconciler.Wake)
+	// The connections are opened by reconciles, which only the leader runs, and closed when
+	// the manager stops.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		reconciler.Connections.Close()
+		return nil
+	})); err != nil {
+		return nil, fmt.Errorf("adding the Redis connections' closer: %w", err)
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)

@@ -5,6 +5,7 @@ package redis
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,30 +83,53 @@ func NewDialer(opts Options) Dialer {
 		opts.Timeout = DefaultTimeout
 	}
 	return func(addr string) Node {
-		return &node{c: goredis.NewClient(&goredis.Options{
-			Addr:            addr,
-			Password:        opts.Password,
-			DialTimeout:     opts.Timeout,
-			ReadTimeout:     opts.Timeout,
-			WriteTimeout:    opts.Timeout,
-			MaxRetries:      -1, // the caller decides what an error means; retrying hides a dead node
-			PoolSize:        1,
-			DisableIdentity: true, // no CLIENT SETINFO round trips
-			Protocol:        2,
-		})}
+		return &node{c: newClient(addr, opts)}
 	}
+}
+
+func newClient(addr string, opts Options) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr:            addr,
+		Password:        opts.Password,
+		ClientName:      ClientName,
+		DialTimeout:     opts.Timeout,
+		ReadTimeout:     opts.Timeout,
+		WriteTimeout:    opts.Timeout,
+		MaxRetries:      -1, // the caller decides what an error means; retrying hides a dead node
+		PoolSize:        1,
+		DisableIdentity: true, // no CLIENT SETINFO round trips
+		Protocol:        2,
+	})
 }
 
 type node struct {
 	c *goredis.Client
+	// reauth is the password a held connection logs in with again at each check: a connection
+	// stays logged in when the node's password changes, and the check must still tell whether
+	// the node takes the password. Empty for a new connection, which has just logged in.
+	reauth string
 }
 
 func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
-	raw, err := n.c.Info(ctx, "replication").Result()
-	if err != nil {
+	if n.reauth == "" {
+		raw, err := n.c.Info(ctx, "replication").Result()
+		if err != nil {
+			return ReplicationInfo{}, classify(err)
+		}
+		return ParseReplicationInfo(raw)
+	}
+	// One round trip: AUTH and INFO pipelined.
+	var auth *goredis.StatusCmd
+	var info *goredis.StringCmd
+	_, err := n.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		auth = p.Auth(ctx, n.reauth)
+		info = p.Info(ctx, "replication")
+		return nil
+	})
+	if err := cmp.Or(auth.Err(), info.Err(), err); err != nil {
 		return ReplicationInfo{}, classify(err)
 	}
-	return ParseReplicationInfo(raw)
+	return ParseReplicationInfo(info.Val())
 }
 
 func (n *node) ReplicaOf(ctx context.Context, addr string) error {
