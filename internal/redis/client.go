@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -83,51 +84,57 @@ func NewDialer(opts Options) Dialer {
 		opts.Timeout = DefaultTimeout
 	}
 	return func(addr string) Node {
-		return &node{c: newClient(addr, opts)}
+		return &node{c: newClient(addr, opts), opts: opts}
 	}
 }
 
 func newClient(addr string, opts Options) *goredis.Client {
 	return goredis.NewClient(&goredis.Options{
-		Addr:            addr,
-		Password:        opts.Password,
-		ClientName:      ClientName,
-		DialTimeout:     opts.Timeout,
-		ReadTimeout:     opts.Timeout,
-		WriteTimeout:    opts.Timeout,
-		MaxRetries:      -1, // the caller decides what an error means; retrying hides a dead node
-		PoolSize:        1,
-		DisableIdentity: true, // no CLIENT SETINFO round trips
-		Protocol:        2,
+		Addr:         addr,
+		Password:     opts.Password,
+		ClientName:   ClientName,
+		DialTimeout:  opts.Timeout,
+		ReadTimeout:  opts.Timeout,
+		WriteTimeout: opts.Timeout,
+		MaxRetries:   -1, // the caller decides what an error means; retrying hides a dead node
+		// One dial per command, no backoff: go-redis would otherwise dial 5 times, 100ms apart,
+		// before a refused connection (a dead node) is an error.
+		DialerRetries:      1,
+		DialerRetryTimeout: time.Nanosecond,
+		PoolSize:           1,
+		DisableIdentity:    true, // no CLIENT SETINFO round trips
+		Protocol:           2,
 	})
 }
 
 type node struct {
-	c *goredis.Client
-	// reauth is the password a held connection logs in with again at each check: a connection
-	// stays logged in when the node's password changes, and the check must still tell whether
-	// the node takes the password. Empty for a new connection, which has just logged in.
-	reauth string
+	opts Options
+	mu   sync.Mutex
+	c    *goredis.Client
+	// held is true for a node of a Pool: its connection is kept between commands. It logs in
+	// again at each check, as a connection stays logged in when the node's password changes
+	// and the check must still tell whether the node takes the password.
+	held bool
 }
 
 func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
-	if n.reauth == "" {
-		raw, err := n.c.Info(ctx, "replication").Result()
+	if !n.held || n.opts.Password == "" {
+		raw, err := n.client().Info(ctx, "replication").Result()
 		if err != nil {
-			return ReplicationInfo{}, classify(err)
+			return ReplicationInfo{}, n.classify(err)
 		}
 		return ParseReplicationInfo(raw)
 	}
 	// One round trip: AUTH and INFO pipelined.
 	var auth *goredis.StatusCmd
 	var info *goredis.StringCmd
-	_, err := n.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		auth = p.Auth(ctx, n.reauth)
+	_, err := n.client().Pipelined(ctx, func(p goredis.Pipeliner) error {
+		auth = p.Auth(ctx, n.opts.Password)
 		info = p.Info(ctx, "replication")
 		return nil
 	})
 	if err := cmp.Or(auth.Err(), info.Err(), err); err != nil {
-		return ReplicationInfo{}, classify(err)
+		return ReplicationInfo{}, n.classify(err)
 	}
 	return ParseReplicationInfo(info.Val())
 }
@@ -137,35 +144,57 @@ func (n *node) ReplicaOf(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("primary address %q: %w", addr, err)
 	}
-	return classify(n.c.Do(ctx, "REPLICAOF", host, port).Err())
+	return n.classify(n.client().Do(ctx, "REPLICAOF", host, port).Err())
 }
 
 func (n *node) Promote(ctx context.Context) error {
-	return classify(n.c.Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	return n.classify(n.client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
 }
 
 func (n *node) PauseWrites(ctx context.Context, d time.Duration) error {
-	return classify(n.c.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "WRITE").Err())
+	return n.classify(n.client().Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "WRITE").Err())
 }
 
 func (n *node) Unpause(ctx context.Context) error {
-	return classify(n.c.Do(ctx, "CLIENT", "UNPAUSE").Err())
+	return n.classify(n.client().Do(ctx, "CLIENT", "UNPAUSE").Err())
 }
 
 func (n *node) DisconnectClients(ctx context.Context) error {
-	return classify(n.c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err())
+	return n.classify(n.client().Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err())
 }
 
 func (n *node) SetPassword(ctx context.Context, password string) error {
 	// masterauth first: a replica that reconnects meanwhile still logs in to a primary that
 	// already takes the new password, or one that still has its old link.
-	if err := n.c.ConfigSet(ctx, "masterauth", password).Err(); err != nil {
-		return classify(err)
+	if err := n.client().ConfigSet(ctx, "masterauth", password).Err(); err != nil {
+		return n.classify(err)
 	}
-	return classify(n.c.ConfigSet(ctx, "requirepass", password).Err())
+	return n.classify(n.client().ConfigSet(ctx, "requirepass", password).Err())
 }
 
-func (n *node) Close() error { return n.c.Close() }
+func (n *node) Close() error { return n.client().Close() }
+
+func (n *node) client() *goredis.Client {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.c
+}
+
+// classify says what err means (ErrAuth, ErrRefused). A held node whose dial failed gets a
+// fresh client: go-redis's pool of one connection answers every later command with the same
+// dial error, without dialing, until its own redial succeeds (it tries once a second), and a
+// node that is back must be seen at once.
+func (n *node) classify(err error) error {
+	var op *net.OpError
+	if n.held && errors.As(err, &op) && op.Op == "dial" {
+		n.mu.Lock()
+		old := n.c
+		n.c = newClient(old.Options().Addr, n.opts)
+		n.mu.Unlock()
+		_ = old.Close()
+	}
+	return classify(err)
+}
 
 // ErrAuth means the node refused the password, or asked for one we did not give.
 var ErrAuth = errors.New("redis refused the credentials")

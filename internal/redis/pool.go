@@ -146,12 +146,14 @@ func (p *Pool[K]) withPassword(password string) Options {
 }
 
 func (p *Pool[K]) open(owner K, addr, password string) *heldNode {
-	c := newClient(addr, p.withPassword(password))
+	opts := p.withPassword(password)
 	ctx, stop := context.WithCancel(context.Background())
-	h := &heldNode{node: &node{c: c, reauth: password}, stop: stop, done: make(chan struct{})}
+	h := &heldNode{node: &node{c: newClient(addr, opts), opts: opts, held: true}, stop: stop, done: make(chan struct{})}
+	watcher := newClient(addr, opts)
 	go func() {
 		defer close(h.done)
-		watch(ctx, c, func() { p.onChange(owner) })
+		defer watcher.Close()
+		watch(ctx, watcher, func() { p.onChange(owner) })
 	}()
 	return h
 }
@@ -167,7 +169,7 @@ func (s *heldSet) closeAll() {
 func (h *heldNode) close() {
 	h.stop()
 	<-h.done
-	_ = h.c.Close()
+	_ = h.client().Close()
 }
 
 // watch keeps a subscribed connection to the node until ctx ends, and calls changed when an

@@ -166,3 +166,23 @@ func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, dial(s.Addr()).SetPassword(context.Background(), password), "the stats helper logs in with it")
 }
+
+func TestAHeldNodeThatIsBackAnswersTheNextCheck(t *testing.T) {
+	s := startServer(t)
+	pool := redis.NewPool(redis.Options{}, func(string) {})
+	defer pool.Close()
+	dial := pool.Hold("rc", password, []string{s.Addr()})
+	_, err := dial(s.Addr()).Replication(context.Background())
+	require.NoError(t, err)
+
+	// When the node dies, a check says nothing listens there
+	s.Kill()
+	_, err = dial(s.Addr()).Replication(context.Background())
+	require.ErrorIs(t, err, redis.ErrRefused)
+
+	// and when it is back, the very next check reaches it (go-redis alone would repeat the
+	// dial error for up to a second)
+	require.NoError(t, s.Restart())
+	_, err = dial(s.Addr()).Replication(context.Background())
+	require.NoError(t, err)
+}
