@@ -205,10 +205,7 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Durati
 	if interval == 0 {
 		interval = DefaultCheckInterval
 	}
-	if wait := state.round.Plan.Wait; wait > 0 && wait < interval {
-		return wait
-	}
-	return interval
+	return state.round.NextCheck(interval)
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch

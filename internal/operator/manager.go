@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -100,6 +101,11 @@ func RedisDialer(timeout time.Duration) func(password string) redis.Dialer {
 	return func(password string) redis.Dialer {
 		return redis.NewDialer(redis.Options{Password: password, Timeout: timeout})
 	}
+}
+
+func init() {
+	// Served with controller-runtime's metrics.
+	metrics.Registry.MustRegister(redis.ConnectionsOpened)
 }
 
 // NewScheme registers the built-in types and cache.example.com/v1.

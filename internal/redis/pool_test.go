@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,6 +75,7 @@ func TestHeldConnectionsAreReusedByEveryCheck(t *testing.T) {
 		assert.Equal(c, 2, connected, "the command connection and the watch")
 	}, 5*time.Second, 10*time.Millisecond)
 	_, before := stats(t, s)
+	openedBefore := testutil.ToFloat64(redis.ConnectionsOpened)
 
 	// When it is checked again and again, through fresh Dialers as every reconcile makes
 	for range 20 {
@@ -81,10 +83,11 @@ func TestHeldConnectionsAreReusedByEveryCheck(t *testing.T) {
 		check()
 	}
 
-	// Then no connection was opened for them
+	// Then no connection was opened for them, as the server and the operator's metric say
 	connected, after := stats(t, s)
 	assert.Equal(t, 2, connected)
 	assert.Equal(t, before+1, after, "only the test's own second stats connection is new")
+	assert.Equal(t, openedBefore, testutil.ToFloat64(redis.ConnectionsOpened))
 }
 
 func TestADeadNodeIsReportedAtOnceAndItsReturnToo(t *testing.T) {

@@ -48,6 +48,8 @@ func TestDecide(t *testing.T) {
 		wantPromote bool
 		wantRepoint []string
 		wantWait    bool
+		// wantRecheck: look again soon, the view is about to change
+		wantRecheck bool
 	}{
 		{
 			name:        "bootstrap: all fenced and empty, the first ordinal leads",
@@ -101,10 +103,10 @@ func TestDecide(t *testing.T) {
 			wantPrimary: "r-1", wantPromote: true, wantRepoint: []string{"r-2"},
 		},
 		{
-			name:        "refused but a replica still has its link: wait",
+			name:        "refused but a replica still has its link: wait, and look again soon",
 			observed:    []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "r-0", true, 50)},
 			current:     "r-0",
-			wantPrimary: "r-0", wantWait: true,
+			wantPrimary: "r-0", wantWait: true, wantRecheck: true,
 		},
 		{
 			name:        "primary restarted empty behind the fence: a replica with the data takes over",
@@ -140,6 +142,7 @@ func TestDecide(t *testing.T) {
 			assert.Equal(t, tt.wantPromote, plan.Promote)
 			assert.Equal(t, tt.wantRepoint, plan.Repoint)
 			assert.Equal(t, tt.wantWait, plan.Wait > 0)
+			assert.Equal(t, tt.wantRecheck, plan.Recheck > 0)
 			if plan.Primary != "" {
 				assert.NotEmpty(t, plan.Reason+tt.current, "a change says why")
 			}

@@ -39,6 +39,18 @@ type Round struct {
 	Steps []Step
 }
 
+// NextCheck is when to look at the cluster again, at most interval from now: sooner when the
+// plan waits out a primary's timeout that ends earlier, or expects the view to change at once.
+func (r Round) NextCheck(interval time.Duration) time.Duration {
+	next := interval
+	for _, d := range []time.Duration{r.Plan.Wait, r.Plan.Recheck} {
+		if d > 0 && d < next {
+			next = d
+		}
+	}
+	return next
+}
+
 // Settled is true when the round found nothing to do and every node serves the primary.
 func (r Round) Settled() bool { return r.View.Settled(r.Plan) }
 

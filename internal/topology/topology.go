@@ -42,6 +42,9 @@ type Plan struct {
 	Repoint []string
 	// Wait is how long to wait before the unreachable primary may be replaced.
 	Wait time.Duration
+	// Recheck, when not zero, is how soon to look again because the view is about to change:
+	// the primary's port refuses connections but a replica has not yet seen its link drop.
+	Recheck time.Duration
 	// Reason says why, in words for an Event.
 	Reason string
 }
@@ -53,6 +56,10 @@ func (p Plan) Failover() bool { return p.Previous != "" && p.Previous != p.Prima
 func (p Plan) Idle() bool {
 	return p.Primary != "" && !p.Promote && len(p.Repoint) == 0 && p.Wait == 0
 }
+
+// RefusedRecheck is how soon a primary that refuses connections is looked at again while a
+// replica still reports its link up.
+const RefusedRecheck = 50 * time.Millisecond
 
 // Decide chooses the primary and the replicas to repoint, from the view and its recorded
 // primary; downFor is how long that primary has been unreachable (0 when it answers).
@@ -83,8 +90,14 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 	default:
 		gone := primaryGone(v, cur, reachable)
 		if !gone && downFor < policy.FailoverTimeout {
-			return Plan{Primary: current, Wait: policy.FailoverTimeout - downFor,
+			plan := Plan{Primary: current, Wait: policy.FailoverTimeout - downFor,
 				Reason: fmt.Sprintf("primary %s does not answer", current)}
+			if errors.Is(cur.Err, redis.ErrRefused) {
+				// Its process is gone, most likely, and its replicas learn it within moments:
+				// a watch that saw the primary's connection break wakes us before they do.
+				plan.Recheck = RefusedRecheck
+			}
+			return plan
 		}
 		if len(reachable) == 0 {
 			return Plan{Primary: current, Reason: fmt.Sprintf("primary %s does not answer and no replica does", current)}

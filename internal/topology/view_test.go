@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,4 +83,21 @@ func TestRoundRecordsAPromotionOnlyOnceItHappened(t *testing.T) {
 	assert.Equal(t, "r-1", Round{View: v, Plan: plan, Steps: []Step{{Node: "r-1", Action: ActionPromoted}}}.Primary())
 	assert.Equal(t, "r-0", Round{View: v, Plan: Plan{}}.Primary(), "no node answers: keep the recorded one")
 	assert.Equal(t, "r-1", Round{View: v.WithPrimary(""), Plan: Plan{Primary: "r-1"}}.Primary(), "adopt a primary that already is one")
+}
+
+func TestNextCheckIsTheSoonestOfTheIntervalAndWhatThePlanWaitsFor(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		plan Plan
+		want time.Duration
+	}{
+		{"nothing to wait for: the interval", Plan{Primary: "r-0"}, time.Second},
+		{"a timeout that ends sooner", Plan{Wait: 300 * time.Millisecond}, 300 * time.Millisecond},
+		{"a timeout that ends later", Plan{Wait: 4 * time.Second}, time.Second},
+		{"a view about to change", Plan{Wait: 4 * time.Second, Recheck: RefusedRecheck}, RefusedRecheck},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, Round{Plan: tt.plan}.NextCheck(time.Second))
+		})
+	}
 }

@@ -96,22 +96,23 @@ func failoverTimes(b *testing.B) []time.Duration {
 		require.NoError(b, cl.Do(ctx, "WAIT", 2, 1000).Err())
 		cl.Close()
 
-		// The operator's loop runs on its own clock; the kill lands anywhere in its period.
+		// The operator's loop runs on its own clock; the kill lands anywhere in its period. As
+		// the controller requeues, the next check comes after the round's NextCheck, or at once
+		// when a held connection breaks.
 		stop := make(chan struct{})
 		loopDone := make(chan struct{})
 		go func() {
 			defer close(loopDone)
-			ticker := time.NewTicker(controllers.DefaultCheckInterval)
-			defer ticker.Stop()
+			next := time.NewTimer(controllers.DefaultCheckInterval)
+			defer next.Stop()
 			for {
 				select {
 				case <-stop:
 					return
-				case <-ticker.C:
-					reconcile()
+				case <-next.C:
 				case <-wake:
-					reconcile()
 				}
+				next.Reset(reconcile().NextCheck(controllers.DefaultCheckInterval))
 			}
 		}()
 		time.Sleep(time.Duration(round) * controllers.DefaultCheckInterval / failoverRounds)

@@ -249,9 +249,12 @@ func runOperator(b *testing.B, cfg *rest.Config, ns string) (stop func()) {
 }
 
 // parallel runs fn for 0..clusters-1 on a fixed number of workers.
-func parallel(b *testing.B, fn func(i int) error) {
+func parallel(b *testing.B, fn func(i int) error) { parallelN(b, clusters, fn) }
+
+// parallelN runs fn for 0..n-1 on a fixed number of workers.
+func parallelN(b *testing.B, n int, fn func(i int) error) {
 	var wg sync.WaitGroup
-	errs := make(chan error, clusters)
+	errs := make(chan error, n)
 	next := make(chan int)
 	for range workers {
 		wg.Go(func() {
@@ -262,7 +265,7 @@ func parallel(b *testing.B, fn func(i int) error) {
 			}
 		})
 	}
-	for i := range clusters {
+	for i := range n {
 		next <- i
 	}
 	close(next)

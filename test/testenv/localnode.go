@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,24 +88,28 @@ func (n *LocalNode) sync(ctx context.Context) error {
 	if err := n.Client.List(ctx, list, client.InNamespace(n.Namespace)); err != nil {
 		return err
 	}
+	// One list of the namespace's pods, not one per StatefulSet: a benchmark runs 100 of them.
+	pods := &corev1.PodList{}
+	if err := n.Client.List(ctx, pods, client.InNamespace(n.Namespace)); err != nil {
+		return err
+	}
 	for i := range list.Items {
-		if err := n.syncStatefulSet(ctx, &list.Items[i]); err != nil {
+		if err := n.syncStatefulSet(ctx, &list.Items[i], pods.Items); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet) error {
+func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet, pods []corev1.Pod) error {
 	revision := templateRevision(sts)
 	replicas := int(ptr.Deref(sts.Spec.Replicas, 1))
-	pods := &corev1.PodList{}
-	if err := n.Client.List(ctx, pods, client.InNamespace(sts.Namespace), client.MatchingLabels(sts.Spec.Selector.MatchLabels)); err != nil {
-		return err
-	}
+	selector := labels.SelectorFromSet(sts.Spec.Selector.MatchLabels)
 	existing := map[string]*corev1.Pod{}
-	for i := range pods.Items {
-		existing[pods.Items[i].Name] = &pods.Items[i]
+	for i := range pods {
+		if selector.Matches(labels.Set(pods[i].Labels)) {
+			existing[pods[i].Name] = &pods[i]
+		}
 	}
 	// Processes of pods that were deleted end with them.
 	n.mu.Lock()

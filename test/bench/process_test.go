@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// operatorProcess is the operator binary (bin/manager, `make build`) running against the
+// benchmark's API server, watching one namespace, with its production defaults: its CPU and
+// memory are its own, not the benchmark's.
+type operatorProcess struct {
+	cmd     *exec.Cmd
+	metrics string // host:port of its metrics endpoint
+	logPath string
+}
+
+func startOperatorProcess(b *testing.B, cfg *rest.Config, namespace string) *operatorProcess {
+	root, err := testenv.RepoRoot()
+	require.NoError(b, err)
+	binary := filepath.Join(root, "bin", "manager")
+	_, err = os.Stat(binary)
+	require.NoError(b, err, "the operator binary: run `make build`")
+	dir := b.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	require.NoError(b, testenv.WriteKubeconfig(cfg, kubeconfig))
+	p := &operatorProcess{metrics: freeAddr(b), logPath: filepath.Join(dir, "operator.log")}
+	logFile, err := os.Create(p.logPath)
+	require.NoError(b, err)
+	defer logFile.Close()
+	p.cmd = exec.Command(binary, "--metrics-bind-address="+p.metrics, "--health-probe-bind-address=0")
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+namespace)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	require.NoError(b, p.cmd.Start())
+	b.Cleanup(p.stop)
+	require.Eventually(b, func() bool { _, err := p.metric("redis_operator_redis_connections_opened_total"); return err == nil },
+		30*time.Second, 100*time.Millisecond, "the operator's metrics endpoint")
+	return p
+}
+
+func (p *operatorProcess) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpu is the CPU time the process used so far (user and system).
+func (p *operatorProcess) cpu(b *testing.B) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	require.NoError(b, err)
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	require.NoError(b, err)
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	require.NoError(b, err)
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// memory is the process's resident set now and at its peak, in MiB.
+func (p *operatorProcess) memory(b *testing.B) (rss, peak float64) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	require.NoError(b, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, value, _ := strings.Cut(sc.Text(), ":")
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
+		switch {
+		case err != nil:
+		case key == "VmRSS":
+			rss = kb / 1024
+		case key == "VmHWM":
+			peak = kb / 1024
+		}
+	}
+	return rss, peak
+}
+
+// cpuShare is the share of one core the process used over window, measured from now.
+func (p *operatorProcess) cpuShare(b *testing.B, window time.Duration) float64 {
+	before, start := p.cpu(b), time.Now()
+	time.Sleep(window)
+	return float64(p.cpu(b)-before) / float64(time.Since(start))
+}
+
+// metric reads one unlabelled sample from the operator's metrics endpoint.
+func (p *operatorProcess) metric(name string) (float64, error) {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if value, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(value, 64)
+		}
+	}
+	return 0, fmt.Errorf("no metric %s", name)
+}
+
+func (p *operatorProcess) logTail() string {
+	raw, _ := os.ReadFile(p.logPath)
+	if len(raw) > 4000 {
+		raw = raw[len(raw)-4000:]
+	}
+	return string(raw)
+}
+
+// freeAddr is a loopback address with a port nothing listens on.
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitFor polls cond every interval until it holds, or fails the benchmark after timeout.
+func waitFor(b *testing.B, p *operatorProcess, what string, timeout, interval time.Duration, cond func(context.Context) bool) {
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for !cond(ctx) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not within %s; the operator's log ends:\n%s", what, timeout, p.logTail())
+		}
+		time.Sleep(interval)
+	}
+}

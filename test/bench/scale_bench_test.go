@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+const (
+	idleClusters    = 1000
+	idleWindow      = 30 * time.Second
+	watchedClusters = 100
+	watchedWindow   = 30 * time.Second
+	watchedRounds   = 6
+)
+
+// BenchmarkIdle1000 runs the operator binary with its defaults over 1000 RedisClusters of 3
+// nodes each (Kubernetes objects only: no pods run, so no Redis is checked) and reports its
+// resident memory, its peak, and its CPU while nothing changes.
+func BenchmarkIdle1000(b *testing.B) {
+	env, cfg, err := testenv.Start()
+	require.NoError(b, err)
+	defer func() { _ = env.Stop() }()
+	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(b, err)
+	ctx := context.Background()
+
+	for range b.N {
+		ns, err := testenv.CreateNamespace(ctx, c, "idle")
+		require.NoError(b, err)
+		op := startOperatorProcess(b, cfg, ns)
+		start := time.Now()
+		parallelN(b, idleClusters, func(i int) error {
+			return c.Create(ctx, testenv.RedisCluster(ns, fmt.Sprintf("rc-%d", i), 3))
+		})
+		waitFor(b, op, "1000 RedisClusters converged", 10*time.Minute, time.Second, func(ctx context.Context) bool {
+			return countObserved(b, ctx, c, ns) == idleClusters
+		})
+		converged := time.Since(start)
+		time.Sleep(5 * time.Second) // the last Events and watches settle
+		idle := op.cpuShare(b, idleWindow)
+		rss, peak := op.memory(b)
+
+		b.ReportMetric(converged.Seconds(), "converge-s")
+		b.ReportMetric(rss, "rss-MiB")
+		b.ReportMetric(peak, "peak-rss-MiB")
+		b.ReportMetric(100*idle, "idle-cpu-%")
+		fmt.Printf("\n%d RedisClusters (objects only), operator binary with its defaults: converged in %.1fs; "+
+			"RSS %.0f MiB (peak %.0f MiB); idle CPU %.2f%% of a core over %s\n",
+			idleClusters, converged.Seconds(), rss, peak, 100*idle, idleWindow)
+	}
+}
+
+// BenchmarkHealthCheck100x3 runs the operator binary with its defaults over 100 RedisClusters
+// of 3 real redis-server nodes each (pods run by testenv.LocalNode on loopback addresses, each
+// with maxmemory 8mb), and reports, once all are Ready: the operator's CPU while it checks them
+// all, the Redis connections it opens per node per second (0 with held connections), and the
+// failover time of one RedisCluster at a time while all are watched: from killing its
+// primary's redis-server until the primary its status names accepts a write.
+func BenchmarkHealthCheck100x3(b *testing.B) {
+	env, cfg, err := testenv.Start()
+	require.NoError(b, err)
+	defer func() { _ = env.Stop() }()
+	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(b, err)
+	ctx := context.Background()
+
+	for range b.N {
+		ns, err := testenv.CreateNamespace(ctx, c, "watched")
+		require.NoError(b, err)
+		node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: b.TempDir()}
+		nodeCtx, stopNode := context.WithCancel(ctx)
+		nodeDone := make(chan struct{})
+		go func() { node.Run(nodeCtx); close(nodeDone) }()
+		defer func() { stopNode(); <-nodeDone }()
+		op := startOperatorProcess(b, cfg, ns)
+
+		start := time.Now()
+		parallelN(b, watchedClusters, func(i int) error {
+			rc := testenv.RedisCluster(ns, fmt.Sprintf("rc-%d", i), 3)
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory": "8mb"}
+			return c.Create(ctx, rc)
+		})
+		waitFor(b, op, "100 RedisClusters Ready", 15*time.Minute, time.Second, func(ctx context.Context) bool {
+			return countReady(b, ctx, c, ns) == watchedClusters
+		})
+		ready := time.Since(start)
+		time.Sleep(5 * time.Second)
+		openedBefore, err := op.metric("redis_operator_redis_connections_opened_total")
+		require.NoError(b, err)
+		share := op.cpuShare(b, watchedWindow)
+		openedAfter, err := op.metric("redis_operator_redis_connections_opened_total")
+		require.NoError(b, err)
+		rss, _ := op.memory(b)
+		perNodeSecond := (openedAfter - openedBefore) / (3 * watchedClusters) / watchedWindow.Seconds()
+
+		var failovers []time.Duration
+		for i := range watchedRounds {
+			failovers = append(failovers, failoverOf(b, ctx, c, node, ns, fmt.Sprintf("rc-%d", i)))
+		}
+		slices.Sort(failovers)
+		p50 := percentile(failovers, 50)
+
+		b.ReportMetric(ready.Seconds(), "all-ready-s")
+		b.ReportMetric(100*share, "check-cpu-%")
+		b.ReportMetric(perNodeSecond, "conns/node/s")
+		b.ReportMetric(rss, "rss-MiB")
+		b.ReportMetric(p50.Seconds(), "failover-p50-s")
+		fmt.Printf("\n%d RedisClusters x 3 redis-server nodes, operator binary with its defaults: all Ready in %.1fs; "+
+			"CPU %.1f%% of a core while checking them (over %s); %.3f Redis connections opened per node per second; RSS %.0f MiB; "+
+			"failover while all are watched, %d rounds: p50 %.3fs, max %.3fs\n",
+			watchedClusters, ready.Seconds(), 100*share, watchedWindow, perNodeSecond, rss,
+			len(failovers), p50.Seconds(), failovers[len(failovers)-1].Seconds())
+	}
+}
+
+// failoverOf kills the primary's redis-server of one RedisCluster (the node restarts it, as a
+// kubelet would) and times until the primary its status names accepts a write.
+func failoverOf(b *testing.B, ctx context.Context, c client.Client, node *testenv.LocalNode, ns, name string) time.Duration {
+	rc := &cachev1.RedisCluster{}
+	require.NoError(b, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rc))
+	old := rc.Status.Primary
+	require.NotEmpty(b, old)
+	killed := time.Now()
+	node.Server(old).Kill()
+	for {
+		require.NoError(b, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rc))
+		if current := rc.Status.Primary; current != old && current != "" {
+			r := goredis.NewClient(&goredis.Options{Addr: node.Server(current).Addr(), Password: password(b, ctx, c, ns, name),
+				MaxRetries: -1, Protocol: 2, DisableIdentity: true, DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond})
+			err := r.Set(ctx, "after-failover", 1, 0).Err()
+			_ = r.Close()
+			if err == nil {
+				return time.Since(killed)
+			}
+		}
+		if time.Since(killed) > time.Minute {
+			b.Fatalf("%s: no new primary accepted writes a minute after the kill", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func password(b *testing.B, ctx context.Context, c client.Client, ns, name string) string {
+	secret := &corev1.Secret{}
+	require.NoError(b, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-auth"}, secret))
+	return string(secret.Data["password"])
+}
+
+func countObserved(b *testing.B, ctx context.Context, c client.Client, ns string) int {
+	rcs := &cachev1.RedisClusterList{}
+	require.NoError(b, c.List(ctx, rcs, client.InNamespace(ns)))
+	n := 0
+	for _, rc := range rcs.Items {
+		if rc.Status.ObservedGeneration == rc.Generation {
+			n++
+		}
+	}
+	return n
+}
+
+func countReady(b *testing.B, ctx context.Context, c client.Client, ns string) int {
+	rcs := &cachev1.RedisClusterList{}
+	require.NoError(b, c.List(ctx, rcs, client.InNamespace(ns)))
+	n := 0
+	for _, rc := range rcs.Items {
+		if meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady) {
+			n++
+		}
+	}
+	return n
+}
