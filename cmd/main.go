@@ -23,6 +23,7 @@ func main() {
 	var qps float64
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", operator.DefaultMetricsAddr, `The address the metrics endpoint binds to; "0" disables it.`)
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", operator.DefaultProbeAddr, "The address the health and readiness probes bind to.")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", `The address Go's profiles (/debug/pprof) are served on; "0" disables them.`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader, so that only one replica of the operator is active.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the leader election lease when running outside a cluster.")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", operator.DefaultMaxConcurrentReconciles, "How many RedisClusters are reconciled at once.")

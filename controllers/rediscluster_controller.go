@@ -82,8 +82,10 @@ func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.Na
 // clusterState is what the reconciler remembers of one RedisCluster between reconciles.
 type clusterState struct {
 	downtime topology.Downtime
-	mu       sync.Mutex
-	creds    credentials
+	// applied is what the children were last found to match.
+	applied applied
+	mu      sync.Mutex
+	creds   credentials
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -214,6 +216,7 @@ func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cac
 	desired := resources.DesiredConfigMap(rc)
 	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
+		inputs: rc.ResourceVersion,
 	})
 }
 
@@ -227,6 +230,7 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 	} {
 		err := r.applyChild(ctx, rc, state, "Service", child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Service{}, extract: corev1ac.ExtractService,
+			inputs: rc.ResourceVersion,
 		})
 		if err != nil {
 			return err
@@ -241,6 +245,7 @@ func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Contex
 	desired := resources.DesiredPodDisruptionBudget(rc)
 	return r.applyChild(ctx, rc, state, "PodDisruptionBudget", child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &policyv1.PodDisruptionBudget{}, extract: policyv1ac.ExtractPodDisruptionBudget,
+		inputs: rc.ResourceVersion,
 	})
 }
 
@@ -255,6 +260,7 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 	live := &appsv1.StatefulSet{}
 	err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
+		inputs: rc.ResourceVersion,
 	})
 	if err != nil {
 		return err
@@ -279,10 +285,10 @@ func statefulSetReplicas(rc *cachev1.RedisCluster) int32 {
 // changed or why it could not.
 func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
 	kind string, ch interface {
-		apply(context.Context, client.Client) (applyResult, error)
+		apply(ctx context.Context, c client.Client, memo *applied, key string) (applyResult, error)
 		objectName() string
 	}) error {
-	result, err := ch.apply(ctx, r.Client)
+	result, err := ch.apply(ctx, r.Client, &r.clusterState(rc).applied, kind+"/"+ch.objectName())
 	if err != nil {
 		return fmt.Errorf("applying %s %s: %w", kind, ch.objectName(), err)
 	}
@@ -318,6 +324,9 @@ func nameOf(rc *cachev1.RedisCluster, name string) types.NamespacedName {
 // SetupWithManager watches RedisClusters, the children they own, their pods, and the held
 // connections to their Redis nodes.
 func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podOwnerIndex, indexPodOwner); err != nil {
+		return fmt.Errorf("indexing pods by RedisCluster: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Connections != nil {
 		b = b.WatchesRawSource(source.Channel(r.wakeups(), handler.TypedFuncs[types.NamespacedName, reconcile.Request]{

@@ -31,10 +31,21 @@ const maxSwitchoverPause = 5 * time.Second
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 
+// podOwnerIndex indexes the cached pods by the RedisCluster they run (their instance label):
+// a label selector would test every pod of the namespace, every second, for every RedisCluster.
+const podOwnerIndex = "redisCluster"
+
+func indexPodOwner(obj client.Object) []string {
+	if name := obj.GetLabels()[resources.LabelInstance]; name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
 // observeNodes lists the RedisCluster's pods and asks each one's Redis what it is.
 func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(resources.SelectorLabels(rc))); err != nil {
+	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	state.pods = pods.Items

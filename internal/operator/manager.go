@@ -55,6 +55,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" turns them off.
 	ProbeAddr string
+	// PprofAddr serves Go's profiles (/debug/pprof); empty or "0" turns them off.
+	PprofAddr string
 	// LeaderElection makes one replica of the operator active at a time.
 	LeaderElection bool
 	// LeaderElectionNamespace is where the lease lives when the operator runs outside a cluster.
@@ -151,6 +153,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
+		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "redis-operator.cache.example.com",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,

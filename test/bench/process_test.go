@@ -44,7 +44,12 @@ func startOperatorProcess(b *testing.B, cfg *rest.Config, namespace string) *ope
 	logFile, err := os.Create(p.logPath)
 	require.NoError(b, err)
 	defer logFile.Close()
-	p.cmd = exec.Command(binary, "--metrics-bind-address="+p.metrics, "--health-probe-bind-address=0")
+	args := []string{"--metrics-bind-address=" + p.metrics, "--health-probe-bind-address=0"}
+	if addr := os.Getenv("BENCH_PPROF"); addr != "" {
+		// For a profile of the operator during a benchmark: go tool pprof http://$BENCH_PPROF/debug/pprof/profile
+		args = append(args, "--pprof-bind-address="+addr)
+	}
+	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+namespace)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	require.NoError(b, p.cmd.Start())
