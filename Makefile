@@ -69,8 +69,8 @@ test: manifests generate fmt vet envtest kustomize opm bundle-validate-sdk ## Un
 	go test ./... -count=1
 
 .PHONY: bench
-bench: localcluster build ## Benchmarks that print figures: 500 RedisClusters against the API server; the local cluster.
-	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|LocalCluster' -benchtime 1x -count 1 -timeout 30m
+bench: localcluster build ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster.
+	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster' -benchtime 1x -count 1 -timeout 40m
 
 .PHONY: bench-failover
 bench-failover: ## Failover time with real redis-server processes: p50 and p95 over 12 rounds.

@@ -65,9 +65,10 @@ const (
 // reason is its Degraded condition's reason (ApplyFailed, SecretNotFound, AuthenticationFailed,
 // TopologyFailed).
 const (
-	// EventChildCreated (Normal): a child object was created.
+	// EventChildCreated (Normal): child objects were created; one Event per reconcile names them all.
 	EventChildCreated = "Created"
-	// EventChildUpdated (Normal): a child object was changed to match the spec, or put back after a manual edit.
+	// EventChildUpdated (Normal): child objects were changed to match the spec, or put back after a
+	// manual edit; one Event per reconcile names them all.
 	EventChildUpdated = "Updated"
 	// EventApplyFailed (Warning): the API server refused a child; the note carries its error.
 	EventApplyFailed = "ApplyFailed"
