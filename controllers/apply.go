@@ -77,6 +77,47 @@ func (a *applied) remember(key string, c appliedChild) {
 	a.children[key] = c
 }
 
+// childrenSeen says whether a RedisCluster's children (those built from the RedisCluster
+// alone) were all found matching its spec at a resourceVersion of it, with no change to any of
+// them since: their watches report every change (childEvents). While both hold, the health
+// check, which reconciles every RedisCluster every second, does not read them again.
+type childrenSeen struct {
+	mu sync.Mutex
+	// at is the RedisCluster's resourceVersion when every child last matched; empty when a
+	// comparison is needed.
+	at string
+	// changedSince is true when a child changed since the last comparison began.
+	changedSince bool
+}
+
+// unchanged is true when the children matched at this resourceVersion and none changed since.
+// Otherwise a comparison begins: a child that changes from now on is compared again next time.
+func (c *childrenSeen) unchanged(resourceVersion string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at != "" && c.at == resourceVersion && !c.changedSince {
+		return true
+	}
+	c.at, c.changedSince = "", false
+	return false
+}
+
+// compared records that every child matched at resourceVersion, unless one changed meanwhile.
+func (c *childrenSeen) compared(resourceVersion string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.changedSince {
+		c.at = resourceVersion
+	}
+}
+
+// changed records that a child changed (or went).
+func (c *childrenSeen) changed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changedSince = true
+}
+
 // apply applies the desired configuration of a child only when the live object lacks
 // it: when the object is missing, or when what our field manager owns differs from what we
 // want (another writer took a field over, or the spec changed). A converged child costs no

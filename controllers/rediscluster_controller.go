@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -84,12 +85,18 @@ type clusterState struct {
 	downtime topology.Downtime
 	// applied is what the children were last found to match.
 	applied applied
-	mu      sync.Mutex
-	creds   credentials
+	// children says whether the children need comparing with the spec at all.
+	children childrenSeen
+	mu       sync.Mutex
+	creds    credentials
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
-	cs, _ := r.clusters.LoadOrStore(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}, &clusterState{})
+	return r.stateOf(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
+}
+
+func (r *RedisClusterReconciler) stateOf(key types.NamespacedName) *clusterState {
+	cs, _ := r.clusters.LoadOrStore(key, &clusterState{})
 	return cs.(*clusterState)
 }
 
@@ -114,6 +121,10 @@ type reconcileState struct {
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).
 	move *primaryMove
+	// childrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
+	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
+	// the health check then leaves them alone.
+	childrenKnown bool
 	// changed is true when this reconcile created or changed a child.
 	changed bool
 	// created and updated name the children ("Kind name") this reconcile created and changed.
@@ -164,6 +175,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
+	state.childrenKnown = r.clusterState(rc).children.unchanged(rc.ResourceVersion)
 	phases := []phase{
 		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets},
 		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap},
@@ -213,6 +225,9 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Durati
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if state.childrenKnown {
+		return nil
+	}
 	desired := resources.DesiredConfigMap(rc)
 	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
@@ -223,6 +238,9 @@ func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cac
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if state.childrenKnown {
+		return nil
+	}
 	for _, desired := range []*corev1ac.ServiceApplyConfiguration{
 		resources.DesiredHeadlessService(rc),
 		resources.DesiredClientService(rc),
@@ -242,6 +260,9 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if state.childrenKnown {
+		return nil
+	}
 	desired := resources.DesiredPodDisruptionBudget(rc)
 	return r.applyChild(ctx, rc, state, "PodDisruptionBudget", child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &policyv1.PodDisruptionBudget{}, extract: policyv1ac.ExtractPodDisruptionBudget,
@@ -258,6 +279,14 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		ConfigHash: resources.ConfigHash(conf),
 	})
 	live := &appsv1.StatefulSet{}
+	if state.childrenKnown {
+		// Only its status is needed, for the RedisCluster's.
+		if err := r.Get(ctx, nameOf(rc, *desired.Name), live); err != nil {
+			return fmt.Errorf("reading StatefulSet %s: %w", *desired.Name, err)
+		}
+		state.statefulSet = live
+		return nil
+	}
 	err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
 		inputs: rc.ResourceVersion,
@@ -268,6 +297,8 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 	if live.UID != "" {
 		state.statefulSet = live
 	}
+	// The last child: every one of them matched the spec at this version of the RedisCluster.
+	r.clusterState(rc).children.compared(rc.ResourceVersion)
 	return nil
 }
 
@@ -337,21 +368,44 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.
 		For(&cachev1.RedisCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&appsv1.StatefulSet{}, notCreated).
-		Owns(&corev1.Service{}, notCreated).
-		Owns(&corev1.ConfigMap{}, notCreated).
-		Owns(&policyv1.PodDisruptionBudget{}, notCreated).
+		Watches(&appsv1.StatefulSet{}, r.childEvents(mgr)).
+		Watches(&corev1.Service{}, r.childEvents(mgr)).
+		Watches(&corev1.ConfigMap{}, r.childEvents(mgr)).
+		Watches(&policyv1.PodDisruptionBudget{}, r.childEvents(mgr)).
 		// Pods belong to the StatefulSet; their instance label leads back to the RedisCluster.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisCluster)).
 		Named("rediscluster").
 		Complete(r)
 }
 
-// notCreated drops the creation of a child: the reconcile that created it goes on, and a second
-// reconcile for it would only read a cache that may not yet hold the status just written
-// (and write it again). The informers' first listing is dropped too: every RedisCluster is
-// listed then as well. Changes and deletions of children still trigger a reconcile.
-var notCreated = builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})
+// childEvents queues the RedisCluster that controls a child when the child changes or goes,
+// and tells the RedisCluster's state that its children must be compared with the spec again.
+// The creation of a child wakes nothing: the reconcile that created it goes on, and a second
+// reconcile for it would only read a cache that may not yet hold the status just written (and
+// write it again). The informers' first listing is dropped too: every RedisCluster is listed
+// then as well.
+func (r *RedisClusterReconciler) childEvents(mgr ctrl.Manager) handler.EventHandler {
+	enqueue := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &cachev1.RedisCluster{}, handler.OnlyControllerOwner())
+	changed := func(obj client.Object) {
+		if owner := metav1.GetControllerOf(obj); owner != nil && owner.Kind == "RedisCluster" {
+			r.stateOf(types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner.Name}).children.changed()
+		}
+	}
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			changed(e.ObjectNew)
+			enqueue.Update(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			changed(e.Object)
+			enqueue.Delete(ctx, e, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			changed(e.Object)
+			enqueue.Generic(ctx, e, q)
+		},
+	}
+}
 
 func podToRedisCluster(_ context.Context, obj client.Object) []reconcile.Request {
 	name := obj.GetLabels()[resources.LabelInstance]

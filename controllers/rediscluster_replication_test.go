@@ -17,6 +17,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -246,7 +247,10 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 		}, waitFor, tick, pod)
 		assert.Error(t, redisClient(t, node, pod, first).Ping(context.Background()).Err(), "the old password no longer works on %s", pod)
 	}
-	assert.Contains(t, eventReasons(t, rc), cachev1.EventPasswordChanged)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		// Events are sent in the background: the rotation can be done before its Event is stored.
+		assert.Contains(c, eventReasons(c, rc), cachev1.EventPasswordChanged)
+	}, waitFor, tick)
 	eventuallyReady(t, rc)
 	assert.Equal(t, before, podUIDs())
 
@@ -306,4 +310,25 @@ func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
 		require.NoError(c, err)
 		assert.Equal(c, "slave", role[0])
 	}, 10*time.Second, tick)
+}
+
+func TestAChildChangedUnderARunningClusterIsPutBack(t *testing.T) {
+	// Given a ready cluster, whose health check no longer compares children that did not change
+	ns, _, _ := readyCluster(t)
+	time.Sleep(2 * time.Second)
+
+	// When someone edits a field the operator owns on a Service, and deletes the ConfigMap
+	svc := &corev1.Service{}
+	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-replicas"), svc))
+	svc.Spec.Selector[resources.LabelRole] = resources.RolePrimary
+	require.NoError(t, k8sClient.Update(context.Background(), svc, client.FieldOwner("kubectl-edit")))
+	require.NoError(t, k8sClient.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sessions-config"}}))
+
+	// Then both are put back
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		svc := &corev1.Service{}
+		require.NoError(c, k8sClient.Get(context.Background(), key(ns, "sessions-replicas"), svc))
+		assert.Equal(c, resources.RoleReplica, svc.Spec.Selector[resources.LabelRole])
+		require.NoError(c, k8sClient.Get(context.Background(), key(ns, "sessions-config"), &corev1.ConfigMap{}))
+	}, waitFor, tick)
 }

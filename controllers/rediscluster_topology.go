@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -45,7 +46,9 @@ func indexPodOwner(obj client.Object) []string {
 // observeNodes lists the RedisCluster's pods and asks each one's Redis what it is.
 func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}); err != nil {
+	// The cache's own pods, not copies: every phase only reads them (writes go through new
+	// objects), and copying every pod every second was a tenth of the health check's CPU.
+	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	state.pods = pods.Items
@@ -224,7 +227,8 @@ func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, _ *cac
 			value = strconv.Quote(want)
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, resources.LabelRole, value)
-		if err := r.Patch(ctx, &p, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+		if err := r.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("labelling pod %s: %w", p.Name, err)
 		}
 	}
