@@ -71,6 +71,18 @@ func BenchmarkIdle1000(b *testing.B) {
 // failover time of one RedisCluster at a time while all are watched, and of the first one
 // before the others existed: from killing its primary's redis-server until the primary its
 // status names accepts a write.
+//
+// What the profiles of the operator showed (BENCH_PPROF=127.0.0.1:6060, then
+// `go tool pprof http://127.0.0.1:6060/debug/pprof/profile`), when it used 43% of a core here:
+//   - 60%: comparing every child with the spec on every check (extracting the fields our field
+//     manager owns from each cached object, 6 per RedisCluster per second). Now a child that
+//     matched is not compared again until it or the RedisCluster changes (their watches say so).
+//   - 20%: listing each RedisCluster's pods by label selector, which tests every pod of the
+//     namespace, and copying them. Now an index by RedisCluster, and no copies.
+//   - what remains, at 9 to 11%: the Redis round trips themselves (a third: AUTH and INFO
+//     pipelined on each held connection, 300 per second), reading the RedisCluster and its
+//     StatefulSet from the cache (the cache maps each kind to its resource on every read), the
+//     status computed and compared, and the garbage collector.
 func BenchmarkHealthCheck100x3(b *testing.B) {
 	env, cfg, err := testenv.Start()
 	require.NoError(b, err)
