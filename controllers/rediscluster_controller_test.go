@@ -395,6 +395,19 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"protected configs opened", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Config = map[string]cachev1.ConfigValue{"enable-protected-configs": "yes"}
 		}, "spec.config.enable-protected-configs is refused"},
+		{"as many replicas to write as nodes", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](3)}
+		}, "spec.failover.minReplicasToWrite must be less than spec.replicas"},
+		{"negative replicas to write", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](-1)}
+		}, "spec.failover.minReplicasToWrite"},
+		{"a replica lag under a second", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1), MaxReplicaLag: &metav1.Duration{Duration: 500 * time.Millisecond}}
+		}, "spec.failover.maxReplicaLag must be at least 1s"},
+		{"write safety set twice", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1)}
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"min-replicas-to-write": "2"}
+		}, "set spec.failover.minReplicasToWrite or the min-replicas directives in spec.config, not both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 const DefaultVersion = "7.2"
 
 // RedisClusterSpec is what the user wants: how many Redis nodes, of which version.
+// +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || self.failover.minReplicasToWrite < self.replicas",message="spec.failover.minReplicasToWrite must be less than spec.replicas: the primary would never take a write",fieldPath=".failover.minReplicasToWrite"
+// +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || !has(self.config) || !self.config.exists(k, k in ['min-replicas-to-write','min-slaves-to-write','min-replicas-max-lag','min-slaves-max-lag'])",message="set spec.failover.minReplicasToWrite or the min-replicas directives in spec.config, not both",fieldPath=".failover.minReplicasToWrite"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas.
 	// +kubebuilder:validation:Minimum=1
@@ -146,6 +148,24 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.failover.unreachableTimeout must be positive"
 	// +optional
 	UnreachableTimeout *metav1.Duration `json:"unreachableTimeout,omitempty"`
+
+	// MinReplicasToWrite makes the primary refuse writes (NOREPLICAS) while fewer than this
+	// many replicas are connected and have acknowledged its stream within MaxReplicaLag: a
+	// primary cut off from its replicas stops taking writes that a failover would discard.
+	// Writes also stop while that many replicas are down or being replaced. Redis's
+	// min-replicas-to-write. Unset or 0: writes are never refused for want of replicas.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicasToWrite *int32 `json:"minReplicasToWrite,omitempty"`
+
+	// MaxReplicaLag is how long a replica may go without acknowledging the primary's stream and
+	// still count toward MinReplicasToWrite (rounded up to whole seconds). Redis's
+	// min-replicas-max-lag. Default 10s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.failover.maxReplicaLag must be at least 1s"
+	// +optional
+	MaxReplicaLag *metav1.Duration `json:"maxReplicaLag,omitempty"`
 }
 
 // RedisClusterStatus is what the operator observed.

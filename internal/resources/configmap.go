@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
@@ -17,9 +18,12 @@ import (
 // ConfigFileName is the key of redis.conf in the ConfigMap, and the file name in the pod.
 const ConfigFileName = "redis.conf"
 
+// DefaultMaxReplicaLag is spec.failover.maxReplicaLag when it is not set: Redis's own default.
+const DefaultMaxReplicaLag = 10 * time.Second
+
 // RedisConf renders the redis.conf of a RedisCluster's nodes: the operator's settings, then the
-// user's spec.config (whose keys never collide with ours: the API refuses those), then the
-// password file and the fence.
+// user's spec.config (whose keys never collide with ours: the API refuses those), the write
+// safety of spec.failover, then the password file and the fence.
 func RedisConf(rc *cachev1.RedisCluster) string {
 	lines := []string{
 		"port " + strconv.Itoa(RedisPort),
@@ -35,6 +39,18 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 	}
 	for _, key := range slices.Sorted(maps.Keys(rc.Spec.Config)) {
 		lines = append(lines, key+" "+string(rc.Spec.Config[key]))
+	}
+	if f := rc.Spec.Failover; f != nil && f.MinReplicasToWrite != nil {
+		lag := DefaultMaxReplicaLag
+		if f.MaxReplicaLag != nil {
+			lag = f.MaxReplicaLag.Duration
+		}
+		// Redis counts the lag in whole seconds: round up, so that a replica is never dropped
+		// sooner than the spec says.
+		seconds := int64((lag + time.Second - 1) / time.Second)
+		lines = append(lines,
+			"min-replicas-to-write "+strconv.Itoa(int(*f.MinReplicasToWrite)),
+			"min-replicas-max-lag "+strconv.FormatInt(seconds, 10))
 	}
 	lines = append(lines,
 		// requirepass and masterauth, from a Secret: never in the ConfigMap, never in argv.

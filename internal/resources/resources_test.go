@@ -3,6 +3,7 @@ package resources_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,6 +110,13 @@ func TestRedisConf(t *testing.T) {
 		{"user settings, sorted", redisCluster(func(rc *cachev1.RedisCluster) {
 			rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory-policy": "allkeys-lru", "maxmemory": "256mb"}
 		}), []string{"maxmemory 256mb\nmaxmemory-policy allkeys-lru\n"}, nil},
+		{"no write safety unless asked", redisCluster(nil), nil, []string{"min-replicas"}},
+		{"write safety with the default lag", redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1)}
+		}), []string{"min-replicas-to-write 1\nmin-replicas-max-lag 10\n"}, nil},
+		{"a lag in part seconds is rounded up", redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](2), MaxReplicaLag: &metav1.Duration{Duration: 1500 * time.Millisecond}}
+		}), []string{"min-replicas-to-write 2\nmin-replicas-max-lag 2\n"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

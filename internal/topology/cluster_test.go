@@ -14,7 +14,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/topology"
 	"github.com/org/redis-operator/test/podrunner"
@@ -37,7 +40,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int, password string) *cluster {
 	t.Helper()
-	rc := testenv.RedisCluster("test", "sessions", int32(n))
+	return newClusterOf(t, testenv.RedisCluster("test", "sessions", int32(n)), password)
+}
+
+// newClusterOf runs the nodes of rc, with the redis.conf its spec gives.
+func newClusterOf(t *testing.T, rc *cachev1.RedisCluster, password string) *cluster {
+	t.Helper()
 	c := &cluster{
 		t:      t,
 		exec:   topology.Executor{Dial: redis.NewDialer(redis.Options{Password: password, Timeout: 300 * time.Millisecond})},
@@ -409,4 +417,55 @@ func TestHungPrimaryIsReplacedAfterTheTimeoutAndItsClientsReconnectWhenItWakes(t
 	assert.NotContains(t, err.Error(), "READONLY", "the connection was closed, not left to fail every write")
 	cancel()
 	operator.Wait()
+}
+
+func TestAPrimaryCutOffFromItsReplicasStopsTakingWritesWhenAsked(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		failover   *cachev1.FailoverSpec
+		wantRefuse bool
+	}{
+		{"by default it keeps taking them", nil, false},
+		{"with minReplicasToWrite 1 it refuses them", &cachev1.FailoverSpec{
+			MinReplicasToWrite: ptr.To[int32](1), MaxReplicaLag: &metav1.Duration{Duration: time.Second}}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rc := testenv.RedisCluster("test", "sessions", 3)
+			rc.Spec.Failover = tt.failover
+			c := newClusterOf(t, rc, "")
+			c.converge(ctx)
+			primary := c.client(c.currentPrimary(), "")
+			require.NoError(t, primary.Set(ctx, "before", 1, 0).Err())
+
+			// When the primary is cut off from both replicas (they are frozen: their links
+			// stay open but nothing is acknowledged)
+			var replicas []*redistest.Server
+			for _, s := range c.servers {
+				if s.Name != c.currentPrimary() {
+					replicas = append(replicas, s)
+					require.NoError(t, signal(s, syscall.SIGSTOP))
+				}
+			}
+			defer func() {
+				for _, s := range replicas {
+					_ = signal(s, syscall.SIGCONT)
+				}
+			}()
+
+			// Then, with write safety asked for, it refuses writes within the lag (and a
+			// second, Redis's own clock), and takes them again once a replica is back
+			if !tt.wantRefuse {
+				time.Sleep(3 * time.Second)
+				require.NoError(t, primary.Set(ctx, "cut-off", 1, 0).Err(), "the default is unchanged")
+				return
+			}
+			require.Eventually(t, func() bool {
+				err := primary.Set(ctx, "cut-off", 1, 0).Err()
+				return err != nil && strings.HasPrefix(err.Error(), "NOREPLICAS")
+			}, 5*time.Second, 50*time.Millisecond)
+			require.NoError(t, signal(replicas[0], syscall.SIGCONT))
+			require.Eventually(t, func() bool { return primary.Set(ctx, "back", 1, 0).Err() == nil }, 5*time.Second, 50*time.Millisecond)
+		})
+	}
 }
