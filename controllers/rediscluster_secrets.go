@@ -22,6 +22,10 @@ import (
 // the reconciler keeps it in memory, so the periodic health check costs no API request for it.
 const DefaultSecretResync = time.Minute
 
+// secretReadTimeout bounds reading the password Secret again: a reconcile must not wait on an
+// API server that does not answer when it already has the password.
+const secretReadTimeout = 5 * time.Second
+
 // credentials are what the nodes read at start, as last synced from the Secrets.
 type credentials struct {
 	password string
@@ -56,9 +60,23 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		return nil
 	}
 
-	password, generated, err := r.readPassword(ctx, rc, state)
+	readCtx, cancel := context.WithTimeout(ctx, secretReadTimeout)
+	defer cancel()
+	password, generated, err := r.readPassword(readCtx, rc, state)
 	if errors.Is(err, errSecret) {
 		return failed(cachev1.ReasonSecretNotFound, err)
+	}
+	if err != nil && creds.password != "" && creds.generation == rc.Generation {
+		// The API server does not answer (its etcd may be down): go on with the password the
+		// nodes have, so that Redis is still looked after, and read it again next time.
+		// Next time in a resync period, not at every health check.
+		log.FromContext(ctx).Info("Could not read the password Secret again; using the one read before", "error", err.Error())
+		creds.syncedAt = time.Now()
+		cs.mu.Lock()
+		cs.creds = creds
+		cs.mu.Unlock()
+		state.creds = creds
+		return nil
 	}
 	if err != nil {
 		return err

@@ -23,6 +23,10 @@ import (
 // DefaultUnreachableTimeout is how long a primary may not answer before a replica replaces it.
 const DefaultUnreachableTimeout = 5 * time.Second
 
+// announceTimeout bounds the status write that announces a failover: the failover goes on
+// without it.
+const announceTimeout = time.Second
+
 // maxSwitchoverPause bounds how long writes are held on the old primary during a switchover.
 const maxSwitchoverPause = 5 * time.Second
 
@@ -85,7 +89,16 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	exec := topology.Executor{Dial: state.dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
 	announce := func(plan topology.Plan) error {
-		return r.announce(ctx, rc, state, &primaryMove{reason: cachev1.ReasonFailover, message: plan.Reason, from: plan.Previous, to: plan.Primary})
+		// Best effort, and bounded: Redis needs a primary even when the API server cannot
+		// write (its etcd down). The status says it at the end of this reconcile, or of a
+		// later one once the API server answers.
+		actx, cancel := context.WithTimeout(ctx, announceTimeout)
+		defer cancel()
+		move := &primaryMove{reason: cachev1.ReasonFailover, message: plan.Reason, from: plan.Previous, to: plan.Primary}
+		if err := r.announce(actx, rc, state, move); err != nil {
+			log.FromContext(ctx).Info("Failing over without having written the FailingOver condition first", "error", err.Error())
+		}
+		return nil
 	}
 	round, err := exec.Reconcile(ctx, state.view, &r.clusterState(rc).downtime, policy, announce)
 	state.round = round

@@ -36,10 +36,14 @@ const (
 	DefaultMetricsAddr             = ":8080"
 	DefaultProbeAddr               = ":8081"
 	DefaultMaxConcurrentReconciles = 4
-	// DefaultLeaseDuration and DefaultRenewDeadline outlast an API server restart: with
-	// controller-runtime's 15s and 10s the leader exited whenever one took longer than 10s.
-	DefaultLeaseDuration = 30 * time.Second
-	DefaultRenewDeadline = 25 * time.Second
+	// DefaultLeaseDuration and DefaultRenewDeadline outlast an API server restart or its etcd
+	// being away for 30s: the leader keeps failing Redis over meanwhile, where a leader that
+	// exited could not be elected again until the API server is back. (With controller-runtime's
+	// 15s and 10s the leader exited whenever an API server restart took longer than 10s.) The
+	// cost: a leader that crashes is replaced after up to a minute; one that stops cleanly
+	// hands over at once.
+	DefaultLeaseDuration = 60 * time.Second
+	DefaultRenewDeadline = 45 * time.Second
 	// DefaultKubeAPIQPS and DefaultKubeAPIBurst bound the operator's requests to the API server.
 	// controller-runtime's 20 and 30 would make 500 new RedisClusters (10 requests each) wait
 	// 4 minutes on the client; the API server's priority and fairness guards it from there.

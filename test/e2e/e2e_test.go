@@ -257,6 +257,8 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		assert.Equal(t, "hello", v, "data survived failovers, upgrade and scale-in")
 	})
 
+	t.Run("with etcd stopped for 30s a killed primary is replaced, and status and labels catch up", primaryDiesWhileEtcdIsStopped)
+
 	t.Run("a directive Redis refuses is reported and a fixed spec recovers", func(t *testing.T) {
 		broken := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"typo"},` +
 			`"spec":{"replicas":2,"config":{"maxmemory-policy":"sometimes"}}}`
@@ -320,4 +322,68 @@ func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) {
 		}
 		c.Close()
 	}
+}
+
+// primaryDiesWhileEtcdIsStopped: the failover must not wait on the API server.
+func primaryDiesWhileEtcdIsStopped(t *testing.T) {
+	rc := eventuallyReady(t, 3)
+	old := rc.Status.Primary
+	// What the test needs of the API, read while it answers
+	pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
+	require.NoError(t, err)
+	addrs := map[string]string{}
+	for _, n := range rc.Status.Nodes {
+		addrs[n.Name] = cluster.Agent.Server(ns, n.Name).Addr()
+	}
+
+	// When etcd stops (frozen: the API server can neither read nor write) and then the
+	// primary's Redis dies
+	require.NoError(t, cluster.PauseEtcd())
+	paused := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = cluster.ResumeEtcd()
+		}
+	}()
+	cluster.Agent.Server(ns, old).Kill()
+	killed := time.Now()
+
+	// Then another node becomes the primary and takes writes, with etcd still stopped
+	var promoted string
+	require.Eventually(t, func() bool {
+		for name, addr := range addrs {
+			if name == old {
+				continue
+			}
+			c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+				DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+			err := c.Set(context.Background(), "while-etcd-was-away", "yes", 0).Err()
+			_ = c.Close()
+			if err == nil {
+				promoted = name
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "a writable primary while etcd is stopped")
+	t.Logf("%s took writes %.2fs after the primary's Redis died, etcd stopped", promoted, time.Since(killed).Seconds())
+	time.Sleep(time.Until(paused.Add(30 * time.Second)))
+	require.NoError(t, cluster.ResumeEtcd())
+	resumed = true
+	assert.True(t, cluster.OperatorRunning(), "the operator did not exit while etcd was stopped")
+
+	// And once etcd is back, the status and the labels say so, and the operator never exited
+	back := time.Now()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, promoted, redisCluster(c).Status.Primary)
+		assert.Equal(c, promoted, primaryPod(c))
+	}, waitFor, tick)
+	t.Logf("status and labels named %s %.2fs after etcd was back", promoted, time.Since(back).Seconds())
+	eventuallyReady(t, 3)
+	r := serviceClient(t, "sessions", 1)
+	defer r.Close()
+	v, err := r.Get(context.Background(), "while-etcd-was-away").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "yes", v)
 }

@@ -298,6 +298,22 @@ func (c *Cluster) StartOperator(ctx context.Context) error {
 	return nil
 }
 
+// OperatorRunning is true while the operator started by StartOperator has not exited.
+func (c *Cluster) OperatorRunning() bool {
+	c.mu.Lock()
+	p := c.operator
+	c.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // KillOperator ends the operator at once (SIGKILL), as a crash would.
 func (c *Cluster) KillOperator() {
 	c.mu.Lock()

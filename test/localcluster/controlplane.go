@@ -168,6 +168,22 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	return cp.runAPIServer(ctx)
 }
 
+// PauseEtcd freezes etcd (SIGSTOP): the API server can neither read nor write until ResumeEtcd.
+func (cp *ControlPlane) PauseEtcd() error { return cp.signal("etcd", syscall.SIGSTOP) }
+
+// ResumeEtcd lets a paused etcd run again.
+func (cp *ControlPlane) ResumeEtcd() error { return cp.signal("etcd", syscall.SIGCONT) }
+
+func (cp *ControlPlane) signal(name string, sig syscall.Signal) error {
+	cp.mu.Lock()
+	p := cp.procs[name]
+	cp.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s is not running", name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 func (cp *ControlPlane) startControllersAndScheduler() error {
 	saKey := cp.path("pki", "sa.key")
 	err := cp.run("kube-controller-manager", filepath.Join(cp.opts.BinDir, "kube-controller-manager"),
