@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -331,4 +333,53 @@ func TestAChildChangedUnderARunningClusterIsPutBack(t *testing.T) {
 		assert.Equal(c, resources.RoleReplica, svc.Spec.Selector[resources.LabelRole])
 		require.NoError(c, k8sClient.Get(context.Background(), key(ns, "sessions-config"), &corev1.ConfigMap{}))
 	}, waitFor, tick)
+}
+
+func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *testing.T) {
+	// Given a RedisCluster with storage (the append-only file on), and writes a replica acknowledged
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	rc := testenv.RedisCluster(ns, "sessions", 3)
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	node := runLocalNode(t, ns)
+	rc = eventuallyReady(t, rc)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	primary := redisClient(t, node, rc.Status.Primary, password)
+	var acked []string
+	for i := range 100 {
+		k := fmt.Sprintf("k-%d", i)
+		require.NoError(t, primary.Set(context.Background(), k, i, 0).Err())
+		if n, err := primary.Do(context.Background(), "WAIT", 1, 1000).Int(); err == nil && n >= 1 {
+			acked = append(acked, k)
+		}
+	}
+	require.NotEmpty(t, acked)
+	ips := map[string]string{}
+	for _, n := range rc.Status.Nodes {
+		ips[n.Name] = node.Server(n.Name).IP
+	}
+
+	// When every pod is deleted at once (new pods, new addresses, the same volumes)
+	require.NoError(t, k8sClient.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns)))
+
+	// Then the cluster forms again on its new pods, and every acknowledged write is there
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for name, ip := range ips {
+			s := node.Server(name)
+			require.NotNil(c, s)
+			assert.NotEqual(c, ip, s.IP, "%s has a new address", name)
+		}
+	}, waitFor, tick)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rc = getRC(c, rc)
+		assert.True(c, meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady))
+		role, err := redisClient(t, node, rc.Status.Primary, password).Do(context.Background(), "ROLE").Slice()
+		require.NoError(c, err)
+		assert.Equal(c, "master", role[0], "the primary in the status is a primary on its new pod")
+	}, waitFor, tick)
+	after := redisClient(t, node, rc.Status.Primary, password)
+	for _, k := range acked {
+		require.NoError(t, after.Get(context.Background(), k).Err(), "%s on %s", k, rc.Status.Primary)
+	}
 }

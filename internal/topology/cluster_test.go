@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -468,4 +470,46 @@ func TestAPrimaryCutOffFromItsReplicasStopsTakingWritesWhenAsked(t *testing.T) {
 			require.Eventually(t, func() bool { return primary.Set(ctx, "back", 1, 0).Err() == nil }, 5*time.Second, 50*time.Millisecond)
 		})
 	}
+}
+
+func TestAFullRestartWithTheAppendOnlyFileKeepsEveryAcknowledgedWrite(t *testing.T) {
+	ctx := context.Background()
+	rc := testenv.RedisCluster("test", "sessions", 3)
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	c := newClusterOf(t, rc, "")
+	c.converge(ctx)
+
+	// Given writes that a replica acknowledged (WAIT 1), on a primary that is not the first
+	// node (after a failover), so that electing by ordinal alone would pick the wrong one
+	c.server(c.currentPrimary()).Kill()
+	require.Eventually(t, func() bool { c.reconcile(ctx); return c.currentPrimary() != "sessions-0" }, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, c.server("sessions-0").Restart())
+	c.converge(ctx)
+	primary := c.client(c.currentPrimary(), "")
+	var acked []string
+	for i := range 300 {
+		key := fmt.Sprintf("k-%d", i)
+		require.NoError(t, primary.Set(ctx, key, i, 0).Err())
+		if n, err := primary.Do(ctx, "WAIT", 1, 1000).Int(); err == nil && n >= 1 {
+			acked = append(acked, key)
+		}
+	}
+	require.NotEmpty(t, acked)
+
+	// When every redis-server is killed at once, and all start again on their data
+	for _, s := range c.servers {
+		s.Kill()
+	}
+	for _, s := range c.servers {
+		require.NoError(t, s.Restart())
+	}
+
+	// Then the cluster forms again around a node that has every acknowledged write, and its
+	// replicas have them too
+	c.converge(ctx)
+	after := c.client(c.currentPrimary(), "")
+	for _, key := range acked {
+		require.NoError(t, after.Get(ctx, key).Err(), "%s, acknowledged before the restart, on %s", key, c.currentPrimary())
+	}
+	c.eventuallyEverywhere(ctx, acked[len(acked)-1], strconv.Itoa(len(acked)-1), 15*time.Second)
 }
