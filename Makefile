@@ -72,6 +72,13 @@ test: manifests generate fmt vet envtest kustomize opm bundle-validate-sdk ## Un
 bench: localcluster build ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster.
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster' -benchtime 1x -count 1 -timeout 40m
 
+FAULTS_SEED ?= 1
+FAULTS_COUNT ?= 150
+
+.PHONY: test-faults
+test-faults: envtest ## Fault suite on its own: RedisClusters from specs generated from the CRD's schema (FAULTS_SEED, FAULTS_COUNT).
+	go test -tags faults ./test/faults/... -count 1 -timeout 20m -v -args -faults.seed=$(FAULTS_SEED) -faults.count=$(FAULTS_COUNT)
+
 .PHONY: bench-failover
 bench-failover: ## Failover time with real redis-server processes: p50 and p95 over 12 rounds.
 	go test ./test/bench/... -run '^$$' -bench Failover -benchtime 1x -count 1 -timeout 10m

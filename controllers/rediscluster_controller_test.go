@@ -376,6 +376,13 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"password Secret without a name", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Key: "pw"}}
 		}, "spec.auth.secretRef.name"},
+		// Found by the generated specs of issue 11: accepted, then failed on every reconcile.
+		{"a password Secret name no Secret can have", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "."}}
+		}, "spec.auth.secretRef.name"},
+		{"a password key no Secret can have", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis", Key: "a key"}}
+		}, "spec.auth.secretRef.key"},
 		// Found by issue 11's review: these were accepted.
 		{"a negative unreachable timeout", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: -5 * time.Second}}

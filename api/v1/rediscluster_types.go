@@ -125,15 +125,17 @@ type AuthSpec struct {
 
 // SecretKeyRef is a key of a Secret in the RedisCluster's namespace.
 type SecretKeyRef struct {
-	// Name of the Secret.
+	// Name of the Secret: a DNS subdomain, as every Secret's name is.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	Name string `json:"name"`
 
-	// Key in the Secret.
+	// Key in the Secret: letters, digits, '-', '_' and '.', as a Secret's keys are.
 	// +kubebuilder:default=password
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
 	Key string `json:"key,omitempty"`
 }

@@ -1,0 +1,140 @@
+//go:build faults
+
+package faults
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// specGenerator makes RedisCluster specs from the CRD's OpenAPI schema, seeded: valid and
+// invalid values, boundary numbers, odd strings, unicode, huge maps (Acto's idea). It knows
+// nothing of our validation rules: it reads the schema and picks values near its edges.
+type specGenerator struct {
+	r    *rand.Rand
+	spec apiextensionsv1.JSONSchemaProps
+}
+
+func newSpecGenerator(root string, seed uint64) (*specGenerator, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "cache.example.com_redisclusters.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		return nil, err
+	}
+	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	return &specGenerator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), spec: schema}, nil
+}
+
+// next is one spec.
+func (g *specGenerator) next() map[string]any {
+	return g.object(g.spec, 0)
+}
+
+func (g *specGenerator) object(s apiextensionsv1.JSONSchemaProps, depth int) map[string]any {
+	out := map[string]any{}
+	for _, name := range slices.Sorted(mapKeys(s.Properties)) {
+		// Required fields mostly there, optional ones now and then, fewer the deeper.
+		want := 0.35 / float64(depth+1)
+		if slices.Contains(s.Required, name) {
+			want = 0.95
+		}
+		if g.r.Float64() < want {
+			out[name] = g.value(s.Properties[name], depth+1)
+		}
+	}
+	return out
+}
+
+func (g *specGenerator) value(s apiextensionsv1.JSONSchemaProps, depth int) any {
+	switch {
+	case s.XIntOrString:
+		return g.pick("1Gi", "100Mi", "0", "-1", "1.5", "abc", "1e3", 2, -3, "9999999Ti")
+	case s.Type == "integer" || s.Type == "number":
+		return g.number(s)
+	case s.Type == "boolean":
+		return g.r.IntN(2) == 0
+	case s.Type == "string":
+		return g.string(s)
+	case s.Type == "array":
+		if s.Items == nil || s.Items.Schema == nil || depth > 4 {
+			return []any{}
+		}
+		items := make([]any, g.r.IntN(3))
+		for i := range items {
+			items[i] = g.value(*s.Items.Schema, depth+1)
+		}
+		return items
+	case s.Type == "object" && s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil:
+		return g.stringMap(*s.AdditionalProperties.Schema, depth)
+	case s.Type == "object" && depth <= 4:
+		return g.object(s, depth)
+	}
+	return map[string]any{}
+}
+
+func (g *specGenerator) number(s apiextensionsv1.JSONSchemaProps) any {
+	candidates := []int64{0, 1, 2, 3, -1, 7, 1 << 31, -(1 << 31), 1<<63 - 1}
+	if s.Minimum != nil {
+		m := int64(*s.Minimum)
+		candidates = append(candidates, m-1, m, m, m+1)
+	}
+	if s.Maximum != nil {
+		m := int64(*s.Maximum)
+		candidates = append(candidates, m-1, m, m+1)
+	}
+	return candidates[g.r.IntN(len(candidates))]
+}
+
+func (g *specGenerator) string(s apiextensionsv1.JSONSchemaProps) any {
+	if len(s.Enum) > 0 && g.r.IntN(4) > 0 {
+		var v any
+		_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
+		return v
+	}
+	if s.Format == "duration" {
+		return g.pick("5s", "1s", "0s", "-1s", "100ms", "1h", "2562047h", "abc", "")
+	}
+	return g.pick("", "a", "7.2", "6.2", "7.0", "5.0", "latest", "redis:7.2", "registry.example.com/redis@sha256:abc",
+		"has space", "line\nbreak", "日本語🙂", "Ünïcödé", strings.Repeat("x", 300), strings.Repeat("é", 70), "key", "value",
+		"app", "kubernetes.io/hostname", "Exists", "NoSchedule", "-", ".", "0", "10", "1gb", "allkeys-lru")
+}
+
+// stringMap is a map of a few keys (redis.conf directives, odd keys), or now and then a huge one.
+func (g *specGenerator) stringMap(valueSchema apiextensionsv1.JSONSchemaProps, depth int) map[string]any {
+	n := g.r.IntN(4)
+	if g.r.IntN(10) == 0 {
+		n = 70
+	}
+	out := map[string]any{}
+	for i := range n {
+		key := g.pick("maxmemory", "maxmemory-policy", "timeout", "hz", "appendonly", "loadmodule", "replicaof",
+			"min-replicas-to-write", "Bad Key", "", "x", "notify-keyspace-events", "app", "kubernetes.io/arch").(string)
+		if n > 4 {
+			key = fmt.Sprintf("key-%d", i)
+		}
+		out[key] = g.value(valueSchema, depth+1)
+	}
+	return out
+}
+
+func (g *specGenerator) pick(values ...any) any { return values[g.r.IntN(len(values))] }
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
