@@ -149,7 +149,26 @@ type phase struct {
 	name   string
 	reason string
 	run    func(context.Context, *cachev1.RedisCluster, *reconcileState) error
+	// kind says what else may run when this phase fails.
+	kind phaseKind
 }
+
+// phaseKind sorts the phases by what a failure stops.
+type phaseKind int
+
+const (
+	// prerequisite: nothing after it can run without it (the password).
+	prerequisite phaseKind = iota
+	// appliesChild: it applies a child. When it fails (the API server refuses what the spec asks
+	// for), the other children and the rollout wait for a spec that can be applied, but the
+	// phases that keep Redis served still run: a refused spec must not leave the cluster
+	// without failover.
+	appliesChild
+	// servesRedis: it observes the nodes, or keeps them one primary and its replicas.
+	servesRedis
+	// rollout: it moves pods to the applied spec.
+	rollout
+)
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters/status,verbs=patch
@@ -177,23 +196,39 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
 	state.childrenKnown = r.clusterState(rc).children.unchanged(rc.ResourceVersion)
 	phases := []phase{
-		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets},
-		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap},
-		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices},
-		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget},
-		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet},
-		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes},
-		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords},
-		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover},
-		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout},
-		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels},
+		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
+		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
+		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
+		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
+		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
+		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
+		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
+		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
+		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
+		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
 	}
+	var failedKind phaseKind
 	for _, p := range phases {
-		if err := p.run(ctx, rc, state); err != nil {
-			state.err = asPhaseError(p, err)
-			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, state.err.reason, p.name, "%s", state.err.Error())
+		if state.err != nil {
+			if failedKind != appliesChild {
+				break
+			}
+			if p.kind != servesRedis {
+				continue
+			}
+		}
+		err := p.run(ctx, rc, state)
+		if err == nil {
+			continue
+		}
+		perr := asPhaseError(p, err)
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
+		if state.err != nil {
+			// Redis could not be served after a child failed: the status keeps the first
+			// failure, this one has its Event.
 			break
 		}
+		state.err, failedKind = perr, p.kind
 	}
 
 	r.recordChildEvents(rc, state)

@@ -383,3 +383,32 @@ func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *test
 		require.NoError(t, after.Get(context.Background(), k).Err(), "%s on %s", k, rc.Status.Primary)
 	}
 }
+
+func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {
+	// Given a ready cluster whose spec then asks for a pod the API server refuses (a
+	// toleration with a value but no key must use the operator Exists): the CRD takes it
+	ns, rc, node := readyCluster(t)
+	old := rc.Status.Primary
+	patch := client.MergeFrom(rc.DeepCopy())
+	rc.Spec.Tolerations = []corev1.Toleration{{Value: "x"}}
+	require.NoError(t, k8sClient.Patch(context.Background(), rc, patch))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		degraded := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionDegraded)
+		require.NotNil(c, degraded)
+		assert.Equal(c, cachev1.ReasonApplyFailed, degraded.Reason)
+		assert.Contains(c, degraded.Message, "tolerations")
+	}, waitFor, tick)
+
+	// When the primary's Redis dies
+	node.Server(old).Kill()
+
+	// Then a replica still replaces it, and the pods' labels follow, while the spec stays refused
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getRC(c, rc)
+		assert.NotEqual(c, old, got.Status.Primary)
+		assert.Equal(c, []string{got.Status.Primary}, podsByRole(c, ns)["primary"])
+		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+		require.NotNil(c, degraded)
+		assert.Equal(c, cachev1.ReasonApplyFailed, degraded.Reason)
+	}, waitFor, tick)
+}
