@@ -240,7 +240,8 @@ $(ENVTEST_BIN)/kube-apiserver: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 
 $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-	$(ENVTEST_BIN)/kubectl version --client | grep -q '$(K8S_VERSION)'
+	# grep reads all of it: with -q it would stop at the match, and kubectl, cut off, fails the pipe (pipefail).
+	$(ENVTEST_BIN)/kubectl version --client | grep '$(K8S_VERSION)' >/dev/null
 
 .PHONY: olm
 olm: $(OLM_DIR)/olm ## Build OLM's olm and catalog operators ($(OLM_VERSION)) and copy its CRDs into bin/olm.

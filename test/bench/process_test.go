@@ -18,7 +18,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -140,6 +142,16 @@ func (p *operatorProcess) logTail() string {
 		raw = raw[len(raw)-4000:]
 	}
 	return string(raw)
+}
+
+// apiServer starts kube-apiserver and etcd for a benchmark, until it ends, and a client of them.
+func apiServer(b *testing.B) (*rest.Config, client.Client) {
+	env, cfg, err := testenv.Start()
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(b, err)
+	return cfg, c
 }
 
 // freeAddr is a loopback address with a port nothing listens on.

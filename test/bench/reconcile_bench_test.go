@@ -66,11 +66,7 @@ const (
 // The operator runs with its production defaults (workers, client QPS and burst).
 func BenchmarkReconcile500(b *testing.B) {
 	log.SetLogger(logr.Discard()) // the operator's logs would drown the figures
-	env, cfg, err := testenv.Start()
-	require.NoError(b, err)
-	defer func() { _ = env.Stop() }()
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
-	require.NoError(b, err)
+	cfg, c := apiServer(b)
 	ctx := context.Background()
 
 	for range b.N {

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -31,11 +30,7 @@ const (
 // nodes each (Kubernetes objects only: no pods run, so no Redis is checked) and reports its
 // resident memory, its peak, and its CPU while nothing changes.
 func BenchmarkIdle1000(b *testing.B) {
-	env, cfg, err := testenv.Start()
-	require.NoError(b, err)
-	defer func() { _ = env.Stop() }()
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
-	require.NoError(b, err)
+	cfg, c := apiServer(b)
 	ctx := context.Background()
 
 	for range b.N {
@@ -84,11 +79,7 @@ func BenchmarkIdle1000(b *testing.B) {
 //     StatefulSet from the cache (the cache maps each kind to its resource on every read), the
 //     status computed and compared, and the garbage collector.
 func BenchmarkHealthCheck100x3(b *testing.B) {
-	env, cfg, err := testenv.Start()
-	require.NoError(b, err)
-	defer func() { _ = env.Stop() }()
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
-	require.NoError(b, err)
+	cfg, c := apiServer(b)
 	ctx := context.Background()
 
 	for range b.N {
