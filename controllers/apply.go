@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -38,43 +37,6 @@ type child[T client.Object, A runtime.ApplyConfiguration] struct {
 	reader client.Reader
 	// missing says the caller knows the object does not exist yet: it is applied unread.
 	missing bool
-	// inputs names everything desired was built from (the RedisCluster's resourceVersion, and
-	// a fingerprint of the password for the auth Secret): while they and the live object are
-	// unchanged, so is the comparison, and desired need not even be encoded.
-	inputs string
-}
-
-// applied remembers, per child, the live object's resourceVersion and the desired
-// configuration last found matching it. While neither changes, the child is known to match
-// without extracting its owned fields again: the health check reconciles every RedisCluster
-// every second, and that extraction was most of the operator's CPU (see BenchmarkHealthCheck100x3).
-type applied struct {
-	mu       sync.Mutex
-	children map[string]appliedChild
-}
-
-type appliedChild struct {
-	resourceVersion string
-	desired         [sha256.Size]byte
-	// inputs names what the desired configuration was built from (see child.inputs).
-	inputs string
-}
-
-// lookup returns what the child under key last matched.
-func (a *applied) lookup(key string) (appliedChild, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	got, ok := a.children[key]
-	return got, ok
-}
-
-func (a *applied) remember(key string, c appliedChild) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.children == nil {
-		a.children = map[string]appliedChild{}
-	}
-	a.children[key] = c
 }
 
 // childrenSeen says whether a RedisCluster's children (those built from the RedisCluster
@@ -121,10 +83,8 @@ func (c *childrenSeen) changed() {
 // apply applies the desired configuration of a child only when the live object lacks
 // it: when the object is missing, or when what our field manager owns differs from what we
 // want (another writer took a field over, or the spec changed). A converged child costs no
-// write, and a manual edit of a field we own is put back with forced ownership. memo, under
-// key, skips the comparison when neither the live object nor the desired one changed since
-// they last matched.
-func (ch child[T, A]) apply(ctx context.Context, c client.Client, memo *applied, key string) (applyResult, error) {
+// write, and a manual edit of a field we own is put back with forced ownership.
+func (ch child[T, A]) apply(ctx context.Context, c client.Client) (applyResult, error) {
 	result := updated
 	var reader client.Reader = c
 	if ch.reader != nil {
@@ -136,25 +96,11 @@ func (ch child[T, A]) apply(ctx context.Context, c client.Client, memo *applied,
 	} else {
 		err = reader.Get(ctx, ch.name, ch.live)
 	}
-	last, known := memo.lookup(key)
-	known = known && err == nil && last.resourceVersion == ch.live.GetResourceVersion()
-	if known && ch.inputs != "" && last.inputs == ch.inputs {
-		return unchanged, nil
-	}
-	desiredJSON, jsonErr := json.Marshal(ch.desired)
-	if jsonErr != nil {
-		return unchanged, fmt.Errorf("encoding apply configuration: %w", jsonErr)
-	}
-	desiredSum := sha256.Sum256(desiredJSON)
-	matched := appliedChild{resourceVersion: ch.live.GetResourceVersion(), desired: desiredSum, inputs: ch.inputs}
 	switch {
 	case apierrors.IsNotFound(err):
 		result = created
 	case err != nil:
 		return unchanged, fmt.Errorf("reading: %w", err)
-	case known && last.desired == desiredSum:
-		memo.remember(key, matched)
-		return unchanged, nil
 	default:
 		owned, err := ch.extract(ch.live, FieldOwner)
 		if err != nil {
@@ -165,7 +111,6 @@ func (ch child[T, A]) apply(ctx context.Context, c client.Client, memo *applied,
 			return unchanged, err
 		}
 		if same {
-			memo.remember(key, matched)
 			return unchanged, nil
 		}
 	}

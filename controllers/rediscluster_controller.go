@@ -83,8 +83,6 @@ func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.Na
 // clusterState is what the reconciler remembers of one RedisCluster between reconciles.
 type clusterState struct {
 	downtime topology.Downtime
-	// applied is what the children were last found to match.
-	applied applied
 	// children says whether the children need comparing with the spec at all.
 	children childrenSeen
 	mu       sync.Mutex
@@ -266,7 +264,6 @@ func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cac
 	desired := resources.DesiredConfigMap(rc)
 	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
-		inputs: rc.ResourceVersion,
 	})
 }
 
@@ -283,7 +280,6 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 	} {
 		err := r.applyChild(ctx, rc, state, "Service", child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Service{}, extract: corev1ac.ExtractService,
-			inputs: rc.ResourceVersion,
 		})
 		if err != nil {
 			return err
@@ -301,7 +297,6 @@ func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Contex
 	desired := resources.DesiredPodDisruptionBudget(rc)
 	return r.applyChild(ctx, rc, state, "PodDisruptionBudget", child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &policyv1.PodDisruptionBudget{}, extract: policyv1ac.ExtractPodDisruptionBudget,
-		inputs: rc.ResourceVersion,
 	})
 }
 
@@ -324,7 +319,6 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 	}
 	err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
-		inputs: rc.ResourceVersion,
 	})
 	if err != nil {
 		return err
@@ -351,10 +345,10 @@ func statefulSetReplicas(rc *cachev1.RedisCluster) int32 {
 // changed or why it could not.
 func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
 	kind string, ch interface {
-		apply(ctx context.Context, c client.Client, memo *applied, key string) (applyResult, error)
+		apply(context.Context, client.Client) (applyResult, error)
 		objectName() string
 	}) error {
-	result, err := ch.apply(ctx, r.Client, &r.clusterState(rc).applied, kind+"/"+ch.objectName())
+	result, err := ch.apply(ctx, r.Client)
 	if err != nil {
 		return fmt.Errorf("applying %s %s: %w", kind, ch.objectName(), err)
 	}

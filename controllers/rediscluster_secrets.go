@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -87,7 +86,6 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		reader: r.APIReader,
 		// A password that did not exist a moment ago is in no password file yet.
 		missing: generated,
-		inputs:  rc.ResourceVersion + "/" + fmt.Sprintf("%x", sha256.Sum256([]byte(password))),
 	})
 	if err != nil {
 		return err
