@@ -148,19 +148,26 @@ func TestNodesNoLongerHeldAreClosed(t *testing.T) {
 	assert.Zero(t, pool.Held())
 }
 
-func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
+// heldAndChecked starts a node, holds it in a new pool and checks it once.
+func heldAndChecked(t *testing.T) (*redistest.Server, *redis.Pool[string], redis.Dialer) {
+	t.Helper()
 	s := startServer(t)
 	pool := redis.NewPool(redis.Options{}, func(string) {})
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	dial := pool.Hold("rc", password, []string{s.Addr()})
 	_, err := dial(s.Addr()).Replication(context.Background())
 	require.NoError(t, err)
+	return s, pool, dial
+}
+
+func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
+	s, pool, dial := heldAndChecked(t)
 
 	// When the node's password changes under the held connection, which stays logged in
 	require.NoError(t, dial(s.Addr()).SetPassword(context.Background(), "new-password"))
 
 	// Then the next check through it says the node refuses the password
-	_, err = dial(s.Addr()).Replication(context.Background())
+	_, err := dial(s.Addr()).Replication(context.Background())
 	require.ErrorIs(t, err, redis.ErrAuth)
 
 	// and a Hold with the new password logs in with it
@@ -171,16 +178,11 @@ func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
 }
 
 func TestAHeldNodeThatIsBackAnswersTheNextCheck(t *testing.T) {
-	s := startServer(t)
-	pool := redis.NewPool(redis.Options{}, func(string) {})
-	defer pool.Close()
-	dial := pool.Hold("rc", password, []string{s.Addr()})
-	_, err := dial(s.Addr()).Replication(context.Background())
-	require.NoError(t, err)
+	s, _, dial := heldAndChecked(t)
 
 	// When the node dies, a check says nothing listens there
 	s.Kill()
-	_, err = dial(s.Addr()).Replication(context.Background())
+	_, err := dial(s.Addr()).Replication(context.Background())
 	require.ErrorIs(t, err, redis.ErrRefused)
 
 	// and when it is back, the very next check reaches it (go-redis alone would repeat the
