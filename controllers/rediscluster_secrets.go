@@ -50,11 +50,19 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	cs.mu.Lock()
 	creds := cs.creds
 	cs.mu.Unlock()
+	keep := func(c credentials) {
+		cs.mu.Lock()
+		cs.creds = c
+		cs.mu.Unlock()
+		state.creds = c
+	}
 	resync := r.SecretResync
 	if resync == 0 {
 		resync = DefaultSecretResync
 	}
-	if creds.password != "" && creds.generation == rc.Generation && time.Since(creds.syncedAt) < resync {
+	// inHand is a password read for this generation of the spec.
+	inHand := creds.password != "" && creds.generation == rc.Generation
+	if inHand && time.Since(creds.syncedAt) < resync {
 		state.creds = creds
 		return nil
 	}
@@ -65,16 +73,13 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if errors.Is(err, errSecret) {
 		return failed(cachev1.ReasonSecretNotFound, err)
 	}
-	if err != nil && creds.password != "" && creds.generation == rc.Generation {
+	if err != nil && inHand {
 		// The API server does not answer (its etcd may be down): go on with the password the
-		// nodes have, so that Redis is still looked after, and read it again next time.
-		// Next time in a resync period, not at every health check.
+		// nodes have, so that Redis is still looked after, and read it again a resync period
+		// later, not at every health check.
 		log.FromContext(ctx).Info("Could not read the password Secret again; using the one read before", "error", err.Error())
 		creds.syncedAt = time.Now()
-		cs.mu.Lock()
-		cs.creds = creds
-		cs.mu.Unlock()
-		state.creds = creds
+		keep(creds)
 		return nil
 	}
 	if err != nil {
@@ -94,11 +99,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if creds.password != "" && creds.password != password {
 		previous = creds.password
 	}
-	creds = credentials{password: password, previous: previous, generation: rc.Generation, syncedAt: time.Now()}
-	cs.mu.Lock()
-	cs.creds = creds
-	cs.mu.Unlock()
-	state.creds = creds
+	keep(credentials{password: password, previous: previous, generation: rc.Generation, syncedAt: time.Now()})
 	return nil
 }
 
