@@ -408,9 +408,17 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick)
 	assert.Equal(t, before, podRestarts(t, ns), "the upgrade restarted no Redis pod")
 
-	// The operator's log, through the API server as a user reads it, says which version runs
-	logs := kubectl(t, "-n", ns, "logs", "deployment/redis-operator-controller-manager", "--tail=-1")
-	assert.Contains(t, logs, `"version":"0.2.0"`)
+	// The operator's log, through the API server as a user reads it, says which version runs.
+	// Read until it answers: right after an upgrade OLM may roll the Deployment once more (the
+	// new CSV goes back to Pending, RequirementsNotMet, while the ServiceAccount still names the
+	// old CSV as its owner, a race OLM mends by itself), and kubectl logs can pick the pod
+	// being replaced.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		logs, err := cluster.KubectlOutput("-n", ns, "logs", "deployment/redis-operator-controller-manager", "--tail=-1")
+		require.NoError(c, err, logs)
+		assert.Contains(c, logs, `"version":"0.2.0"`)
+	}, waitFor, tick, "the operator's log names the version that runs")
+	waitCSV(t, ns, pkg+".v0.2.0")
 
 	// The scorecard passes every test, run as operator-sdk scorecard runs them: a pod each
 	scorecard := runMake(t, "scorecard-run", "SCORECARD_NAMESPACE="+ns)
