@@ -31,6 +31,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -309,7 +310,7 @@ func TestConvergedReconcileWritesNothing(t *testing.T) {
 		Client:    op.mgr.GetClient(),
 		APIReader: op.mgr.GetAPIReader(),
 		Recorder:  op.mgr.GetEventRecorder("idempotency-test"),
-		Dial:      operator.RedisDialer(time.Second),
+		Dial:      operator.RedisDialer(redis.Options{Timeout: time.Second}),
 	}
 	time.Sleep(3 * controllers.DefaultCheckInterval)
 	for range 5 {

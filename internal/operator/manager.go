@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -80,6 +81,9 @@ type Options struct {
 	SecretResync time.Duration
 	// RedisTimeout bounds each Redis command; a node that does not answer within it is unreachable.
 	RedisTimeout time.Duration
+	// RedisHook sees every dial and command the operator sends to Redis (nil in production; the
+	// fault suite crashes the operator after a chosen write with it).
+	RedisHook goredis.Hook
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
 	SkipNameValidation bool
 }
@@ -102,10 +106,11 @@ func durationOrNil(d time.Duration) *time.Duration {
 	return &d
 }
 
-// RedisDialer connects to Redis nodes with the given per-command timeout.
-func RedisDialer(timeout time.Duration) func(password string) redis.Dialer {
+// RedisDialer connects to Redis nodes with these options and a password.
+func RedisDialer(opts redis.Options) func(password string) redis.Dialer {
 	return func(password string) redis.Dialer {
-		return redis.NewDialer(redis.Options{Password: password, Timeout: timeout})
+		opts.Password = password
+		return redis.NewDialer(opts)
 	}
 }
 
@@ -173,15 +178,16 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
+	redisOpts := redis.Options{Timeout: opts.RedisTimeout, Hook: opts.RedisHook}
 	reconciler := &controllers.RedisClusterReconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Recorder:      mgr.GetEventRecorder("rediscluster-controller"),
-		Dial:          RedisDialer(opts.RedisTimeout),
+		Dial:          RedisDialer(redisOpts),
 		CheckInterval: opts.CheckInterval,
 		SecretResync:  opts.SecretResync,
 	}
-	reconciler.Connections = redis.NewPool(redis.Options{Timeout: opts.RedisTimeout}, reconciler.Wake)
+	reconciler.Connections = redis.NewPool(redisOpts, reconciler.Wake)
 	// The connections are opened by reconciles, which only the leader runs, and closed when
 	// the manager stops.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

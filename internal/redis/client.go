@@ -74,6 +74,9 @@ type Options struct {
 	Password string
 	// Timeout bounds dialing, reading and writing: an unanswering node is unreachable after it.
 	Timeout time.Duration
+	// Hook, when set, sees every dial and command to every node (the fault suite stops the
+	// operator right after a chosen write with it).
+	Hook goredis.Hook
 }
 
 // DefaultTimeout is Options.Timeout when it is not set.
@@ -97,7 +100,7 @@ var ConnectionsOpened = prometheus.NewCounter(prometheus.CounterOpts{
 })
 
 func newClient(addr string, opts Options) *goredis.Client {
-	return goredis.NewClient(&goredis.Options{
+	c := goredis.NewClient(&goredis.Options{
 		OnConnect: func(context.Context, *goredis.Conn) error {
 			ConnectionsOpened.Inc()
 			return nil
@@ -117,6 +120,10 @@ func newClient(addr string, opts Options) *goredis.Client {
 		DisableIdentity:    true, // no CLIENT SETINFO round trips
 		Protocol:           2,
 	})
+	if opts.Hook != nil {
+		c.AddHook(opts.Hook)
+	}
+	return c
 }
 
 type node struct {

@@ -1,0 +1,186 @@
+//go:build faults
+
+package faults
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"k8s.io/client-go/rest"
+)
+
+var crashParallel = flag.Int("faults.crash-parallel", 3, "crash points tried at once")
+
+// errCrashed is what every request of a crashed operator gets: from the crash on, it sends
+// nothing to the API server or to Redis, as a process that died would not.
+var errCrashed = errors.New("the operator crashed here (fault suite)")
+
+// crashAfter stands for an operator process that dies right after its limit-th write: a
+// create, update, patch or delete the API server carried out, or a Redis command that changes
+// a node (REPLICAOF, CONFIG SET, CLIENT PAUSE/UNPAUSE/KILL, FAILOVER). From then on nothing it
+// sends goes out. With limit 0 it never crashes and only lists its writes.
+type crashAfter struct {
+	limit   int
+	crashed chan struct{}
+
+	mu        sync.Mutex
+	writes    []string
+	lastWrite time.Time
+	dead      bool
+}
+
+func newCrashAfter(limit int) *crashAfter {
+	return &crashAfter{limit: limit, crashed: make(chan struct{}), lastWrite: time.Now()}
+}
+
+func (c *crashAfter) isDead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+// wrote records a write that took effect, and dies if it was the limit-th.
+func (c *crashAfter) wrote(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return
+	}
+	c.writes = append(c.writes, what)
+	c.lastWrite = time.Now()
+	if len(c.writes) == c.limit {
+		c.dead = true
+		close(c.crashed)
+	}
+}
+
+// Writes are the writes so far, in order.
+func (c *crashAfter) Writes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.writes...)
+}
+
+func (c *crashAfter) quietFor() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.lastWrite)
+}
+
+// wrap returns a copy of cfg whose requests go through c: refused once dead, and counted when
+// they are writes the API server carried out.
+func (c *crashAfter) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if c.isDead() {
+				return nil, errCrashed
+			}
+			resp, err := rt.RoundTrip(req)
+			switch req.Method {
+			case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+				if err == nil && resp.StatusCode < 300 {
+					c.wrote(req.Method + " " + objectPath(req.URL.Path))
+				}
+			}
+			return resp, err
+		})
+	})
+	return cfg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// objectPath is the part of a request path after the namespace: "pods/sessions-0",
+// "redisclusters/sessions/status", "events".
+func objectPath(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			return strings.Join(parts[i+2:], "/")
+		}
+	}
+	return path
+}
+
+// redisHook is c as a go-redis hook, for the operator's Redis clients.
+type redisHook struct{ c *crashAfter }
+
+func (h redisHook) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if h.c.isDead() {
+			return nil, errCrashed
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (h redisHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if h.c.isDead() {
+			cmd.SetErr(errCrashed)
+			return errCrashed
+		}
+		err := next(ctx, cmd)
+		if what := redisWrite(cmd); what != "" && err == nil {
+			h.c.wrote(what)
+		}
+		return err
+	}
+}
+
+func (h redisHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if h.c.isDead() {
+			for _, cmd := range cmds {
+				cmd.SetErr(errCrashed)
+			}
+			return errCrashed
+		}
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if what := redisWrite(cmd); what != "" && cmd.Err() == nil {
+				h.c.wrote(what)
+			}
+		}
+		return err
+	}
+}
+
+// redisWrite names a command that changes a node ("" for reads), without its secret values:
+// "redis REPLICAOF 127.0.0.7 6379", "redis CONFIG SET requirepass".
+func redisWrite(cmd goredis.Cmder) string {
+	args := cmd.Args()
+	word := func(i int) string {
+		if i < len(args) {
+			return strings.ToUpper(fmt.Sprint(args[i]))
+		}
+		return ""
+	}
+	switch cmd.Name() {
+	case "replicaof", "slaveof":
+		return strings.TrimSpace("redis REPLICAOF " + word(1) + " " + word(2))
+	case "failover":
+		return "redis FAILOVER"
+	case "config":
+		if word(1) == "SET" {
+			return "redis CONFIG SET " + strings.ToLower(word(2))
+		}
+	case "client":
+		switch word(1) {
+		case "PAUSE", "UNPAUSE", "KILL":
+			return "redis CLIENT " + word(1)
+		}
+	}
+	return ""
+}
