@@ -37,6 +37,8 @@ type child[T client.Object, A runtime.ApplyConfiguration] struct {
 	reader client.Reader
 	// missing says the caller knows the object does not exist yet: it is applied unread.
 	missing bool
+	// read says the caller has just read the object into live: it is not read again.
+	read bool
 }
 
 // childrenSeen says whether a RedisCluster's children (those built from the RedisCluster
@@ -91,9 +93,10 @@ func (ch child[T, A]) apply(ctx context.Context, c client.Client) (applyResult, 
 		reader = ch.reader
 	}
 	var err error
-	if ch.missing {
+	switch {
+	case ch.missing:
 		err = apierrors.NewNotFound(schema.GroupResource{}, ch.name.Name)
-	} else {
+	case !ch.read:
 		err = reader.Get(ctx, ch.name, ch.live)
 	}
 	switch {

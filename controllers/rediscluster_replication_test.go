@@ -281,6 +281,77 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 	}
 }
 
+// Found by the fault suite (crash at every write, password change): an operator that starts
+// after the password Secret changed, or restarts after writing the new password file but before
+// giving the nodes the new password, knew no password the running nodes take, and left the
+// RedisCluster AuthenticationFailed for good. The old password is now kept in a Secret before
+// the file changes.
+func TestAPasswordChangedWhileTheOperatorWasAwayReachesTheNodes(t *testing.T) {
+	const first, second = "first-password-28c4", "second-password-b61f"
+	ns := newNamespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+	rc := testenv.RedisCluster(ns, "sessions", 2)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	node := runLocalNode(t, ns)
+	before := startOperator(t, adminCfg, ns)
+	eventuallyReady(t, rc)
+
+	// Given an operator that wrote the new password file, and stopped before the nodes had the
+	// new password (played by a stopped operator, the Secret changed, and the file written)
+	before.stop()
+	secret.Data["password"] = []byte(second)
+	require.NoError(t, k8sClient.Update(context.Background(), secret))
+	previous := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sessions-auth-previous", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
+	require.NoError(t, k8sClient.Create(context.Background(), previous))
+	conf := &corev1.Secret{}
+	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-auth-conf"), conf))
+	conf.Data["auth.conf"] = []byte(resources.AuthConf(second))
+	require.NoError(t, k8sClient.Update(context.Background(), conf))
+
+	// When a new operator process starts
+	startOperator(t, adminCfg, ns)
+
+	// Then every node takes the new password, and the RedisCluster is Ready
+	for _, pod := range []string{"sessions-0", "sessions-1"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, redisClient(t, node, pod, second).Ping(context.Background()).Err())
+		}, waitFor, tick, pod)
+	}
+	eventuallyReady(t, rc)
+}
+
+// The same, when the operator was away as the Secret changed: it keeps the old password itself
+// before writing the new file.
+func TestAPasswordChangedWhileNoOperatorRanReachesTheNodes(t *testing.T) {
+	const first, second = "first-password-4a0e", "second-password-7d93"
+	ns := newNamespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+	rc := testenv.RedisCluster(ns, "sessions", 2)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	node := runLocalNode(t, ns)
+	before := startOperator(t, adminCfg, ns)
+	eventuallyReady(t, rc)
+	before.stop()
+
+	// When the Secret changes with no operator running, and one starts
+	secret.Data["password"] = []byte(second)
+	require.NoError(t, k8sClient.Update(context.Background(), secret))
+	startOperator(t, adminCfg, ns)
+
+	// Then every node takes the new password, and the old one is kept where a restart finds it
+	for _, pod := range []string{"sessions-0", "sessions-1"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, redisClient(t, node, pod, second).Ping(context.Background()).Err())
+		}, waitFor, tick, pod)
+	}
+	eventuallyReady(t, rc)
+	assert.Equal(t, first, secretValue(t, ns, "sessions-auth-previous", "password"))
+}
+
 func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
 	// Given a ready cluster, and then an operator whose periodic check would not come for an hour
 	ns := newNamespace(t)

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -85,22 +86,63 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
+	// The nodes' password file as it is. A password that did not exist a moment ago is in no
+	// password file yet.
+	authConf := &corev1.Secret{}
+	found := false
+	if !generated {
+		switch err := r.APIReader.Get(readCtx, nameOf(rc, resources.AuthConfSecretName(rc)), authConf); {
+		case err == nil:
+			found = true
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading Secret %s: %w", resources.AuthConfSecretName(rc), err)
+		}
+	}
+	previous := creds.previous
+	if old, ok := resources.PasswordInAuthConf(string(authConf.Data[resources.AuthConfKey])); ok && old != password {
+		// The password changed: the running nodes have the old one until they are given the
+		// new one. It is kept in a Secret before their file changes, so that an operator that
+		// restarts in between can still log in to them.
+		if err := r.Apply(ctx, resources.DesiredPreviousPasswordSecret(rc, old), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return failed(cachev1.ReasonApplyFailed, fmt.Errorf("keeping the previous password in Secret %s: %w", resources.PreviousPasswordSecretName(rc), err))
+		}
+		previous = old
+	}
 	desired := resources.DesiredAuthConfSecret(rc, password)
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Secret{}, extract: corev1ac.ExtractSecret,
-		reader: r.APIReader,
-		// A password that did not exist a moment ago is in no password file yet.
-		missing: generated,
+		desired: desired, name: nameOf(rc, *desired.Name), live: authConf, extract: corev1ac.ExtractSecret,
+		read: found, missing: !found,
 	})
 	if err != nil {
 		return err
 	}
-	previous := creds.previous
-	if creds.password != "" && creds.password != password {
-		previous = creds.password
-	}
 	keep(credentials{password: password, previous: previous, generation: rc.Generation, syncedAt: time.Now()})
 	return nil
+}
+
+// previousPassword is the password the nodes had before the last change: kept in memory since
+// this operator saw the change, or read from where it was kept when the change happened
+// before (another operator process, or this one before a restart). Empty when there is none.
+func (r *RedisClusterReconciler) previousPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (string, error) {
+	if state.creds.previous != "" {
+		return state.creds.previous, nil
+	}
+	secret := &corev1.Secret{}
+	switch err := r.APIReader.Get(ctx, nameOf(rc, resources.PreviousPasswordSecretName(rc)), secret); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading Secret %s: %w", resources.PreviousPasswordSecretName(rc), err)
+	}
+	previous := string(secret.Data[resources.PasswordKey])
+	cs := r.clusterState(rc)
+	cs.mu.Lock()
+	if cs.creds.password == state.creds.password {
+		cs.creds.previous = previous
+	}
+	cs.mu.Unlock()
+	state.creds.previous = previous
+	return previous, nil
 }
 
 // readPassword reads the password from its Secret. Without spec.auth it creates the Secret
@@ -162,8 +204,12 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 	if len(refused) == 0 {
 		return nil
 	}
-	if state.creds.previous != "" {
-		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(state.creds.previous))
+	previous, err := r.previousPassword(ctx, rc, state)
+	if err != nil {
+		return err
+	}
+	if previous != "" {
+		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(previous))
 		for _, node := range rotated {
 			r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
 				"%s now takes the password from Secret %s", node, passwordSecretName(rc))

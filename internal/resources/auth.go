@@ -2,6 +2,7 @@ package resources
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -26,6 +27,10 @@ func PasswordSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-au
 
 // AuthConfSecretName names the Secret holding the password file Redis includes.
 func AuthConfSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-auth-conf" }
+
+// PreviousPasswordSecretName names the Secret holding the password the nodes had before the
+// last change, kept until they all take the new one.
+func PreviousPasswordSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-auth-previous" }
 
 // PasswordSource is the Secret and key the password is read from.
 func PasswordSource(rc *cachev1.RedisCluster) (name, key string) {
@@ -80,6 +85,36 @@ func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string) *corev1ac.
 		WithOwnerReferences(ownerReference(rc)).
 		WithType(corev1.SecretTypeOpaque).
 		WithData(map[string][]byte{AuthConfKey: []byte(AuthConf(password))})
+}
+
+// DesiredPreviousPasswordSecret keeps the password the nodes had before a change, written
+// before their password file changes: running nodes keep the old password until they are given
+// the new one, and an operator that restarts in between must still be able to log in to them.
+// It is not mounted into any pod.
+func DesiredPreviousPasswordSecret(rc *cachev1.RedisCluster, password string) *corev1ac.SecretApplyConfiguration {
+	return corev1ac.Secret(PreviousPasswordSecretName(rc), rc.Namespace).
+		WithLabels(Labels(rc)).
+		WithOwnerReferences(ownerReference(rc)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{PasswordKey: []byte(password)})
+}
+
+// PasswordInAuthConf is the password an AuthConf file sets; false when conf is not one.
+func PasswordInAuthConf(conf string) (string, bool) {
+	line, _, _ := strings.Cut(conf, "\n")
+	quoted, ok := strings.CutPrefix(line, "requirepass ")
+	if !ok || len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' || (len(quoted)-2)%4 != 0 {
+		return "", false
+	}
+	var out []byte
+	for esc := quoted[1 : len(quoted)-1]; esc != ""; esc = esc[4:] {
+		b, err := hex.DecodeString(esc[2:4])
+		if esc[:2] != `\x` || err != nil {
+			return "", false
+		}
+		out = append(out, b...)
+	}
+	return string(out), true
 }
 
 // AuthConf is the redis.conf fragment that sets the password: requirepass for clients and

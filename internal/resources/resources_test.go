@@ -149,6 +149,18 @@ func TestAuthConfEscapesEveryByte(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(conf, "\n"), "a password cannot add a line")
 }
 
+func TestPasswordInAuthConfReadsWhatAuthConfWrote(t *testing.T) {
+	for _, password := range []string{"a\"b \n\\c", "plain", "ünïcode \x00 byte"} {
+		got, ok := resources.PasswordInAuthConf(resources.AuthConf(password))
+		assert.True(t, ok, "%q", password)
+		assert.Equal(t, password, got)
+	}
+	for _, conf := range []string{"", "requirepass plain\n", `requirepass "\x6"`, `requirepass "\xzz"`, "masterauth \"\\x61\"\n"} {
+		_, ok := resources.PasswordInAuthConf(conf)
+		assert.False(t, ok, "%q is not a password file", conf)
+	}
+}
+
 func TestRandomPassword(t *testing.T) {
 	a, b := resources.RandomPassword(), resources.RandomPassword()
 	assert.Len(t, a, 32)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/operator"
@@ -68,7 +70,11 @@ type scenario struct {
 // (kube-apiserver, etcd, redis-server processes) except the StatefulSet controller and the
 // kubelet, played by testenv.LocalNode, which keeps running through the crash.
 func TestCrashAtEveryWrite(t *testing.T) {
-	log.SetLogger(logr.Discard())
+	if os.Getenv("TEST_LOGS") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
 	env, cfg, err := testenv.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Stop() })
@@ -154,10 +160,10 @@ func (s *crashSuite) try(t *testing.T, sc scenario, limit int) outcome {
 	if crashed {
 		stop()
 		t.Logf("crashed after write %d: %s", limit, crash.Writes()[limit-1])
-		stop = r.startOperator(t, nil)
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NoError(c, r.converged())
-		}, converge, 100*time.Millisecond, "a fresh operator mends what the crash after %q left", crash.Writes()[limit-1])
+		// A fresh operator mends what the crash left: it converges and stops writing.
+		fresh := newCrashAfter(0)
+		stop = r.startOperator(t, fresh)
+		r.untilCrashOrConverged(t, fresh)
 	}
 	defer stop()
 	w.stop()
@@ -252,6 +258,17 @@ func (r *run) get() (*cachev1.RedisCluster, error) {
 
 // converged: Ready for the current generation, and the scenario's change carried out.
 func (r *run) converged() error {
+	if err := r.ready(); err != nil {
+		return err
+	}
+	if r.sc.done != nil {
+		return r.sc.done(r)
+	}
+	return nil
+}
+
+// ready: Ready for the current generation.
+func (r *run) ready() error {
 	rc, err := r.get()
 	if err != nil {
 		return err
@@ -261,9 +278,6 @@ func (r *run) converged() error {
 	}
 	if !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady) {
 		return fmt.Errorf("not Ready: %v", meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionReady))
-	}
-	if r.sc.done != nil {
-		return r.sc.done(r)
 	}
 	return nil
 }
@@ -374,15 +388,16 @@ func (r *run) checkInvariants(t *testing.T, w *writer) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, r.converged())
-	rc, err := r.get()
-	require.NoError(t, err)
-	pods, err := r.pods()
-	require.NoError(t, err)
-	require.Len(t, pods, int(rc.Spec.Replicas), "pods")
+	var pods []corev1.Pod
 
 	// Exactly one primary, named by the status and the labels; the others replicate from it,
 	// none from the fence. Replicas may still be connecting: checked until they are.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rc, err := r.get()
+		require.NoError(c, err)
+		pods, err = r.pods()
+		require.NoError(c, err)
+		require.Len(c, pods, int(rc.Spec.Replicas), "pods")
 		var primaries []string
 		roles := map[string]string{}
 		for _, p := range pods {
@@ -415,7 +430,7 @@ func (r *run) checkInvariants(t *testing.T, w *writer) {
 	}, 20*time.Second, 200*time.Millisecond)
 
 	// The primary takes a write at once (no pause left on it), and holds every acknowledged one.
-	rc, err = r.get()
+	rc, err := r.get()
 	require.NoError(t, err)
 	rdb, err := r.redis(ctx, podIP(pods, rc.Status.Primary))
 	require.NoError(t, err)
@@ -462,7 +477,7 @@ func crashScenarios() []scenario {
 		stop := r.startOperator(t, nil)
 		defer stop()
 		require.NoError(t, r.suite.admin.Create(context.Background(), r.rc))
-		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, r.converged()) }, converge, 100*time.Millisecond)
+		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, r.ready()) }, converge, 100*time.Millisecond)
 	}
 	patch := func(t *testing.T, r *run, change func(*cachev1.RedisCluster)) {
 		rc, err := r.get()
@@ -513,7 +528,7 @@ func crashScenarios() []scenario {
 				rc, err := r.get()
 				require.NoError(c, err)
 				assert.NotEqual(c, "sessions-0", rc.Status.Primary)
-				assert.NoError(c, r.converged())
+				assert.NoError(c, r.ready())
 			}, converge, 100*time.Millisecond)
 		},
 		when: func(t *testing.T, r *run, w *writer) {
