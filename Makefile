@@ -73,11 +73,18 @@ bench: localcluster build ## Benchmarks that print figures: 500 new RedisCluster
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1
+# FAULTS_FULL=1 is the long run: more generated specs, and each scenario's writes listed and
+# crashed at three times (their order varies with timing).
+ifeq ($(FAULTS_FULL),1)
+FAULTS_COUNT ?= 1000
+FAULTS_CRASH_ROUNDS ?= 3
+endif
 FAULTS_COUNT ?= 150
+FAULTS_CRASH_ROUNDS ?= 1
 
 .PHONY: test-faults
-test-faults: envtest ## Fault suite on its own: RedisClusters from specs generated from the CRD's schema (FAULTS_SEED, FAULTS_COUNT).
-	go test -tags faults ./test/faults/... -count 1 -timeout 20m -v -args -faults.seed=$(FAULTS_SEED) -faults.count=$(FAULTS_COUNT)
+test-faults: envtest ## Fault suite on its own: the operator crashed after each of its writes; specs generated from the CRD's schema (FAULTS_SEED, FAULTS_COUNT, FAULTS_FULL=1).
+	go test -tags faults ./test/faults/... -count 1 -timeout 60m -v -args -faults.seed=$(FAULTS_SEED) -faults.count=$(FAULTS_COUNT) -faults.crash-rounds=$(FAULTS_CRASH_ROUNDS)
 
 .PHONY: bench-failover
 bench-failover: ## Failover time with real redis-server processes: p50 and p95 over 12 rounds.

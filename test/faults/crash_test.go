@@ -17,7 +17,10 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-var crashParallel = flag.Int("faults.crash-parallel", 3, "crash points tried at once")
+var (
+	crashParallel = flag.Int("faults.crash-parallel", 3, "crash points tried at once")
+	crashRounds   = flag.Int("faults.crash-rounds", 1, "times each scenario's writes are listed and crashed at")
+)
 
 // errCrashed is what every request of a crashed operator gets: from the crash on, it sends
 // nothing to the API server or to Redis, as a process that died would not.

@@ -83,38 +83,46 @@ func TestCrashAtEveryWrite(t *testing.T) {
 	suite := &crashSuite{cfg: cfg, admin: admin, slots: make(chan struct{}, *crashParallel)}
 
 	var summary []string
-	var mu sync.Mutex
+	total := 0
 	for _, s := range crashScenarios() {
 		t.Run(s.name, func(t *testing.T) {
-			// The writes the scenario takes, with an operator that does not crash
-			baseline := suite.try(t, s, 0)
-			require.NotEmpty(t, baseline.writes, "the scenario writes nothing")
-			points := len(baseline.writes)
-			var crashedCount, mendedLater int
+			var counted []int
+			var crashedCount, convergedFirst int
 			var countMu sync.Mutex
-			t.Run("crash", func(t *testing.T) {
-				for k := 1; k <= points; k++ {
-					t.Run(strconv.Itoa(k), func(t *testing.T) {
-						t.Parallel()
-						out := suite.try(t, s, k)
-						countMu.Lock()
-						defer countMu.Unlock()
-						if out.crashed {
-							crashedCount++
-						} else {
-							mendedLater++
-						}
-					})
+			// Each round lists the writes again (their order varies a little with timing), then
+			// crashes at each of them.
+			for round := 1; round <= *crashRounds; round++ {
+				// The writes the scenario takes, with an operator that does not crash
+				baseline := suite.try(t, s, 0)
+				require.NotEmpty(t, baseline.writes, "the scenario writes nothing")
+				points := len(baseline.writes)
+				counted = append(counted, points)
+				if round == 1 {
+					t.Logf("%s: %d writes (%s): %s", s.name, points, countKinds(baseline.writes), strings.Join(baseline.writes, "; "))
 				}
-			})
-			// (t.Run returns once its parallel subtests are done)
-			mu.Lock()
-			defer mu.Unlock()
-			summary = append(summary, fmt.Sprintf("%-22s %3d writes (%s); crash points tried %d, crashed at %d, converged before the k-th write %d",
-				s.name, points, countKinds(baseline.writes), points, crashedCount, mendedLater))
+				t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
+					for k := 1; k <= points; k++ {
+						t.Run(strconv.Itoa(k), func(t *testing.T) {
+							t.Parallel()
+							out := suite.try(t, s, k)
+							countMu.Lock()
+							defer countMu.Unlock()
+							if out.crashed {
+								crashedCount++
+							} else {
+								convergedFirst++
+							}
+						})
+					}
+				}) // returns once its parallel subtests are done
+			}
+			tried := crashedCount + convergedFirst
+			total += tried
+			summary = append(summary, fmt.Sprintf("%-24s writes per run %v; crash points tried %d: crashed at %d, converged before the k-th write %d",
+				s.name, counted, tried, crashedCount, convergedFirst))
 		})
 	}
-	fmt.Printf("\ncrash at every write:\n  %s\n", strings.Join(summary, "\n  "))
+	fmt.Printf("\ncrash at every write (%d rounds): %d crash points\n  %s\n", *crashRounds, total, strings.Join(summary, "\n  "))
 }
 
 // countKinds sums writes by kind: "9 API, 4 Redis".
@@ -165,9 +173,6 @@ func (s *crashSuite) try(t *testing.T, sc scenario, limit int) outcome {
 	defer stop()
 	w.stop()
 	r.checkInvariants(t, w)
-	if limit == 0 {
-		t.Logf("writes: %s", strings.Join(crash.Writes(), "; "))
-	}
 	return outcome{writes: crash.Writes(), crashed: crashed}
 }
 

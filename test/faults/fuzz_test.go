@@ -1,8 +1,9 @@
 //go:build faults
 
-// Package faults holds the fault suite that runs on its own (`make test-faults`): specs
-// generated from the CRD's schema. The suite's other faults (hung, killed and cut-off nodes,
-// full restarts, a stopped etcd, a broken Redis config) run with `make test` and `make test-e2e`.
+// Package faults holds the fault suite that runs on its own (`make test-faults`): the operator
+// crashed right after each of its writes (crashpoints_test.go), and specs generated from the
+// CRD's schema (this file). The suite's other faults (hung, killed and cut-off nodes, full
+// restarts, a stopped etcd, a broken Redis config) run with `make test` and `make test-e2e`.
 package faults
 
 import (
