@@ -18,11 +18,13 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,6 +38,13 @@ import (
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
+
+// DefaultMaxRetryDelay caps the back-off after a failed reconcile. Some failures are mended
+// by a change the operator is not told about: it does not watch Secrets, so a password Secret
+// created after its RedisCluster is seen at the next retry. With controller-runtime's cap of
+// 1000s that retry could be 16 minutes away; a RedisCluster that cannot be carried out costs a
+// reconcile a minute.
+const DefaultMaxRetryDelay = time.Minute
 
 // DefaultCheckInterval is how often every RedisCluster's Redis nodes are checked when nothing
 // else triggers a reconcile: the failure detector's period.
@@ -58,6 +67,8 @@ type RedisClusterReconciler struct {
 	CheckInterval time.Duration
 	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
 	SecretResync time.Duration
+	// MaxRetryDelay caps the back-off after a failed reconcile; DefaultMaxRetryDelay when zero.
+	MaxRetryDelay time.Duration
 
 	clusters sync.Map // types.NamespacedName -> *clusterState
 
@@ -395,7 +406,16 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		}))
 	}
+	maxDelay := r.MaxRetryDelay
+	if maxDelay == 0 {
+		maxDelay = DefaultMaxRetryDelay
+	}
 	return b.
+		WithOptions(controller.Options{RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxDelay),
+			// controller-runtime's overall bound, kept: 10 retries a second, bursts of 100.
+			&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		)}).
 		For(&cachev1.RedisCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&appsv1.StatefulSet{}, r.childEvents(mgr)).
 		Watches(&corev1.Service{}, r.childEvents(mgr)).

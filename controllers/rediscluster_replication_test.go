@@ -216,6 +216,36 @@ func TestMissingPasswordSecretIsExplained(t *testing.T) {
 	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "no StatefulSet without a password")
 }
 
+// Secrets are not watched: a password Secret created after its RedisCluster is found at the next
+// retry, and the retries' back-off is capped (a minute by default; controller-runtime's own cap
+// is 16 minutes), so that it is found soon even after the RedisCluster waited long.
+func TestAPasswordSecretCreatedLateIsFoundAtTheCappedRetry(t *testing.T) {
+	const maxRetryDelay = 200 * time.Millisecond
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.MaxRetryDelay = maxRetryDelay })
+	rc := testenv.RedisCluster(ns, "sessions", 1)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "late"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+
+	// Given a RedisCluster whose Secret has been missing for 12s: uncapped, the back-off
+	// would by now be several seconds long
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		degraded := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionDegraded)
+		require.NotNil(c, degraded)
+		assert.Equal(c, cachev1.ReasonSecretNotFound, degraded.Reason)
+	}, waitFor, tick)
+	time.Sleep(12 * time.Second)
+
+	// When the Secret is created
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns}, Data: map[string][]byte{"password": []byte("late-password-51c2")}}
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+
+	// Then the next retry, at most the cap away, finds it and creates the StatefulSet
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, k8sClient.Get(context.Background(), key(ns, "sessions"), &appsv1.StatefulSet{}))
+	}, 10*maxRetryDelay, tick, "the StatefulSet within the capped retry delay")
+}
+
 func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) {
 	const first, second, third = "first-password-1f8d", "second-password-93ac", "third-password-5e0b"
 	ns := newNamespace(t)

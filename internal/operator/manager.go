@@ -79,6 +79,8 @@ type Options struct {
 	CheckInterval time.Duration
 	// SecretResync is how often the password Secret is read again (controllers.DefaultSecretResync when 0).
 	SecretResync time.Duration
+	// MaxRetryDelay caps the back-off after a failed reconcile (controllers.DefaultMaxRetryDelay when 0).
+	MaxRetryDelay time.Duration
 	// RedisTimeout bounds each Redis command; a node that does not answer within it is unreachable.
 	RedisTimeout time.Duration
 	// RedisHook sees every dial and command the operator sends to Redis (nil in production; the
@@ -186,6 +188,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Dial:          RedisDialer(redisOpts),
 		CheckInterval: opts.CheckInterval,
 		SecretResync:  opts.SecretResync,
+		MaxRetryDelay: opts.MaxRetryDelay,
 	}
 	reconciler.Connections = redis.NewPool(redisOpts, reconciler.Wake)
 	// The connections are opened by reconciles, which only the leader runs, and closed when
