@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,6 +102,37 @@ func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 	got := eventuallyReady(t, rc)
 	assert.Len(t, got.Status.Nodes, 3)
 	assert.ElementsMatch(t, []string{"sessions-0", otherReplica(primary)}, podsByRole(t, ns)["replica"])
+}
+
+func TestAHungReplicaLeavesTheReplicasServiceAndReturnsWhenResumed(t *testing.T) {
+	ns, rc, node := readyCluster(t)
+	hung := otherReplica(rc.Status.Primary)
+
+	// When a replica's Redis hangs (its process frozen: it neither answers nor refuses)
+	require.NoError(t, node.Server(hung).Signal(syscall.SIGSTOP))
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = node.Server(hung).Signal(syscall.SIGCONT)
+		}
+	}()
+
+	// Then its pod leaves the replicas Service, the RedisCluster says so, and the primary stays
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotContains(c, podsByRole(c, ns)["replica"], hung)
+		got := getRC(c, rc)
+		assert.Equal(c, rc.Status.Primary, got.Status.Primary)
+		assert.False(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady))
+	}, waitFor, tick)
+
+	// And when it resumes, it serves again
+	require.NoError(t, node.Server(hung).Signal(syscall.SIGCONT))
+	resumed = true
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, podsByRole(c, ns)["replica"], hung)
+	}, waitFor, tick)
+	got := eventuallyReady(t, rc)
+	assert.Equal(t, rc.Status.Primary, got.Status.Primary, "no failover for a hung replica")
 }
 
 func otherReplica(primary string) string {
