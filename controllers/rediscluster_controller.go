@@ -98,6 +98,7 @@ type clusterState struct {
 	children childrenSeen
 	mu       sync.Mutex
 	creds    credentials
+	metrics  clusterMetrics
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -150,6 +151,8 @@ type primaryMove struct {
 	reason, message string
 	from, to        string
 	done            bool
+	// started is when it was decided.
+	started time.Time
 }
 
 // phase is one step of a reconcile. reason is the condition reason of its failures, unless
@@ -191,6 +194,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.clusters.Delete(req.NamespacedName)
+			forgetMetrics(req.NamespacedName)
 			if r.Connections != nil {
 				r.Connections.Release(req.NamespacedName)
 			}
@@ -242,6 +246,10 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	r.recordChildEvents(rc, state)
 	setStatus(rc, state)
+	r.recordNodeMetrics(rc, state, time.Now())
+	if state.move != nil && state.move.done {
+		recordPrimaryChange(rc, state.move, time.Now())
+	}
 	r.recordStatusEvents(state.written, rc)
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
 		return ctrl.Result{}, err

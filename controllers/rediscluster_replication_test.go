@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/operator"
@@ -102,6 +103,95 @@ func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 	got := eventuallyReady(t, rc)
 	assert.Len(t, got.Status.Nodes, 3)
 	assert.ElementsMatch(t, []string{"sessions-0", otherReplica(primary)}, podsByRole(t, ns)["replica"])
+}
+
+// metricValue reads a series from the registry the manager serves: a gauge's or a counter's
+// value, a histogram's count; false when the series does not exist.
+func metricValue(c require.TestingT, name string, labels map[string]string) (float64, bool) {
+	families, err := metrics.Registry.Gather()
+	require.NoError(c, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue(), true
+			case m.Counter != nil:
+				return m.GetCounter().GetValue(), true
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsFollowTheNodesThroughAFailover(t *testing.T) {
+	ns, rc, node := readyCluster(t)
+	node0 := map[string]string{"namespace": ns, "rediscluster": "sessions", "pod": "sessions-0"}
+	cluster := map[string]string{"namespace": ns, "rediscluster": "sessions"}
+	onPod := func(pod string) map[string]string {
+		return map[string]string{"namespace": ns, "rediscluster": "sessions", "pod": pod}
+	}
+	// Given a ready cluster: every node up and serving, sessions-0 the primary, replicas' lag known
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, pod := range []string{"sessions-0", "sessions-1", "sessions-2"} {
+			up, ok := metricValue(c, "redis_operator_node_up", onPod(pod))
+			assert.True(c, ok && up == 1, "%s up", pod)
+			serving, _ := metricValue(c, "redis_operator_node_serving", onPod(pod))
+			assert.Equal(c, 1.0, serving, "%s serving", pod)
+			_, lagKnown := metricValue(c, "redis_operator_replica_lag_bytes", onPod(pod))
+			assert.Equal(c, pod != "sessions-0", lagKnown, "%s has a lag when it is a replica", pod)
+			checked, _ := metricValue(c, "redis_operator_node_last_successful_check_timestamp_seconds", onPod(pod))
+			assert.InDelta(c, float64(time.Now().Unix()), checked, 5)
+		}
+		primary, _ := metricValue(c, "redis_operator_node_primary", node0)
+		assert.Equal(c, 1.0, primary)
+	}, waitFor, tick)
+	_, changed := metricValue(t, "redis_operator_primary_changes_total", cluster)
+	assert.False(t, changed, "no change of primary yet")
+
+	// When the primary's Redis dies
+	node.Server("sessions-0").Kill()
+
+	// Then a failover is counted and timed, the primary series moves, and the time without a
+	// writable primary is counted
+	got := &cachev1.RedisCluster{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got = getRC(c, rc)
+		require.NotEqual(c, "sessions-0", got.Status.Primary)
+		failovers, _ := metricValue(c, "redis_operator_primary_changes_total", map[string]string{"namespace": ns, "rediscluster": "sessions", "reason": cachev1.ReasonFailover})
+		assert.Equal(c, 1.0, failovers)
+		timed, _ := metricValue(c, "redis_operator_primary_change_duration_seconds", map[string]string{"namespace": ns, "rediscluster": "sessions", "reason": cachev1.ReasonFailover})
+		assert.Equal(c, 1.0, timed)
+		primary, _ := metricValue(c, "redis_operator_node_primary", onPod(got.Status.Primary))
+		assert.Equal(c, 1.0, primary)
+		old, _ := metricValue(c, "redis_operator_node_primary", node0)
+		assert.Equal(c, 0.0, old)
+		without, _ := metricValue(c, "redis_operator_no_writable_primary_seconds_total", cluster)
+		assert.Greater(c, without, 0.0)
+	}, waitFor, tick)
+
+	// And when the RedisCluster is deleted, its series go
+	require.NoError(t, k8sClient.Delete(context.Background(), got))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, ok := metricValue(c, "redis_operator_node_up", node0)
+		assert.False(c, ok)
+		_, ok = metricValue(c, "redis_operator_primary_changes_total", cluster)
+		assert.False(c, ok)
+	}, waitFor, tick)
 }
 
 func TestAHungReplicaLeavesTheReplicasServiceAndReturnsWhenResumed(t *testing.T) {

@@ -195,6 +195,7 @@ func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.Red
 // announce records a change of primary before it starts and writes FailingOver at once, so
 // that the user sees it while it happens.
 func (r *RedisClusterReconciler) announce(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, move *primaryMove) error {
+	move.started = time.Now()
 	state.move = move
 	setCondition(rc, failingOverCondition(rc, state))
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {

@@ -119,6 +119,7 @@ func RedisDialer(opts redis.Options) func(password string) redis.Dialer {
 func init() {
 	// Served with controller-runtime's metrics.
 	metrics.Registry.MustRegister(redis.ConnectionsOpened)
+	metrics.Registry.MustRegister(controllers.Metrics()...)
 }
 
 // NewScheme registers the built-in types and cache.example.com/v1.

@@ -116,6 +116,22 @@ func (v View) Serving(o Observed) bool {
 	return v.CaughtUp(o)
 }
 
+// LagBytes is how far o is behind the recorded primary's replication stream, for a replica of
+// it; false when that cannot be told (o is not its replica, or either did not answer).
+func (v View) LagBytes(o Observed) (int64, bool) {
+	p, ok := v.Find(v.Primary)
+	if !ok || !p.IsPrimary() || o.Name == p.Name || !o.replicates(p) {
+		return 0, false
+	}
+	return max(p.Info.Offset-o.Info.Offset, 0), true
+}
+
+// WritablePrimary is true when the recorded primary answers as a primary.
+func (v View) WritablePrimary() bool {
+	p, ok := v.Find(v.Primary)
+	return ok && v.Serving(p)
+}
+
 // AllServing is true when there is a recorded primary and every node serves.
 func (v View) AllServing() bool {
 	if _, ok := v.Find(v.Primary); !ok {

@@ -43,6 +43,30 @@ func TestViewJudgesEveryNodeAgainstTheRecordedPrimary(t *testing.T) {
 	assert.False(t, View{Primary: "", Nodes: v.Nodes[:2]}.AllServing(), "no recorded primary: nothing serves yet")
 }
 
+func TestLagIsMeasuredAgainstTheRecordedPrimaryOnly(t *testing.T) {
+	v := View{Primary: "r-0", Nodes: []Observed{
+		primaryNode("r-0", 0, 100),
+		replicaNode("r-1", 1, "r-0", true, 100),
+		replicaNode("r-2", 2, "r-0", false, 90),
+		replicaNode("r-3", 3, "r-9", true, 40),
+		downNode("r-4", 4, errTimeout),
+	}}
+	for node, want := range map[string]struct {
+		lag   int64
+		known bool
+	}{"r-0": {0, false}, "r-1": {0, true}, "r-2": {10, true}, "r-3": {0, false}, "r-4": {0, false}} {
+		o, _ := v.Find(node)
+		lag, known := v.LagBytes(o)
+		assert.Equal(t, want.known, known, node)
+		assert.Equal(t, want.lag, lag, node)
+	}
+	assert.True(t, v.WritablePrimary())
+	assert.False(t, v.WithPrimary("r-1").WritablePrimary(), "a replica is not a writable primary")
+	assert.False(t, v.WithPrimary("r-4").WritablePrimary(), "a node that does not answer")
+	_, known := v.WithPrimary("r-4").LagBytes(v.Nodes[1])
+	assert.False(t, known, "no lag against a primary that does not answer")
+}
+
 func TestBestReplicaIsACaughtUpReplicaOfTheCurrentPrimary(t *testing.T) {
 	v := View{Primary: "r-0", Nodes: []Observed{
 		primaryNode("r-0", 0, 100),

@@ -1,0 +1,141 @@
+package controllers
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+)
+
+// The metrics come from what the health check already sees (no exporter sidecar): each node's
+// part in replication at every check, and the changes of primary the operator makes. Every
+// series is labelled with the RedisCluster's namespace and name; a node's with its pod too.
+var (
+	nodeLabels    = []string{"namespace", "rediscluster", "pod"}
+	clusterLabels = []string{"namespace", "rediscluster"}
+
+	nodeUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_up",
+		Help: "1 when the node answered the operator's last check, 0 when it did not.",
+	}, nodeLabels)
+	nodePrimary = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_primary",
+		Help: "1 for the node that is the recorded primary and answers as one, 0 for every other node.",
+	}, nodeLabels)
+	nodeServing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_serving",
+		Help: "1 when the node does its job: the primary answering as primary, or a replica of it with its link up (it is in the Services).",
+	}, nodeLabels)
+	nodeOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_replication_offset_bytes",
+		Help: "How much of the replication stream the node holds (master_repl_offset), at the last check it answered.",
+	}, nodeLabels)
+	replicaLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_replica_lag_bytes",
+		Help: "How far a replica is behind its primary's replication stream, at the last check both answered.",
+	}, nodeLabels)
+	lastCheck = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_last_successful_check_timestamp_seconds",
+		Help: "When the node last answered a check (Unix time).",
+	}, nodeLabels)
+	primaryChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redis_operator_primary_changes_total",
+		Help: "Changes of primary the operator carried out, by reason: Failover (the primary failed) or Switchover (planned).",
+	}, append(clusterLabels, "reason"))
+	primaryChangeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "redis_operator_primary_change_duration_seconds",
+		Help:    "From the decision to change the primary until the new one takes writes, by reason.",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, append(clusterLabels, "reason"))
+	noWritablePrimary = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redis_operator_no_writable_primary_seconds_total",
+		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
+	}, clusterLabels)
+)
+
+// Metrics are the collectors this package fills, for the manager to serve.
+func Metrics() []prometheus.Collector {
+	return []prometheus.Collector{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck,
+		primaryChanges, primaryChangeDuration, noWritablePrimary}
+}
+
+var nodeGauges = []*prometheus.GaugeVec{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck}
+
+// clusterMetrics is what the metrics of one RedisCluster need from one check to the next.
+type clusterMetrics struct {
+	// pods are the pods that have series, so that a pod that goes loses them.
+	pods map[string]bool
+	// checkedAt is when the last check with nodes ran.
+	checkedAt time.Time
+}
+
+// recordNodeMetrics sets the RedisCluster's series from this reconcile's view of its nodes.
+func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, state *reconcileState, now time.Time) {
+	cs := r.clusterState(rc)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	m := &cs.metrics
+	v := state.view
+	seen := map[string]bool{}
+	for _, o := range v.Nodes {
+		seen[o.Name] = true
+		labels := prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "pod": o.Name}
+		nodeUp.With(labels).Set(boolValue(o.Reachable()))
+		nodePrimary.With(labels).Set(boolValue(o.Name == v.Primary && o.IsPrimary()))
+		nodeServing.With(labels).Set(boolValue(v.Serving(o)))
+		if o.Reachable() {
+			nodeOffset.With(labels).Set(float64(o.Info.Offset))
+			lastCheck.With(labels).Set(float64(now.UnixNano()) / 1e9)
+		}
+		if lag, ok := v.LagBytes(o); ok {
+			replicaLag.With(labels).Set(float64(lag))
+		} else {
+			replicaLag.Delete(labels)
+		}
+	}
+	for pod := range m.pods {
+		if !seen[pod] {
+			deleteNodeSeries(rc.Namespace, rc.Name, pod)
+		}
+	}
+	m.pods = seen
+	if len(v.Nodes) > 0 && !m.checkedAt.IsZero() && !v.WritablePrimary() {
+		noWritablePrimary.WithLabelValues(rc.Namespace, rc.Name).Add(now.Sub(m.checkedAt).Seconds())
+	}
+	m.checkedAt = now
+	if len(v.Nodes) == 0 {
+		m.checkedAt = time.Time{}
+	}
+}
+
+// recordPrimaryChange counts a change of primary once it is done, with how long it took.
+func recordPrimaryChange(rc *cachev1.RedisCluster, move *primaryMove, now time.Time) {
+	primaryChanges.WithLabelValues(rc.Namespace, rc.Name, move.reason).Inc()
+	primaryChangeDuration.WithLabelValues(rc.Namespace, rc.Name, move.reason).Observe(now.Sub(move.started).Seconds())
+}
+
+func deleteNodeSeries(namespace, name, pod string) {
+	for _, g := range nodeGauges {
+		g.Delete(prometheus.Labels{"namespace": namespace, "rediscluster": name, "pod": pod})
+	}
+}
+
+// forgetMetrics removes every series of a RedisCluster that is gone.
+func forgetMetrics(key types.NamespacedName) {
+	labels := prometheus.Labels{"namespace": key.Namespace, "rediscluster": key.Name}
+	for _, g := range nodeGauges {
+		g.DeletePartialMatch(labels)
+	}
+	primaryChanges.DeletePartialMatch(labels)
+	primaryChangeDuration.DeletePartialMatch(labels)
+	noWritablePrimary.DeletePartialMatch(labels)
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
