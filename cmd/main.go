@@ -22,6 +22,7 @@ func main() {
 	var opts operator.Options
 	var qps float64
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", operator.DefaultMetricsAddr, `The address the metrics endpoint binds to; "0" disables it.`)
+	flag.BoolVar(&opts.InsecureMetrics, "metrics-insecure", false, "Serve the metrics over plain HTTP to anyone, instead of HTTPS to callers allowed to get /metrics.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", operator.DefaultProbeAddr, "The address the health and readiness probes bind to.")
 	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", "0", `The address Go's profiles (/debug/pprof) are served on; "0" disables them.`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader, so that only one replica of the operator is active.")
