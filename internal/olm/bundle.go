@@ -153,6 +153,9 @@ func GenerateBundle(manifests io.Reader, opts BundleOptions) (*Bundle, error) {
 		}
 	}
 	for _, obj := range others {
+		// OLM creates a bundle's objects in the namespace it installs the operator into; a
+		// namespace in the manifest is refused by the bundle validation.
+		obj.SetNamespace("")
 		gvk := obj.GroupVersionKind()
 		group := gvk.Group
 		if group == "" {
