@@ -79,12 +79,18 @@ func TestCSVInstallsTheOperatorTheWayConfigDescribesIt(t *testing.T) {
 
 	// The role that `make manifests` generated from the RBAC markers names only namespaced
 	// resources, so it is a namespaced permission: OLM grants it in the OperatorGroup's target
-	// namespaces (cluster-wide only for AllNamespaces). No cluster permission is asked for.
+	// namespaces (cluster-wide only for AllNamespaces). The one cluster permission is the
+	// metrics endpoint's: asking the API server who a scraper is and what it may do.
 	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "role.yaml"))
 	require.NoError(t, err)
 	role := rbacv1.ClusterRole{}
 	require.NoError(t, yaml.Unmarshal(raw, &role))
-	assert.Empty(t, strategy.ClusterPermissions)
+	require.Len(t, strategy.ClusterPermissions, 1)
+	assert.Equal(t, pod.ServiceAccountName, strategy.ClusterPermissions[0].ServiceAccountName)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}, strategy.ClusterPermissions[0].Rules)
 	var rules []rbacv1.PolicyRule
 	for _, p := range strategy.Permissions {
 		assert.Equal(t, pod.ServiceAccountName, p.ServiceAccountName)
