@@ -127,6 +127,8 @@ type reconcileState struct {
 	// view is what the Redis nodes said, judged against the primary: the one source of who
 	// serves. Its Primary is the primary to record.
 	view topology.View
+	// stats is what the nodes said of their load, when this reconcile asked (statsInterval).
+	stats map[string]redis.Stats
 	// round is the failover decision and what it did.
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).

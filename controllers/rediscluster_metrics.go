@@ -1,12 +1,16 @@
 package controllers
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // The metrics come from what the health check already sees (no exporter sidecar): each node's
@@ -49,6 +53,28 @@ var (
 		Help:    "From the decision to change the primary until the new one takes writes, by reason.",
 		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, append(clusterLabels, "reason"))
+	nodeClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_connected_clients",
+		Help: "Client connections to the node (connected_clients), at its last load reading.",
+	}, nodeLabels)
+	nodeMemoryUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_memory_used_bytes",
+		Help: "Memory the node's data uses (used_memory), at its last load reading.",
+	}, nodeLabels)
+	nodeMemoryMax = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_memory_max_bytes",
+		Help: "The node's maxmemory; 0 when unlimited.",
+	}, nodeLabels)
+	nodeOps = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_node_ops_per_second",
+		Help: "Commands per second the node processes (instantaneous_ops_per_sec), at its last load reading.",
+	}, nodeLabels)
+	// The keys Redis evicted and expired are its own counters, since it started: they are
+	// served as counters with Redis's values (a restart resets them, as rate() expects).
+	nodeKeyCounters = newNodeCounters(
+		prometheus.NewDesc("redis_operator_node_evicted_keys_total", "Keys the node evicted for maxmemory, since it started.", nodeLabels, nil),
+		prometheus.NewDesc("redis_operator_node_expired_keys_total", "Keys that expired on the node, since it started.", nodeLabels, nil),
+	)
 	noWritablePrimary = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redis_operator_no_writable_primary_seconds_total",
 		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
@@ -58,10 +84,77 @@ var (
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
 	return []prometheus.Collector{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck,
+		nodeClients, nodeMemoryUsed, nodeMemoryMax, nodeOps, nodeKeyCounters,
 		primaryChanges, primaryChangeDuration, noWritablePrimary}
 }
 
-var nodeGauges = []*prometheus.GaugeVec{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck}
+var nodeGauges = []*prometheus.GaugeVec{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck,
+	nodeClients, nodeMemoryUsed, nodeMemoryMax, nodeOps}
+
+// statsInterval is how often the nodes' load is read for the metrics: a larger INFO than the
+// check's, so not at every check.
+const statsInterval = 10 * time.Second
+
+// readStats reads the load of the nodes whose last reading is statsInterval old or more.
+func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) {
+	cs := r.clusterState(rc)
+	now := time.Now()
+	cs.mu.Lock()
+	due := map[string]bool{}
+	for _, o := range state.view.Nodes {
+		due[o.Name] = now.Sub(cs.metrics.statsAt[o.Name]) >= statsInterval
+	}
+	cs.mu.Unlock()
+	state.stats = topology.ObserveStats(ctx, state.dial, state.view, func(name string) bool { return due[name] })
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.metrics.statsAt == nil {
+		cs.metrics.statsAt = map[string]time.Time{}
+	}
+	for name := range state.stats {
+		cs.metrics.statsAt[name] = now
+	}
+}
+
+// nodeCounters serves counters whose values Redis keeps (evicted and expired keys), as read at
+// each node's last load reading.
+type nodeCounters struct {
+	evicted, expired *prometheus.Desc
+	mu               sync.Mutex
+	values           map[[3]string]redis.Stats // namespace, rediscluster, pod
+}
+
+func newNodeCounters(evicted, expired *prometheus.Desc) *nodeCounters {
+	return &nodeCounters{evicted: evicted, expired: expired, values: map[[3]string]redis.Stats{}}
+}
+
+func (c *nodeCounters) Describe(ch chan<- *prometheus.Desc) { ch <- c.evicted; ch <- c.expired }
+
+func (c *nodeCounters) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, s := range c.values {
+		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(s.EvictedKeys), k[0], k[1], k[2])
+		ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(s.ExpiredKeys), k[0], k[1], k[2])
+	}
+}
+
+func (c *nodeCounters) set(namespace, name, pod string, s redis.Stats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.values[[3]string{namespace, name, pod}] = s
+}
+
+// forget removes the series of one pod, or of every pod of the RedisCluster when pod is "".
+func (c *nodeCounters) forget(namespace, name, pod string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.values {
+		if k[0] == namespace && k[1] == name && (pod == "" || k[2] == pod) {
+			delete(c.values, k)
+		}
+	}
+}
 
 // clusterMetrics is what the metrics of one RedisCluster need from one check to the next.
 type clusterMetrics struct {
@@ -69,6 +162,8 @@ type clusterMetrics struct {
 	pods map[string]bool
 	// checkedAt is when the last check with nodes ran.
 	checkedAt time.Time
+	// statsAt is when each node's load was last read.
+	statsAt map[string]time.Time
 }
 
 // recordNodeMetrics sets the RedisCluster's series from this reconcile's view of its nodes.
@@ -89,6 +184,13 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 			nodeOffset.With(labels).Set(float64(o.Info.Offset))
 			lastCheck.With(labels).Set(float64(now.UnixNano()) / 1e9)
 		}
+		if st, ok := state.stats[o.Name]; ok {
+			nodeClients.With(labels).Set(float64(st.ConnectedClients))
+			nodeMemoryUsed.With(labels).Set(float64(st.UsedMemory))
+			nodeMemoryMax.With(labels).Set(float64(st.MaxMemory))
+			nodeOps.With(labels).Set(float64(st.OpsPerSecond))
+			nodeKeyCounters.set(rc.Namespace, rc.Name, o.Name, st)
+		}
 		if lag, ok := v.LagBytes(o); ok {
 			replicaLag.With(labels).Set(float64(lag))
 		} else {
@@ -98,6 +200,7 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 	for pod := range m.pods {
 		if !seen[pod] {
 			deleteNodeSeries(rc.Namespace, rc.Name, pod)
+			delete(m.statsAt, pod)
 		}
 	}
 	m.pods = seen
@@ -120,6 +223,7 @@ func deleteNodeSeries(namespace, name, pod string) {
 	for _, g := range nodeGauges {
 		g.Delete(prometheus.Labels{"namespace": namespace, "rediscluster": name, "pod": pod})
 	}
+	nodeKeyCounters.forget(namespace, name, pod)
 }
 
 // forgetMetrics removes every series of a RedisCluster that is gone.
@@ -128,6 +232,7 @@ func forgetMetrics(key types.NamespacedName) {
 	for _, g := range nodeGauges {
 		g.DeletePartialMatch(labels)
 	}
+	nodeKeyCounters.forget(key.Namespace, key.Name, "")
 	primaryChanges.DeletePartialMatch(labels)
 	primaryChangeDuration.DeletePartialMatch(labels)
 	noWritablePrimary.DeletePartialMatch(labels)

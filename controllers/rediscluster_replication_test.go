@@ -156,6 +156,15 @@ func TestMetricsFollowTheNodesThroughAFailover(t *testing.T) {
 			assert.Equal(c, pod != "sessions-0", lagKnown, "%s has a lag when it is a replica", pod)
 			checked, _ := metricValue(c, "redis_operator_node_last_successful_check_timestamp_seconds", onPod(pod))
 			assert.InDelta(c, float64(time.Now().Unix()), checked, 5)
+			// and its load, read at the first check and every 10s after
+			memory, _ := metricValue(c, "redis_operator_node_memory_used_bytes", onPod(pod))
+			assert.Positive(c, memory, "%s memory used", pod)
+			clients, _ := metricValue(c, "redis_operator_node_connected_clients", onPod(pod))
+			assert.GreaterOrEqual(c, clients, 1.0, "%s clients: the operator's own at least", pod)
+			_, ok = metricValue(c, "redis_operator_node_memory_max_bytes", onPod(pod))
+			assert.True(c, ok, "%s maxmemory", pod)
+			_, ok = metricValue(c, "redis_operator_node_evicted_keys_total", onPod(pod))
+			assert.True(c, ok, "%s evicted keys", pod)
 		}
 		primary, _ := metricValue(c, "redis_operator_node_primary", node0)
 		assert.Equal(c, 1.0, primary)
@@ -188,6 +197,8 @@ func TestMetricsFollowTheNodesThroughAFailover(t *testing.T) {
 	require.NoError(t, k8sClient.Delete(context.Background(), got))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, ok := metricValue(c, "redis_operator_node_up", node0)
+		assert.False(c, ok)
+		_, ok = metricValue(c, "redis_operator_node_expired_keys_total", node0)
 		assert.False(c, ok)
 		_, ok = metricValue(c, "redis_operator_primary_changes_total", cluster)
 		assert.False(c, ok)

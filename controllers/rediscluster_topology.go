@@ -61,6 +61,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	state.dial = r.dialer(rc, state)
 	if len(state.members) > 0 {
 		state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
+		r.readStats(ctx, rc, state)
 	}
 	return nil
 }

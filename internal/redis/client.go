@@ -39,6 +39,16 @@ type ReplicationInfo struct {
 	Offset int64
 }
 
+// Stats is what a node says of its load: its clients, its memory and its keys.
+type Stats struct {
+	ConnectedClients int64
+	// UsedMemory and MaxMemory are in bytes; MaxMemory is 0 when unlimited.
+	UsedMemory, MaxMemory int64
+	// EvictedKeys and ExpiredKeys count since the node started.
+	EvictedKeys, ExpiredKeys int64
+	OpsPerSecond             int64
+}
+
 // PrimaryAddr is host:port of a replica's primary.
 func (i ReplicationInfo) PrimaryAddr() string {
 	return net.JoinHostPort(i.PrimaryHost, strconv.Itoa(i.PrimaryPort))
@@ -59,6 +69,8 @@ type Node interface {
 	// DisconnectClients closes every normal client connection but ours: after a demotion,
 	// clients that held a connection to the old primary reconnect through the Service.
 	DisconnectClients(ctx context.Context) error
+	// Stats reads the part of INFO clients, memory and stats the metrics show.
+	Stats(ctx context.Context) (Stats, error)
 	// SetPassword changes the node's password (requirepass) and the one it uses towards its
 	// primary (masterauth), live. Connections already logged in stay logged in.
 	SetPassword(ctx context.Context, password string) error
@@ -158,6 +170,14 @@ func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
 	return ParseReplicationInfo(info.Val())
 }
 
+func (n *node) Stats(ctx context.Context) (Stats, error) {
+	raw, err := n.client().Info(ctx, "clients", "memory", "stats").Result()
+	if err != nil {
+		return Stats{}, n.classify(err)
+	}
+	return ParseStats(raw)
+}
+
 func (n *node) ReplicaOf(ctx context.Context, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -240,14 +260,7 @@ func classify(err error) error {
 // ParseReplicationInfo reads the fields the operator uses from INFO replication.
 func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 	var info ReplicationInfo
-	fields := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(raw))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
-			fields[k] = v
-		}
-	}
+	fields := infoFields(raw)
 	role, ok := fields["role"]
 	if !ok {
 		return info, fmt.Errorf("INFO replication has no role")
@@ -263,6 +276,39 @@ func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 		info.LinkUp = fields["master_link_status"] == "up"
 	}
 	return info, nil
+}
+
+// ParseStats reads INFO clients, memory and stats.
+func ParseStats(raw string) (Stats, error) {
+	fields := infoFields(raw)
+	var s Stats
+	for _, f := range []struct {
+		key string
+		to  *int64
+	}{
+		{"connected_clients", &s.ConnectedClients}, {"used_memory", &s.UsedMemory}, {"maxmemory", &s.MaxMemory},
+		{"evicted_keys", &s.EvictedKeys}, {"expired_keys", &s.ExpiredKeys}, {"instantaneous_ops_per_sec", &s.OpsPerSecond},
+	} {
+		v, err := strconv.ParseInt(fields[f.key], 10, 64)
+		if err != nil {
+			return Stats{}, fmt.Errorf("INFO %s %q: %w", f.key, fields[f.key], err)
+		}
+		*f.to = v
+	}
+	return s, nil
+}
+
+// infoFields are the key:value lines of an INFO reply.
+func infoFields(raw string) map[string]string {
+	fields := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(raw))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			fields[k] = v
+		}
+	}
+	return fields
 }
 
 // go-redis logs every failed dial on its own; a node that is down is the operator's to report,

@@ -77,6 +77,31 @@ func Observe(ctx context.Context, dial Dialer, members []Member, primary string)
 	return View{Nodes: out, Primary: primary}
 }
 
+// ObserveStats asks the nodes of v that answered and that due takes for their load (clients,
+// memory, keys), all at once: for the metrics, less often than the replication state. A node
+// that does not answer now is left out.
+func ObserveStats(ctx context.Context, dial Dialer, v View, due func(name string) bool) map[string]redis.Stats {
+	var mu sync.Mutex
+	out := map[string]redis.Stats{}
+	var wg sync.WaitGroup
+	for _, o := range v.reachable() {
+		if !due(o.Name) {
+			continue
+		}
+		wg.Go(func() {
+			n := dial(o.Addr)
+			defer n.Close()
+			if s, err := n.Stats(ctx); err == nil {
+				mu.Lock()
+				out[o.Name] = s
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // WithPrimary is the same observation with another recorded primary: what the nodes said,
 // judged against the primary a decision just chose.
 func (v View) WithPrimary(name string) View {
