@@ -20,30 +20,18 @@ var (
 	nodeLabels    = []string{"namespace", "rediscluster", "pod"}
 	clusterLabels = []string{"namespace", "rediscluster"}
 
-	nodeUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_up",
-		Help: "1 when the node answered the operator's last check, 0 when it did not.",
-	}, nodeLabels)
-	nodePrimary = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_primary",
-		Help: "1 for the node that is the recorded primary and answers as one, 0 for every other node.",
-	}, nodeLabels)
-	nodeServing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_serving",
-		Help: "1 when the node does its job: the primary answering as primary, or a replica of it with its link up (it is in the Services).",
-	}, nodeLabels)
-	nodeOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_replication_offset_bytes",
-		Help: "How much of the replication stream the node holds (master_repl_offset), at the last check it answered.",
-	}, nodeLabels)
-	replicaLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_replica_lag_bytes",
-		Help: "How far a replica is behind its primary's replication stream, at the last check both answered.",
-	}, nodeLabels)
-	lastCheck = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_last_successful_check_timestamp_seconds",
-		Help: "When the node last answered a check (Unix time).",
-	}, nodeLabels)
+	nodeUp = nodeGauge("redis_operator_node_up",
+		"1 when the node answered the operator's last check, 0 when it did not.")
+	nodePrimary = nodeGauge("redis_operator_node_primary",
+		"1 for the node that is the recorded primary and answers as one, 0 for every other node.")
+	nodeServing = nodeGauge("redis_operator_node_serving",
+		"1 when the node does its job: the primary answering as primary, or a replica of it with its link up (it is in the Services).")
+	nodeOffset = nodeGauge("redis_operator_node_replication_offset_bytes",
+		"How much of the replication stream the node holds (master_repl_offset), at the last check it answered.")
+	replicaLag = nodeGauge("redis_operator_replica_lag_bytes",
+		"How far a replica is behind its primary's replication stream, at the last check both answered.")
+	lastCheck = nodeGauge("redis_operator_node_last_successful_check_timestamp_seconds",
+		"When the node last answered a check (Unix time).")
 	primaryChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redis_operator_primary_changes_total",
 		Help: "Changes of primary the operator carried out, by reason: Failover (the primary failed) or Switchover (planned).",
@@ -53,22 +41,14 @@ var (
 		Help:    "From the decision to change the primary until the new one takes writes, by reason.",
 		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, append(clusterLabels, "reason"))
-	nodeClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_connected_clients",
-		Help: "Client connections to the node (connected_clients), at its last load reading.",
-	}, nodeLabels)
-	nodeMemoryUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_memory_used_bytes",
-		Help: "Memory the node's data uses (used_memory), at its last load reading.",
-	}, nodeLabels)
-	nodeMemoryMax = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_memory_max_bytes",
-		Help: "The node's maxmemory; 0 when unlimited.",
-	}, nodeLabels)
-	nodeOps = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_node_ops_per_second",
-		Help: "Commands per second the node processes (instantaneous_ops_per_sec), at its last load reading.",
-	}, nodeLabels)
+	nodeClients = nodeGauge("redis_operator_node_connected_clients",
+		"Client connections to the node (connected_clients), at its last load reading.")
+	nodeMemoryUsed = nodeGauge("redis_operator_node_memory_used_bytes",
+		"Memory the node's data uses (used_memory), at its last load reading.")
+	nodeMemoryMax = nodeGauge("redis_operator_node_memory_max_bytes",
+		"The node's maxmemory; 0 when unlimited.")
+	nodeOps = nodeGauge("redis_operator_node_ops_per_second",
+		"Commands per second the node processes (instantaneous_ops_per_sec), at its last load reading.")
 	// The keys Redis evicted and expired are its own counters, since it started: they are
 	// served as counters with Redis's values (a restart resets them, as rate() expects).
 	nodeKeyCounters = newNodeCounters(
@@ -83,13 +63,22 @@ var (
 
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
-	return []prometheus.Collector{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck,
-		nodeClients, nodeMemoryUsed, nodeMemoryMax, nodeOps, nodeKeyCounters,
-		primaryChanges, primaryChangeDuration, noWritablePrimary}
+	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary}
+	for _, g := range nodeGauges {
+		out = append(out, g)
+	}
+	return out
 }
 
-var nodeGauges = []*prometheus.GaugeVec{nodeUp, nodePrimary, nodeServing, nodeOffset, replicaLag, lastCheck,
-	nodeClients, nodeMemoryUsed, nodeMemoryMax, nodeOps}
+// nodeGauges are every gauge of a node, which go with its pod: nodeGauge lists them.
+var nodeGauges []*prometheus.GaugeVec
+
+// nodeGauge is a gauge labelled with a node's RedisCluster and pod.
+func nodeGauge(name, help string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, nodeLabels)
+	nodeGauges = append(nodeGauges, g)
+	return g
+}
 
 // statsInterval is how often the nodes' load is read for the metrics: a larger INFO than the
 // check's, so not at every check.

@@ -444,6 +444,43 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 	}
 }
 
+// stoppedPasswordCluster is a Ready two-node RedisCluster whose password is in the user's
+// Secret my-redis, with no operator running any more.
+func stoppedPasswordCluster(t *testing.T, password string) (string, *cachev1.RedisCluster, *testenv.LocalNode) {
+	t.Helper()
+	ns := newNamespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(password)}}
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+	rc := testenv.RedisCluster(ns, "sessions", 2)
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	node := runLocalNode(t, ns)
+	operator := startOperator(t, adminCfg, ns)
+	eventuallyReady(t, rc)
+	operator.stop()
+	return ns, rc, node
+}
+
+// changeUsersPassword writes a new password into the user's Secret my-redis.
+func changeUsersPassword(t *testing.T, ns, password string) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "my-redis"), secret))
+	secret.Data["password"] = []byte(password)
+	require.NoError(t, k8sClient.Update(context.Background(), secret))
+}
+
+// eventuallyEveryNodeTakes waits until both nodes take the password, and the RedisCluster is Ready.
+func eventuallyEveryNodeTakes(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, password string) {
+	t.Helper()
+	for _, pod := range []string{"sessions-0", "sessions-1"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, redisClient(t, node, pod, password).Ping(context.Background()).Err())
+		}, waitFor, tick, pod)
+	}
+	eventuallyReady(t, rc)
+}
+
 // Found by the fault suite (crash at every write, password change): an operator that starts
 // after the password Secret changed, or restarts after writing the new password file but before
 // giving the nodes the new password, knew no password the running nodes take, and left the
@@ -451,21 +488,11 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 // the file changes.
 func TestAPasswordChangedWhileTheOperatorWasAwayReachesTheNodes(t *testing.T) {
 	const first, second = "first-password-28c4", "second-password-b61f"
-	ns := newNamespace(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
-	require.NoError(t, k8sClient.Create(context.Background(), secret))
-	rc := testenv.RedisCluster(ns, "sessions", 2)
-	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
-	require.NoError(t, k8sClient.Create(context.Background(), rc))
-	node := runLocalNode(t, ns)
-	before := startOperator(t, adminCfg, ns)
-	eventuallyReady(t, rc)
+	ns, rc, node := stoppedPasswordCluster(t, first)
 
 	// Given an operator that wrote the new password file, and stopped before the nodes had the
 	// new password (played by a stopped operator, the Secret changed, and the file written)
-	before.stop()
-	secret.Data["password"] = []byte(second)
-	require.NoError(t, k8sClient.Update(context.Background(), secret))
+	changeUsersPassword(t, ns, second)
 	previous := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sessions-auth-previous", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
 	require.NoError(t, k8sClient.Create(context.Background(), previous))
 	conf := &corev1.Secret{}
@@ -477,41 +504,21 @@ func TestAPasswordChangedWhileTheOperatorWasAwayReachesTheNodes(t *testing.T) {
 	startOperator(t, adminCfg, ns)
 
 	// Then every node takes the new password, and the RedisCluster is Ready
-	for _, pod := range []string{"sessions-0", "sessions-1"} {
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NoError(c, redisClient(t, node, pod, second).Ping(context.Background()).Err())
-		}, waitFor, tick, pod)
-	}
-	eventuallyReady(t, rc)
+	eventuallyEveryNodeTakes(t, node, rc, second)
 }
 
 // The same, when the operator was away as the Secret changed: it keeps the old password itself
 // before writing the new file.
 func TestAPasswordChangedWhileNoOperatorRanReachesTheNodes(t *testing.T) {
 	const first, second = "first-password-4a0e", "second-password-7d93"
-	ns := newNamespace(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
-	require.NoError(t, k8sClient.Create(context.Background(), secret))
-	rc := testenv.RedisCluster(ns, "sessions", 2)
-	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
-	require.NoError(t, k8sClient.Create(context.Background(), rc))
-	node := runLocalNode(t, ns)
-	before := startOperator(t, adminCfg, ns)
-	eventuallyReady(t, rc)
-	before.stop()
+	ns, rc, node := stoppedPasswordCluster(t, first)
 
 	// When the Secret changes with no operator running, and one starts
-	secret.Data["password"] = []byte(second)
-	require.NoError(t, k8sClient.Update(context.Background(), secret))
+	changeUsersPassword(t, ns, second)
 	startOperator(t, adminCfg, ns)
 
 	// Then every node takes the new password, and the old one is kept where a restart finds it
-	for _, pod := range []string{"sessions-0", "sessions-1"} {
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NoError(c, redisClient(t, node, pod, second).Ping(context.Background()).Err())
-		}, waitFor, tick, pod)
-	}
-	eventuallyReady(t, rc)
+	eventuallyEveryNodeTakes(t, node, rc, second)
 	assert.Equal(t, first, secretValue(t, ns, "sessions-auth-previous", "password"))
 }
 
