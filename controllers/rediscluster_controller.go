@@ -249,6 +249,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordChildEvents(rc, state)
 	setStatus(rc, state)
 	r.recordNodeMetrics(rc, state, time.Now())
+	recordConditions(rc)
 	if state.move != nil && state.move.done {
 		recordPrimaryChange(rc, state.move, time.Now())
 	}

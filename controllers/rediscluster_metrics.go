@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -30,6 +31,8 @@ var (
 		"How much of the replication stream the node holds (master_repl_offset), at the last check it answered.")
 	replicaLag = nodeGauge("redis_operator_replica_lag_bytes",
 		"How far a replica is behind its primary's replication stream, at the last check both answered.")
+	replicaLagSeconds = nodeGauge("redis_operator_replica_lag_seconds",
+		"Seconds since a replica last acknowledged its primary's stream, as the primary tells it (it holds when the replica does not answer).")
 	lastCheck = nodeGauge("redis_operator_node_last_successful_check_timestamp_seconds",
 		"When the node last answered a check (Unix time).")
 	primaryChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,6 +58,14 @@ var (
 		prometheus.NewDesc("redis_operator_node_evicted_keys_total", "Keys the node evicted for maxmemory, since it started.", nodeLabels, nil),
 		prometheus.NewDesc("redis_operator_node_expired_keys_total", "Keys that expired on the node, since it started.", nodeLabels, nil),
 	)
+	writablePrimary = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_writable_primary",
+		Help: "1 when the recorded primary answered the last check as a primary, 0 when the RedisCluster has no writable primary.",
+	}, clusterLabels)
+	conditionStatus = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_rediscluster_condition",
+		Help: "Each condition of the RedisCluster's status with its reason: 1 when True, 0 when False or Unknown.",
+	}, append(clusterLabels, "type", "reason"))
 	noWritablePrimary = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redis_operator_no_writable_primary_seconds_total",
 		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
@@ -63,7 +74,7 @@ var (
 
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
-	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary}
+	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, writablePrimary, conditionStatus, noWritablePrimary}
 	for _, g := range nodeGauges {
 		out = append(out, g)
 	}
@@ -185,6 +196,11 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 		} else {
 			replicaLag.Delete(labels)
 		}
+		if lag, ok := v.LagSeconds(o); ok {
+			replicaLagSeconds.With(labels).Set(float64(lag))
+		} else {
+			replicaLagSeconds.Delete(labels)
+		}
 	}
 	for pod := range m.pods {
 		if !seen[pod] {
@@ -192,7 +208,15 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 			delete(m.statsAt, pod)
 		}
 	}
+	if m.pods == nil {
+		for _, reason := range primaryChangeReasons {
+			primaryChanges.WithLabelValues(rc.Namespace, rc.Name, reason)
+		}
+	}
 	m.pods = seen
+	if len(v.Nodes) > 0 {
+		writablePrimary.WithLabelValues(rc.Namespace, rc.Name).Set(boolValue(v.WritablePrimary()))
+	}
 	if len(v.Nodes) > 0 && !m.checkedAt.IsZero() && !v.WritablePrimary() {
 		noWritablePrimary.WithLabelValues(rc.Namespace, rc.Name).Add(now.Sub(m.checkedAt).Seconds())
 	}
@@ -201,6 +225,21 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 		m.checkedAt = time.Time{}
 	}
 }
+
+// recordConditions sets one series per condition of the status, with its current reason; a
+// reason that changes replaces its series, so that an alert on a reason ends with it.
+func recordConditions(rc *cachev1.RedisCluster) {
+	for _, c := range rc.Status.Conditions {
+		labels := prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "type": c.Type}
+		conditionStatus.DeletePartialMatch(labels)
+		labels["reason"] = c.Reason
+		conditionStatus.With(labels).Set(boolValue(c.Status == metav1.ConditionTrue))
+	}
+}
+
+// primaryChangeReasons are the reasons a primary changes: their counters start at 0 with the
+// RedisCluster, so that increase() sees the first change.
+var primaryChangeReasons = []string{cachev1.ReasonFailover, cachev1.ReasonSwitchover}
 
 // recordPrimaryChange counts a change of primary once it is done, with how long it took.
 func recordPrimaryChange(rc *cachev1.RedisCluster, move *primaryMove, now time.Time) {
@@ -225,6 +264,8 @@ func forgetMetrics(key types.NamespacedName) {
 	primaryChanges.DeletePartialMatch(labels)
 	primaryChangeDuration.DeletePartialMatch(labels)
 	noWritablePrimary.DeletePartialMatch(labels)
+	writablePrimary.DeletePartialMatch(labels)
+	conditionStatus.DeletePartialMatch(labels)
 }
 
 func boolValue(b bool) float64 {

@@ -169,8 +169,16 @@ func TestMetricsFollowTheNodesThroughAFailover(t *testing.T) {
 		primary, _ := metricValue(c, "redis_operator_node_primary", node0)
 		assert.Equal(c, 1.0, primary)
 	}, waitFor, tick)
-	_, changed := metricValue(t, "redis_operator_primary_changes_total", cluster)
-	assert.False(t, changed, "no change of primary yet")
+	for _, reason := range []string{cachev1.ReasonFailover, cachev1.ReasonSwitchover} {
+		changes, ok := metricValue(t, "redis_operator_primary_changes_total", map[string]string{"namespace": ns, "rediscluster": "sessions", "reason": reason})
+		assert.True(t, ok && changes == 0, "%s: counted from 0, so that increase() sees the first", reason)
+	}
+	writable, _ := metricValue(t, "redis_operator_writable_primary", cluster)
+	assert.Equal(t, 1.0, writable)
+	ready, _ := metricValue(t, "redis_operator_rediscluster_condition", map[string]string{"namespace": ns, "rediscluster": "sessions", "type": cachev1.ConditionReady, "reason": cachev1.ReasonAllReplicasReady})
+	assert.Equal(t, 1.0, ready)
+	lagSeconds, ok := metricValue(t, "redis_operator_replica_lag_seconds", onPod("sessions-1"))
+	assert.True(t, ok && lagSeconds < 5, "a replica in sync acknowledged within seconds")
 
 	// When the primary's Redis dies
 	node.Server("sessions-0").Kill()

@@ -37,6 +37,19 @@ type ReplicationInfo struct {
 	LinkUp bool
 	// Offset is how much of the replication stream the node holds (master_repl_offset).
 	Offset int64
+	// Replicas are the replicas a primary serves, as it sees them (its slaveN lines).
+	Replicas []ReplicaLink
+}
+
+// ReplicaLink is a primary's view of one replica: it holds even when the replica itself
+// does not answer.
+type ReplicaLink struct {
+	// Addr is the address the replica announced (replica-announce-ip), host:port.
+	Addr string
+	// Offset is the replication offset the replica last acknowledged.
+	Offset int64
+	// LagSeconds is the time since the replica last acknowledged (Redis's lag field).
+	LagSeconds int64
 }
 
 // Stats is what a node says of its load: its clients, its memory and its keys.
@@ -275,7 +288,41 @@ func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 		info.PrimaryPort, _ = strconv.Atoi(fields["master_port"])
 		info.LinkUp = fields["master_link_status"] == "up"
 	}
+	for i := 0; ; i++ {
+		line, ok := fields["slave"+strconv.Itoa(i)]
+		if !ok {
+			break
+		}
+		link, err := parseReplicaLink(line)
+		if err != nil {
+			return info, fmt.Errorf("slave%d %q: %w", i, line, err)
+		}
+		info.Replicas = append(info.Replicas, link)
+	}
 	return info, nil
+}
+
+// parseReplicaLink reads a primary's line on one replica: ip=...,port=...,state=...,offset=...,lag=...
+func parseReplicaLink(line string) (ReplicaLink, error) {
+	kv := map[string]string{}
+	for _, part := range strings.Split(line, ",") {
+		if k, v, ok := strings.Cut(part, "="); ok {
+			kv[k] = v
+		}
+	}
+	var link ReplicaLink
+	if kv["ip"] == "" || kv["port"] == "" {
+		return link, errors.New("no ip or port")
+	}
+	link.Addr = net.JoinHostPort(kv["ip"], kv["port"])
+	var err error
+	if link.Offset, err = strconv.ParseInt(kv["offset"], 10, 64); err != nil {
+		return link, fmt.Errorf("offset: %w", err)
+	}
+	if link.LagSeconds, err = strconv.ParseInt(kv["lag"], 10, 64); err != nil {
+		return link, fmt.Errorf("lag: %w", err)
+	}
+	return link, nil
 }
 
 // ParseStats reads INFO clients, memory and stats.

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,4 +31,45 @@ func TestStatsAreWhatTheNodeSaysOfItsLoad(t *testing.T) {
 func TestParseStatsRefusesAReplyWithoutTheFields(t *testing.T) {
 	_, err := redis.ParseStats("# Clients\r\nconnected_clients:3\r\n")
 	assert.ErrorContains(t, err, "used_memory")
+}
+
+func TestAPrimarySaysWhereEachReplicaIsEvenWhenTheReplicaDoesNotAnswer(t *testing.T) {
+	// No password here: protected mode would refuse the replica's connection.
+	primary, err := redistest.StartIn(t.TempDir(), "node-0", "protected-mode no\n")
+	require.NoError(t, err)
+	t.Cleanup(primary.Kill)
+	replica, err := redistest.StartIn(t.TempDir(), "node-1", "protected-mode no\n")
+	require.NoError(t, err)
+	t.Cleanup(replica.Kill)
+	dial := redis.NewDialer(redis.Options{Timeout: time.Second})
+	p, r := dial(primary.Addr()), dial(replica.Addr())
+	defer p.Close()
+	defer r.Close()
+	ctx := context.Background()
+	require.NoError(t, r.ReplicaOf(ctx, primary.Addr()))
+
+	// Given a replica in sync
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		info, err := p.Replication(ctx)
+		require.NoError(c, err)
+		require.Len(c, info.Replicas, 1)
+		assert.Equal(c, replica.Addr(), info.Replicas[0].Addr, "the address the replica announced")
+		assert.Equal(c, info.Offset, info.Replicas[0].Offset)
+	}, 10*time.Second, 50*time.Millisecond)
+
+	// When the replica stops answering, the primary still lists it, with the seconds since it
+	// last acknowledged growing
+	require.NoError(t, replica.Signal(syscall.SIGSTOP))
+	defer func() { _ = replica.Signal(syscall.SIGCONT) }()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		info, err := p.Replication(ctx)
+		require.NoError(c, err)
+		require.Len(c, info.Replicas, 1)
+		assert.GreaterOrEqual(c, info.Replicas[0].LagSeconds, int64(2))
+	}, 10*time.Second, 100*time.Millisecond)
+}
+
+func TestParseReplicationInfoRefusesAReplicaLineWithoutItsLag(t *testing.T) {
+	_, err := redis.ParseReplicationInfo("role:master\r\nmaster_repl_offset:10\r\nslave0:ip=127.0.0.2,port=6379,state=online,offset=10\r\n")
+	assert.ErrorContains(t, err, "slave0")
 }

@@ -151,6 +151,22 @@ func (v View) LagBytes(o Observed) (int64, bool) {
 	return max(p.Info.Offset-o.Info.Offset, 0), true
 }
 
+// LagSeconds is the time since o last acknowledged the recorded primary's stream, as the
+// primary tells it; it holds when o itself does not answer. False when the primary did not
+// answer or does not list o.
+func (v View) LagSeconds(o Observed) (int64, bool) {
+	p, ok := v.Find(v.Primary)
+	if !ok || !p.IsPrimary() || o.Name == p.Name || o.Addr == "" {
+		return 0, false
+	}
+	for _, r := range p.Info.Replicas {
+		if r.Addr == o.Addr {
+			return r.LagSeconds, true
+		}
+	}
+	return 0, false
+}
+
 // WritablePrimary is true when the recorded primary answers as a primary.
 func (v View) WritablePrimary() bool {
 	p, ok := v.Find(v.Primary)

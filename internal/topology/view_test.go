@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/org/redis-operator/internal/redis"
 )
 
 func TestViewJudgesEveryNodeAgainstTheRecordedPrimary(t *testing.T) {
@@ -65,6 +67,28 @@ func TestLagIsMeasuredAgainstTheRecordedPrimaryOnly(t *testing.T) {
 	assert.False(t, v.WithPrimary("r-4").WritablePrimary(), "a node that does not answer")
 	_, known := v.WithPrimary("r-4").LagBytes(v.Nodes[1])
 	assert.False(t, known, "no lag against a primary that does not answer")
+}
+
+func TestLagInSecondsIsThePrimarysWordEvenForAReplicaThatDoesNotAnswer(t *testing.T) {
+	p := primaryNode("r-0", 0, 100)
+	p.Info.Replicas = []redis.ReplicaLink{{Addr: addrOf("r-1"), Offset: 100, LagSeconds: 0}, {Addr: addrOf("r-2"), Offset: 60, LagSeconds: 7}}
+	v := View{Primary: "r-0", Nodes: []Observed{
+		p,
+		replicaNode("r-1", 1, "r-0", true, 100),
+		downNode("r-2", 2, errTimeout), // stopped: its primary still lists it
+		replicaNode("r-3", 3, "r-0", false, 0),
+	}}
+	for node, want := range map[string]struct {
+		lag   int64
+		known bool
+	}{"r-0": {0, false}, "r-1": {0, true}, "r-2": {7, true}, "r-3": {0, false}} {
+		o, _ := v.Find(node)
+		lag, known := v.LagSeconds(o)
+		assert.Equal(t, want.known, known, node)
+		assert.Equal(t, want.lag, lag, node)
+	}
+	_, known := v.WithPrimary("r-1").LagSeconds(v.Nodes[2])
+	assert.False(t, known, "only the recorded primary's word counts")
 }
 
 func TestBestReplicaIsACaughtUpReplicaOfTheCurrentPrimary(t *testing.T) {

@@ -1,0 +1,302 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// The alerts are those of config/prometheus/rules.yaml, the file users apply: parsed by
+// Prometheus's own rule parser and evaluated by its PromQL engine against the series this
+// operator produces while real redis-server processes fail under it.
+
+const rulesFile = "../config/prometheus/rules.yaml"
+
+// alertRules are the PrometheusRule's alerting rules by name, as Prometheus parses and
+// validates them.
+func alertRules(t *testing.T) map[string]rulefmt.Rule {
+	t.Helper()
+	raw, err := os.ReadFile(rulesFile)
+	require.NoError(t, err)
+	var prometheusRule struct {
+		Kind string `json:"kind"`
+		Spec any    `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &prometheusRule))
+	require.Equal(t, "PrometheusRule", prometheusRule.Kind)
+	groups, err := yaml.Marshal(prometheusRule.Spec)
+	require.NoError(t, err)
+	parsed, errs := rulefmt.Parse(groups, false, model.UTF8Validation, parser.NewParser(parser.Options{}), nil)
+	require.Empty(t, errs, "Prometheus's rule parser")
+	out := map[string]rulefmt.Rule{}
+	for _, g := range parsed.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				out[r.Alert] = r
+			}
+		}
+	}
+	return out
+}
+
+func TestAlertRulesParseAndEachHasItsRunbookInTheReadme(t *testing.T) {
+	rules := alertRules(t)
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	names := make([]string, 0, len(rules))
+	for name, r := range rules {
+		names = append(names, name)
+		assert.Contains(t, []string{"critical", "warning"}, r.Labels["severity"], name)
+		assert.NotEmpty(t, r.Annotations["summary"], name)
+		assert.NotEmpty(t, r.Annotations["description"], name)
+		anchor := strings.ToLower(name)
+		assert.Equal(t, "https://github.com/org/redis-operator/blob/main/README.md#"+anchor, r.Annotations["runbook_url"], name)
+		assert.Regexp(t, regexp.MustCompile(`(?m)^#+ `+name+`$`), string(readme), "the README has the runbook of %s", name)
+	}
+	assert.ElementsMatch(t, []string{
+		"RedisClusterNoWritablePrimary", "RedisClusterFailover", "RedisReplicaLagging", "RedisNodeNotServing",
+		"RedisMemoryNearMax", "RedisEvictingKeys", "RedisClusterPasswordRejected", "RedisClusterDegraded",
+	}, names)
+}
+
+// seriesRecorder scrapes the registry the manager serves, as Prometheus would, and keeps the
+// series of one namespace in a TSDB (under t.TempDir()), for the alerts' expressions.
+type seriesRecorder struct {
+	db     *tsdb.DB
+	engine *promql.Engine
+	rules  map[string]rulefmt.Rule
+}
+
+// scrapeInterval is short so that a test need not wait for minutes; the engine's lookback is a
+// few intervals, so that a series that is gone stops matching, as Prometheus's staleness does.
+const scrapeInterval = 200 * time.Millisecond
+
+func recordSeries(t *testing.T, namespace string) *seriesRecorder {
+	t.Helper()
+	opts := tsdb.DefaultOptions()
+	opts.RetentionDuration = 0
+	db, err := tsdb.Open(t.TempDir(), nil, nil, opts, nil)
+	require.NoError(t, err)
+	r := &seriesRecorder{db: db, rules: alertRules(t), engine: promql.NewEngine(promql.EngineOpts{
+		MaxSamples: 10_000_000, Timeout: 10 * time.Second, LookbackDelta: 5 * scrapeInterval,
+	})}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ticker := time.NewTicker(scrapeInterval)
+		defer ticker.Stop()
+		for {
+			r.scrape(t, namespace)
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = db.Close()
+	})
+	return r
+}
+
+func (r *seriesRecorder) scrape(t *testing.T, namespace string) {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Errorf("gathering metrics: %v", err)
+		return
+	}
+	now := time.Now().UnixMilli()
+	app := r.db.Appender(context.Background())
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var value float64
+			switch {
+			case m.Gauge != nil:
+				value = m.GetGauge().GetValue()
+			case m.Counter != nil:
+				value = m.GetCounter().GetValue()
+			default:
+				continue
+			}
+			ls := map[string]string{model.MetricNameLabel: f.GetName()}
+			for _, l := range m.GetLabel() {
+				ls[l.GetName()] = l.GetValue()
+			}
+			if ls["namespace"] != namespace {
+				continue
+			}
+			if _, err := app.Append(0, labels.FromMap(ls), now, value); err != nil {
+				t.Errorf("appending %s: %v", f.GetName(), err)
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Errorf("committing samples: %v", err)
+	}
+}
+
+// firing is the label sets the alert's expression returns now (its "for" aside: that is
+// Prometheus's part), each as its pod, or its rediscluster for a cluster-wide alert.
+func (r *seriesRecorder) firing(c require.TestingT, alert string) []string {
+	return r.firedSince(c, alert, time.Now())
+}
+
+// firedSince is the label sets the alert's expression returned at any scrape since from.
+func (r *seriesRecorder) firedSince(c require.TestingT, alert string, from time.Time) []string {
+	rule, ok := r.rules[alert]
+	require.True(c, ok, "no alert %s", alert)
+	q, err := r.engine.NewRangeQuery(context.Background(), r.db, nil, rule.Expr, from, time.Now(), scrapeInterval)
+	require.NoError(c, err)
+	defer q.Close()
+	res := q.Exec(context.Background())
+	require.NoError(c, res.Err, alert)
+	matrix, err := res.Matrix()
+	require.NoError(c, err)
+	var out []string
+	for _, s := range matrix {
+		who := s.Metric.Get("pod")
+		if who == "" {
+			who = s.Metric.Get("rediscluster")
+		}
+		out = append(out, who)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quiet asserts that none of the alerts' expressions returned anything since from.
+func (r *seriesRecorder) quiet(t *testing.T, from time.Time, except ...string) {
+	t.Helper()
+	for name := range r.rules {
+		if !slices.Contains(except, name) {
+			assert.Empty(t, r.firedSince(t, name, from), "%s fired on a healthy cluster", name)
+		}
+	}
+}
+
+func TestAlertsFireOnWhatTheyDescribe(t *testing.T) {
+	t.Run("a failover, then a password Redis refuses", func(t *testing.T) {
+		t.Parallel()
+		ns, rc, node := readyCluster(t)
+		series := recordSeries(t, ns)
+		// Given a healthy cluster: no alert's expression returns anything
+		healthy := time.Now()
+		time.Sleep(2 * time.Second)
+		series.quiet(t, healthy)
+
+		// When the primary's Redis dies
+		node.Server("sessions-0").Kill()
+
+		// Then the failover alert fires; the replica that took over is writable (the gap, under
+		// a second here, is shorter than a scrape: the no-writable-primary alert is tested
+		// where no replica can take over)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sessions"}, series.firing(c, "RedisClusterFailover"))
+		}, waitFor, tick)
+		eventuallyReady(t, rc)
+		assert.Empty(t, series.firing(t, "RedisClusterNoWritablePrimary"))
+
+		// When every node's password is changed behind the operator's back
+		password := secretValue(t, ns, "sessions-auth", "password")
+		for _, pod := range []string{"sessions-0", "sessions-1", "sessions-2"} {
+			require.NoError(t, redisClient(t, node, pod, password).ConfigSet(context.Background(), "requirepass", "not-the-secret's").Err())
+		}
+
+		// Then the password and the Degraded alerts fire for the cluster
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sessions"}, series.firing(c, "RedisClusterPasswordRejected"))
+			assert.Equal(c, []string{"sessions"}, series.firing(c, "RedisClusterDegraded"))
+		}, waitFor, tick)
+	})
+
+	t.Run("a replica that stops", func(t *testing.T) {
+		t.Parallel()
+		ns, rc, node := readyCluster(t)
+		series := recordSeries(t, ns)
+		require.Equal(t, "sessions-0", rc.Status.Primary)
+		healthy := time.Now()
+		time.Sleep(2 * time.Second)
+		series.quiet(t, healthy)
+
+		// When a replica's process is stopped (a hung node: its port open, nothing answers)
+		require.NoError(t, node.Server("sessions-2").Signal(syscall.SIGSTOP))
+		t.Cleanup(func() { _ = node.Server("sessions-2").Signal(syscall.SIGCONT) })
+		stopped := time.Now()
+
+		// Then it does not serve, and after 30s without acknowledging its primary it lags
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sessions-2"}, series.firing(c, "RedisNodeNotServing"))
+		}, waitFor, tick)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sessions-2"}, series.firing(c, "RedisReplicaLagging"))
+		}, 60*time.Second, time.Second)
+		assert.GreaterOrEqual(t, time.Since(stopped), 30*time.Second, "lagging only after the threshold")
+		// and the primary was writable all along
+		assert.Empty(t, series.firedSince(t, "RedisClusterNoWritablePrimary", healthy))
+		assert.Empty(t, series.firedSince(t, "RedisClusterFailover", healthy))
+	})
+
+	t.Run("a node at its maxmemory, then stopped", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		startOperator(t, adminCfg, ns)
+		rc := testenv.RedisCluster(ns, "sessions", 1)
+		rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory": "4mb", "maxmemory-policy": "allkeys-lru"}
+		require.NoError(t, k8sClient.Create(context.Background(), rc))
+		node := runLocalNode(t, ns)
+		eventuallyReady(t, rc)
+		series := recordSeries(t, ns)
+		healthy := time.Now()
+		time.Sleep(2 * time.Second)
+		series.quiet(t, healthy)
+
+		// When more is written than maxmemory holds
+		c := redisClient(t, node, "sessions-0", secretValue(t, ns, "sessions-auth", "password"))
+		value := strings.Repeat("v", 10_000)
+		for i := range 1000 {
+			require.NoError(t, c.Set(context.Background(), fmt.Sprintf("key-%d", i), value, 0).Err())
+		}
+
+		// Then, at the next load reading (every 10s), the node is near its maxmemory and evicts
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sessions-0"}, series.firing(c, "RedisMemoryNearMax"))
+			assert.Equal(c, []string{"sessions-0"}, series.firing(c, "RedisEvictingKeys"))
+		}, 30*time.Second, time.Second)
+
+		// When the only node's process is stopped: no replica can take over
+		require.NoError(t, node.Server("sessions-0").Signal(syscall.SIGSTOP))
+		t.Cleanup(func() { _ = node.Server("sessions-0").Signal(syscall.SIGCONT) })
+
+		// Then the cluster has no writable primary, and its node does not serve
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sessions"}, series.firing(c, "RedisClusterNoWritablePrimary"))
+			assert.Equal(c, []string{"sessions-0"}, series.firing(c, "RedisNodeNotServing"))
+		}, waitFor, tick)
+	})
+}
