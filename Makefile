@@ -43,8 +43,10 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRD and the RBAC role from the markers.
+manifests: controller-gen ## Generate the CRD and the RBAC role from the markers; copy the monitoring objects the operator installs into config/prometheus.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases
+	cp internal/monitoring/servicemonitor.yaml config/prometheus/monitor.yaml
+	cp internal/monitoring/prometheusrule.yaml config/prometheus/rules.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -65,7 +67,7 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest kustomize opm bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
+test: manifests generate fmt vet envtest kustomize opm prometheus-crds bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
 .PHONY: bench
@@ -214,6 +216,18 @@ controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN): hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && go build -o $(LOCALBIN)/ sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, generated from its API types
+# (pinned in hack/tools/prometheus-crds): the tests install them.
+PROMETHEUS_CRDS ?= $(LOCALBIN)/prometheus-crds
+.PHONY: prometheus-crds
+prometheus-crds: $(PROMETHEUS_CRDS)/monitoring.coreos.com_servicemonitors.yaml
+$(PROMETHEUS_CRDS)/monitoring.coreos.com_servicemonitors.yaml: $(CONTROLLER_GEN) hack/tools/prometheus-crds/go.mod hack/tools/prometheus-crds/go.sum
+	rm -rf $(PROMETHEUS_CRDS).tmp && mkdir -p $(PROMETHEUS_CRDS).tmp $(PROMETHEUS_CRDS)
+	cd hack/tools/prometheus-crds && $(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 \
+		paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir=$(PROMETHEUS_CRDS).tmp
+	cp $(PROMETHEUS_CRDS).tmp/monitoring.coreos.com_prometheusrules.yaml $(PROMETHEUS_CRDS).tmp/monitoring.coreos.com_servicemonitors.yaml $(PROMETHEUS_CRDS)/
+	rm -rf $(PROMETHEUS_CRDS).tmp
+
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE)
 $(KUSTOMIZE): hack/tools/kustomize/go.mod hack/tools/kustomize/go.sum
@@ -278,5 +292,5 @@ cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every Red
 	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: test-olm
-test-olm: localcluster olm opm ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
+test-olm: localcluster olm opm prometheus-crds ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

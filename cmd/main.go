@@ -34,6 +34,9 @@ func main() {
 	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", operator.DefaultRenewDeadline, "How long the leader keeps trying to renew before it gives up and exits: longer than an API server restart.")
 	flag.DurationVar(&opts.CheckInterval, "redis-check-interval", controllers.DefaultCheckInterval, "How often each RedisCluster's Redis nodes are checked.")
 	flag.DurationVar(&opts.RedisTimeout, "redis-timeout", redis.DefaultTimeout, "How long a Redis node may take to answer before it counts as unreachable.")
+	var installMonitoring bool
+	flag.BoolVar(&installMonitoring, "install-monitoring", true, "Install a ServiceMonitor and a PrometheusRule in the operator's namespace (POD_NAMESPACE) when the Prometheus Operator's CRDs exist.")
+	flag.StringVar(&opts.MetricsService, "metrics-service-name", operator.DefaultMetricsService, "The operator's metrics Service, in its namespace: it owns the ServiceMonitor and the PrometheusRule.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -44,6 +47,9 @@ func main() {
 	opts.WatchNamespaces = operator.ParseWatchNamespaces(os.Getenv("WATCH_NAMESPACE"))
 	if opts.LeaderElectionNamespace == "" {
 		opts.LeaderElectionNamespace = leaseNamespace()
+	}
+	if installMonitoring {
+		opts.MonitoringNamespace = os.Getenv("POD_NAMESPACE")
 	}
 	log.Info("Starting redis-operator", "version", version, "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection)
 

@@ -31,7 +31,7 @@ import (
 // Prometheus's own rule parser and evaluated by its PromQL engine against the series this
 // operator produces while real redis-server processes fail under it.
 
-const rulesFile = "../config/prometheus/rules.yaml"
+const rulesFile = "../config/prometheus/rules.yaml" // a copy of internal/monitoring/prometheusrule.yaml
 
 // alertRules are the PrometheusRule's alerting rules by name, as Prometheus parses and
 // validates them.

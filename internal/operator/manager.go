@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,13 +31,16 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/monitoring"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )
 
 // The defaults cmd/ gives its flags.
 const (
-	DefaultMetricsAddr             = ":8443"
+	DefaultMetricsAddr = ":8443"
+	// DefaultMetricsService is the metrics Service as config/default and the bundle name it.
+	DefaultMetricsService          = "redis-operator-controller-manager-metrics-service"
 	DefaultProbeAddr               = ":8081"
 	DefaultMaxConcurrentReconciles = 4
 	// DefaultLeaseDuration and DefaultRenewDeadline outlast an API server restart or its etcd
@@ -92,6 +96,13 @@ type Options struct {
 	// RedisHook sees every dial and command the operator sends to Redis (nil in production; the
 	// fault suite crashes the operator after a chosen write with it).
 	RedisHook goredis.Hook
+	// MonitoringNamespace is the operator's own namespace, where it installs its ServiceMonitor
+	// and PrometheusRule when the Prometheus Operator's CRDs exist; empty turns that off.
+	MonitoringNamespace string
+	// MetricsService is the name of the operator's metrics Service there, which owns them.
+	MetricsService string
+	// MonitoringInterval is how often the CRDs are looked for (monitoring.DefaultInterval when 0).
+	MonitoringInterval time.Duration
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
 	SkipNameValidation bool
 }
@@ -227,6 +238,19 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)
+	}
+	if opts.MonitoringNamespace != "" && opts.MetricsAddr != "0" {
+		disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("creating the discovery client: %w", err)
+		}
+		if err := mgr.Add(&monitoring.Installer{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Discovery: disc,
+			Namespace: opts.MonitoringNamespace, Service: opts.MetricsService, Interval: opts.MonitoringInterval,
+			Log: ctrl.Log.WithName("monitoring"),
+		}); err != nil {
+			return nil, fmt.Errorf("adding the monitoring installer: %w", err)
+		}
 	}
 	if opts.ProbeAddr != "" && opts.ProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -403,10 +403,27 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	assert.Empty(t, rc.Status.Conditions, "nobody reconciles %s", other)
 	before := podRestarts(t, ns)
 
+	// Given the Prometheus Operator's CRDs (the bundle does not carry its monitoring objects:
+	// OLM would fail the whole install on a cluster without these CRDs)
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(root, "bin", "prometheus-crds"))
+
 	out = runMake(t, "run-bundle-upgrade", "BUNDLE=bundle", nsArg)
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
 	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick)
 	assert.Equal(t, before, podRestarts(t, ns), "the upgrade restarted no Redis pod")
+
+	// Then the upgraded operator installs its ServiceMonitor and PrometheusRule in its namespace,
+	// owned by the metrics Service OLM created
+	monitoringObjects := func(c require.TestingT) string {
+		out, err := cluster.KubectlOutput("-n", ns, "get", "servicemonitors,prometheusrules", "-o",
+			`jsonpath={range .items[*]}{.kind}/{.metadata.name} owned by {.metadata.ownerReferences[0].name}{"\n"}{end}`)
+		require.NoError(c, err, out)
+		return out
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, "ServiceMonitor/redis-operator-controller-manager-metrics-monitor owned by redis-operator-controller-manager-metrics-service\n"+
+			"PrometheusRule/redis-operator-rules owned by redis-operator-controller-manager-metrics-service\n", monitoringObjects(c))
+	}, waitFor, tick)
 
 	// The operator's log, through the API server as a user reads it, says which version runs.
 	// Read until it answers: right after an upgrade OLM may roll the Deployment once more (the
@@ -447,6 +464,10 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 		deploys := &appsv1.DeploymentList{}
 		require.NoError(c, cluster.Client.List(ctx, deploys, client.InNamespace(ns)))
 		assert.Empty(c, deploys.Items, "the operator's Deployment is gone")
+	}, waitFor, tick)
+	// The monitoring objects go with the operator's metrics Service
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, monitoringObjects(c))
 	}, waitFor, tick)
 	// The CRD and the RedisClusters stay: nothing of the users' is lost
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sessions"}, rc))
