@@ -59,7 +59,7 @@ type RedisClusterReconciler struct {
 	Recorder  recorder.EventRecorder
 	// Dial opens Redis connections of their own with a password: for the previous password
 	// during a rotation, and for every check when Connections is nil.
-	Dial func(password string) topology.Dialer
+	Dial func(redis.Login) topology.Dialer
 	// Connections holds one connection per Redis node for every check and command, and wakes
 	// the RedisCluster (Wake) the moment one of its nodes' connections breaks or comes back.
 	Connections *redis.Pool[types.NamespacedName]
@@ -99,6 +99,8 @@ type clusterState struct {
 	mu       sync.Mutex
 	creds    credentials
 	metrics  clusterMetrics
+	// tls is each node's certificate, by pod name.
+	tls map[string]nodeTLS
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -218,6 +220,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
 		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
 		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
+		{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
 		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
 		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
 		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},

@@ -64,7 +64,16 @@ func eventuallyStatefulSet(t *testing.T, namespace, name string, check func(*ass
 // envtest has no StatefulSet controller and no kubelet (see testenv.LocalNode).
 func runLocalNode(t *testing.T, namespace string) *testenv.LocalNode {
 	t.Helper()
+	return runLocalNodeWith(t, namespace)
+}
+
+// runLocalNodeWith is runLocalNode with the node tuned first.
+func runLocalNodeWith(t *testing.T, namespace string, tune ...func(*testenv.LocalNode)) *testenv.LocalNode {
+	t.Helper()
 	node := &testenv.LocalNode{Client: k8sClient, Namespace: namespace, Dir: t.TempDir()}
+	for _, f := range tune {
+		f(node)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { node.Run(ctx); close(done) }()

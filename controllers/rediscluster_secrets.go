@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -30,9 +31,20 @@ const secretReadTimeout = 5 * time.Second
 type credentials struct {
 	password string
 	// previous is the password before the last change, while running nodes may still have it.
-	previous   string
+	previous string
+	// tls is the RedisCluster's TLS Secret as read, when spec.tls is set.
+	tls        *tlsCredentials
 	generation int64
 	syncedAt   time.Time
+}
+
+// login is how the operator logs in to the nodes: the password, and TLS when it is on.
+func (c credentials) login() redis.Login {
+	l := redis.Login{Password: c.password}
+	if c.tls != nil {
+		l.TLS = c.tls.config
+	}
+	return l
 }
 
 // errSecret is a password Secret the user must fix: missing, or without the key.
@@ -86,6 +98,17 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
+	tlsCreds, err := r.readTLS(readCtx, rc, creds.tls)
+	var invalid *phaseError
+	if err != nil && !errors.As(err, &invalid) && inHand {
+		log.FromContext(ctx).Info("Could not read the TLS Secret again; using the one read before", "error", err.Error())
+		creds.syncedAt = time.Now()
+		keep(creds)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	// The nodes' password file as it is. A password that did not exist a moment ago is in no
 	// password file yet.
 	authConf := &corev1.Secret{}
@@ -116,7 +139,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	keep(credentials{password: password, previous: previous, generation: rc.Generation, syncedAt: time.Now()})
+	keep(credentials{password: password, previous: previous, tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
 	return nil
 }
 
@@ -209,7 +232,9 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 		return err
 	}
 	if previous != "" {
-		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(previous))
+		old := state.creds.login()
+		old.Password = previous
+		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(old))
 		for _, node := range rotated {
 			r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
 				"%s now takes the password from Secret %s", node, passwordSecretName(rc))

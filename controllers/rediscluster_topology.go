@@ -66,11 +66,11 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	return nil
 }
 
-// dialer reaches the members with the current password: through the held connections, which
+// dialer reaches the members with the current password (and TLS): through the held connections, which
 // it keeps to exactly the members, or through connections of their own without them.
 func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconcileState) topology.Dialer {
 	if r.Connections == nil {
-		return r.Dial(state.creds.password)
+		return r.Dial(state.creds.login())
 	}
 	var addrs []string
 	for _, m := range state.members {
@@ -78,7 +78,7 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 			addrs = append(addrs, m.Addr)
 		}
 	}
-	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.password, addrs)
+	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.login(), addrs)
 }
 
 // reconcileFailover chooses the primary and makes every other node its replica: bootstrap,

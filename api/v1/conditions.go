@@ -30,6 +30,12 @@ const (
 	ReasonAsExpected = "AsExpected"
 	// ReasonSecretNotFound (Degraded=True): the password Secret or its key is missing.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonTLSSecretInvalid (Degraded=True): the TLS Secret is missing, lacks tls.crt, tls.key
+	// or ca.crt, or holds no usable certificate and key; the message says which.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
+	// ReasonTLSFailed (Degraded=True): a node could not be made to serve the Secret's
+	// certificate, or its certificate is not valid for the primary Service's name.
+	ReasonTLSFailed = "TLSFailed"
 	// ReasonTopologyFailed (Degraded=True, Ready=False): a change of roles over the Redis
 	// protocol (promote, repoint, switchover) failed; the message names the node and the step.
 	// The next reconcile observes the nodes and decides again.
@@ -92,6 +98,9 @@ const (
 	EventSwitchedOver = "SwitchedOver"
 	// EventPasswordChanged (Normal): a running node was given the password its Secret now holds.
 	EventPasswordChanged = "PasswordChanged"
+	// EventCertificateReloaded (Normal): a running node loaded the certificate its TLS Secret
+	// now holds.
+	EventCertificateReloaded = "CertificateReloaded"
 	// EventReplacingPod (Normal): a pod is deleted so that it comes back with the current spec.
 	EventReplacingPod = "ReplacingPod"
 )

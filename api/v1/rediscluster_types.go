@@ -12,6 +12,7 @@ const DefaultVersion = "7.2"
 // RedisClusterSpec is what the user wants: how many Redis nodes, of which version.
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || self.failover.minReplicasToWrite < self.replicas",message="spec.failover.minReplicasToWrite must be less than spec.replicas: the primary would never take a write",fieldPath=".failover.minReplicasToWrite"
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || !has(self.config) || !self.config.exists(k, k in ['min-replicas-to-write','min-slaves-to-write','min-replicas-max-lag','min-slaves-max-lag'])",message="set spec.failover.minReplicasToWrite or the min-replicas directives in spec.config, not both",fieldPath=".failover.minReplicasToWrite"
+// +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas.
 	// +kubebuilder:validation:Minimum=1
@@ -41,7 +42,7 @@ type RedisClusterSpec struct {
 	// Directives that load code into Redis or open its DEBUG, MODULE and protected CONFIG
 	// commands to every client are refused: a RedisCluster must not be a way to run code.
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs']))",messageExpression="'spec.config.' + self.filter(k, k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs'])[0] + ' is refused: it loads code into Redis or opens its module, debug or protected-config commands'"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
 	// +optional
 	Config map[string]ConfigValue `json:"config,omitempty"`
 
@@ -58,6 +59,12 @@ type RedisClusterSpec struct {
 	// <name>-auth with a random password.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// TLS makes every connection to and between the nodes TLS: clients, replication and the
+	// operator's own. Set it when the RedisCluster is created; the certificate in its Secret may
+	// change at any time and the nodes take it without a restart.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
 
 	// Failover tunes when a replica replaces an unanswering primary.
 	// +optional
@@ -138,6 +145,24 @@ type SecretKeyRef struct {
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
 	Key string `json:"key,omitempty"`
+}
+
+// TLSSpec says where the nodes' certificate is and whether clients must present one.
+type TLSSpec struct {
+	// SecretName is a Secret in the RedisCluster's namespace with tls.crt, tls.key and ca.crt,
+	// as cert-manager writes them. Every node serves tls.crt, so it must be valid for the name
+	// clients use: the operator checks it against <name>.<namespace>.svc, the primary
+	// Service's, with ca.crt. A changed Secret is loaded by the running nodes.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	SecretName string `json:"secretName"`
+
+	// ClientAuth makes the nodes refuse clients without a certificate signed by ca.crt
+	// (tls-auth-clients yes). The nodes and the operator present tls.crt.
+	// +optional
+	ClientAuth bool `json:"clientAuth,omitempty"`
 }
 
 // FailoverSpec tunes automatic failover.

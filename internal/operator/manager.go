@@ -125,11 +125,10 @@ func durationOrNil(d time.Duration) *time.Duration {
 	return &d
 }
 
-// RedisDialer connects to Redis nodes with these options and a password.
-func RedisDialer(opts redis.Options) func(password string) redis.Dialer {
-	return func(password string) redis.Dialer {
-		opts.Password = password
-		return redis.NewDialer(opts)
+// RedisDialer connects to Redis nodes with these options and a login.
+func RedisDialer(opts redis.Options) func(redis.Login) redis.Dialer {
+	return func(login redis.Login) redis.Dialer {
+		return redis.NewDialer(opts.WithLogin(login))
 	}
 }
 

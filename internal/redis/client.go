@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -84,6 +85,10 @@ type Node interface {
 	DisconnectClients(ctx context.Context) error
 	// Stats reads the part of INFO clients, memory and stats the metrics show.
 	Stats(ctx context.Context) (Stats, error)
+	// ReloadTLS makes the node read its certificate, key and CA files again (CONFIG SET of
+	// the paths it has, which Redis 7 applies even when they are unchanged). Connections
+	// already open keep their session.
+	ReloadTLS(ctx context.Context) error
 	// SetPassword changes the node's password (requirepass) and the one it uses towards its
 	// primary (masterauth), live. Connections already logged in stay logged in.
 	SetPassword(ctx context.Context, password string) error
@@ -93,15 +98,31 @@ type Node interface {
 // Dialer opens a Node at addr (host:port).
 type Dialer func(addr string) Node
 
+// Login is how the operator proves itself to one RedisCluster's nodes: its password and, for
+// a RedisCluster with TLS, the TLS configuration (the CA to trust, the name to check, the
+// client certificate). A new TLS configuration is a new pointer: a changed Login reconnects.
+type Login struct {
+	Password string
+	TLS      *tls.Config
+}
+
 // Options configure the connection to every node.
 type Options struct {
 	// Password is requirepass; empty when auth is off.
 	Password string
+	// TLS, when set, makes every connection TLS with this configuration.
+	TLS *tls.Config
 	// Timeout bounds dialing, reading and writing: an unanswering node is unreachable after it.
 	Timeout time.Duration
 	// Hook, when set, sees every dial and command to every node (the fault suite stops the
 	// operator right after a chosen write with it).
 	Hook goredis.Hook
+}
+
+// WithLogin is opts with login's password and TLS configuration.
+func (opts Options) WithLogin(login Login) Options {
+	opts.Password, opts.TLS = login.Password, login.TLS
+	return opts
 }
 
 // DefaultTimeout is Options.Timeout when it is not set.
@@ -132,6 +153,7 @@ func newClient(addr string, opts Options) *goredis.Client {
 		},
 		Addr:         addr,
 		Password:     opts.Password,
+		TLSConfig:    opts.TLS,
 		ClientName:   ClientName,
 		DialTimeout:  opts.Timeout,
 		ReadTimeout:  opts.Timeout,
@@ -215,6 +237,23 @@ func (n *node) DisconnectClients(ctx context.Context) error {
 	return n.classify(n.client().Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err())
 }
 
+func (n *node) ReloadTLS(ctx context.Context) error {
+	// The node's own paths, set again: the node knows where its files are.
+	paths, err := n.client().ConfigGet(ctx, "tls-*-file").Result()
+	if err != nil {
+		return n.classify(err)
+	}
+	args := []any{"CONFIG", "SET"}
+	for _, name := range []string{"tls-cert-file", "tls-key-file", "tls-ca-cert-file"} {
+		if paths[name] == "" {
+			return fmt.Errorf("the node has no %s: it does not serve TLS", name)
+		}
+		args = append(args, name, paths[name])
+	}
+	// One CONFIG SET: Redis applies the three together, never a certificate with another's key.
+	return n.classify(n.client().Do(ctx, args...).Err())
+}
+
 func (n *node) SetPassword(ctx context.Context, password string) error {
 	// masterauth first: a replica that reconnects meanwhile still logs in to a primary that
 	// already takes the new password, or one that still has its old link.
@@ -232,7 +271,7 @@ func (n *node) client() *goredis.Client {
 	return n.c
 }
 
-// classify says what err means (ErrAuth, ErrRefused). A held node whose dial failed gets a
+// classify says what err means (ErrAuth, ErrRefused, ErrTLS). A held node whose dial failed gets a
 // fresh client: go-redis's pool of one connection answers every later command with the same
 // dial error, without dialing, until its own redial succeeds (it tries once a second), and a
 // node that is back must be seen at once.
@@ -260,6 +299,8 @@ func classify(err error) error {
 	}
 	msg := err.Error()
 	switch {
+	case isTLSError(err):
+		return fmt.Errorf("%w: %s", ErrTLS, msg)
 	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
 		strings.Contains(msg, "without any password configured"):
 		// The server's words never hold the password; keep them for the user.

@@ -37,10 +37,10 @@ type Pool[K comparable] struct {
 	closed bool
 }
 
-// heldSet is one owner's nodes, all logged in with one password.
+// heldSet is one owner's nodes, all logged in with one Login.
 type heldSet struct {
-	password string
-	nodes    map[string]*heldNode // by address
+	login Login
+	nodes map[string]*heldNode // by address
 }
 
 // heldNode is a node's command connection and its watch.
@@ -62,30 +62,30 @@ func NewPool[K comparable](opts Options, onChange func(K)) *Pool[K] {
 	return &Pool[K]{opts: opts, onChange: onChange, sets: map[K]*heldSet{}}
 }
 
-// Hold keeps connections to exactly these addresses for owner, logged in with password: new
+// Hold keeps connections to exactly these addresses for owner, logged in with login: new
 // addresses get a connection and a watch, addresses no longer listed are closed, and a changed
-// password reconnects them all. It returns a Dialer over the held nodes; an address not held
-// gets a connection of its own, closed by its Close.
-func (p *Pool[K]) Hold(owner K, password string, addrs []string) Dialer {
+// login (password or TLS configuration) reconnects them all. It returns a Dialer over the held
+// nodes; an address not held gets a connection of its own, closed by its Close.
+func (p *Pool[K]) Hold(owner K, login Login, addrs []string) Dialer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return NewDialer(p.withPassword(password))
+		return NewDialer(p.withLogin(login))
 	}
 	set := p.sets[owner]
-	if set != nil && set.password != password {
+	if set != nil && set.login != login {
 		set.closeAll()
 		set = nil
 	}
 	if set == nil {
-		set = &heldSet{password: password, nodes: map[string]*heldNode{}}
+		set = &heldSet{login: login, nodes: map[string]*heldNode{}}
 		p.sets[owner] = set
 	}
 	wanted := map[string]bool{}
 	for _, addr := range addrs {
 		wanted[addr] = true
 		if set.nodes[addr] == nil {
-			set.nodes[addr] = p.open(owner, addr, password)
+			set.nodes[addr] = p.open(owner, addr, login)
 		}
 	}
 	for addr, n := range set.nodes {
@@ -98,7 +98,7 @@ func (p *Pool[K]) Hold(owner K, password string, addrs []string) Dialer {
 	for addr, n := range set.nodes {
 		held[addr] = n
 	}
-	oneShot := NewDialer(p.withPassword(password))
+	oneShot := NewDialer(p.withLogin(login))
 	return func(addr string) Node {
 		if n := held[addr]; n != nil {
 			return n
@@ -139,14 +139,12 @@ func (p *Pool[K]) Held() int {
 	return n
 }
 
-func (p *Pool[K]) withPassword(password string) Options {
-	opts := p.opts
-	opts.Password = password
-	return opts
+func (p *Pool[K]) withLogin(login Login) Options {
+	return p.opts.WithLogin(login)
 }
 
-func (p *Pool[K]) open(owner K, addr, password string) *heldNode {
-	opts := p.withPassword(password)
+func (p *Pool[K]) open(owner K, addr string, login Login) *heldNode {
+	opts := p.withLogin(login)
 	ctx, stop := context.WithCancel(context.Background())
 	h := &heldNode{node: &node{c: newClient(addr, opts), opts: opts, held: true}, stop: stop, done: make(chan struct{})}
 	watcher := newClient(addr, opts)

@@ -62,7 +62,7 @@ func TestHeldConnectionsAreReusedByEveryCheck(t *testing.T) {
 	defer pool.Close()
 
 	// Given a held node, checked once
-	dial := pool.Hold("rc", password, []string{s.Addr()})
+	dial := pool.Hold("rc", redis.Login{Password: password}, []string{s.Addr()})
 	check := func() {
 		n := dial(s.Addr())
 		_, err := n.Replication(context.Background())
@@ -79,7 +79,7 @@ func TestHeldConnectionsAreReusedByEveryCheck(t *testing.T) {
 
 	// When it is checked again and again, through fresh Dialers as every reconcile makes
 	for range 20 {
-		dial = pool.Hold("rc", password, []string{s.Addr()})
+		dial = pool.Hold("rc", redis.Login{Password: password}, []string{s.Addr()})
 		check()
 	}
 
@@ -98,7 +98,7 @@ func TestADeadNodeIsReportedAtOnceAndItsReturnToo(t *testing.T) {
 		changes.Add(1)
 	})
 	defer pool.Close()
-	pool.Hold("rc", password, []string{s.Addr()})
+	pool.Hold("rc", redis.Login{Password: password}, []string{s.Addr()})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, 1, subscribed(c, s), "the watch")
 	}, 5*time.Second, 10*time.Millisecond)
@@ -119,7 +119,7 @@ func TestNodesNoLongerHeldAreClosed(t *testing.T) {
 	a, b := startServer(t), startServer(t)
 	pool := redis.NewPool(redis.Options{}, func(string) {})
 	defer pool.Close()
-	pool.Hold("rc", password, []string{a.Addr(), b.Addr()})
+	pool.Hold("rc", redis.Login{Password: password}, []string{a.Addr(), b.Addr()})
 	for _, s := range []*redistest.Server{a, b} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			connected, _ := stats(c, s)
@@ -129,7 +129,7 @@ func TestNodesNoLongerHeldAreClosed(t *testing.T) {
 	require.Equal(t, 2, pool.Held())
 
 	// When b's pod goes
-	pool.Hold("rc", password, []string{a.Addr()})
+	pool.Hold("rc", redis.Login{Password: password}, []string{a.Addr()})
 
 	// Then its connections are closed, and a's kept
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -154,7 +154,7 @@ func heldAndChecked(t *testing.T) (*redistest.Server, *redis.Pool[string], redis
 	s := startServer(t)
 	pool := redis.NewPool(redis.Options{}, func(string) {})
 	t.Cleanup(pool.Close)
-	dial := pool.Hold("rc", password, []string{s.Addr()})
+	dial := pool.Hold("rc", redis.Login{Password: password}, []string{s.Addr()})
 	_, err := dial(s.Addr()).Replication(context.Background())
 	require.NoError(t, err)
 	return s, pool, dial
@@ -171,7 +171,7 @@ func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
 	require.ErrorIs(t, err, redis.ErrAuth)
 
 	// and a Hold with the new password logs in with it
-	dial = pool.Hold("rc", "new-password", []string{s.Addr()})
+	dial = pool.Hold("rc", redis.Login{Password: "new-password"}, []string{s.Addr()})
 	_, err = dial(s.Addr()).Replication(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, dial(s.Addr()).SetPassword(context.Background(), password), "the stats helper logs in with it")

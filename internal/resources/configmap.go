@@ -18,6 +18,13 @@ import (
 // ConfigFileName is the key of redis.conf in the ConfigMap, and the file name in the pod.
 const ConfigFileName = "redis.conf"
 
+// The keys of a TLS Secret, as cert-manager and kubernetes.io/tls Secrets name them.
+const (
+	TLSCertKey = "tls.crt"
+	TLSKeyKey  = "tls.key"
+	TLSCAKey   = "ca.crt"
+)
+
 // DefaultMaxReplicaLag is spec.failover.maxReplicaLag when it is not set: Redis's own default.
 const DefaultMaxReplicaLag = 10 * time.Second
 
@@ -25,15 +32,32 @@ const DefaultMaxReplicaLag = 10 * time.Second
 // user's spec.config (whose keys never collide with ours: the API refuses those), the write
 // safety of spec.failover, then the password file and the fence.
 func RedisConf(rc *cachev1.RedisCluster) string {
-	lines := []string{
-		"port " + strconv.Itoa(RedisPort),
+	lines := []string{"port " + strconv.Itoa(RedisPort)}
+	if t := rc.Spec.TLS; t != nil {
+		clientAuth := "no"
+		if t.ClientAuth {
+			clientAuth = "yes"
+		}
+		// TLS only, on the same port: clients, replication and the operator. The files are
+		// the Secret's, as cert-manager names them.
+		lines = []string{
+			"port 0",
+			"tls-port " + strconv.Itoa(RedisPort),
+			"tls-cert-file " + tlsDir + "/" + TLSCertKey,
+			"tls-key-file " + tlsDir + "/" + TLSKeyKey,
+			"tls-ca-cert-file " + tlsDir + "/" + TLSCAKey,
+			"tls-replication yes",
+			"tls-auth-clients " + clientAuth,
+		}
+	}
+	lines = append(lines,
 		"bind * -::*",
 		"protected-mode no",
-		"dir " + dataDir,
+		"dir "+dataDir,
 		// Replicas start a full sync at once instead of waiting for others to join one.
 		"repl-diskless-sync yes",
 		"repl-diskless-sync-delay 0",
-	}
+	)
 	if rc.Spec.Storage != nil {
 		lines = append(lines, "appendonly yes", "appendfsync everysec")
 	}

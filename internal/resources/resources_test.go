@@ -114,6 +114,13 @@ func TestRedisConf(t *testing.T) {
 		{"write safety with the default lag", redisCluster(func(rc *cachev1.RedisCluster) {
 			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1)}
 		}), []string{"min-replicas-to-write 1\nmin-replicas-max-lag 10\n"}, nil},
+		{"TLS only, for clients and replication", redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
+		}), []string{"port 0\ntls-port 6379\n", "tls-cert-file /etc/redis-tls/tls.crt\ntls-key-file /etc/redis-tls/tls.key\ntls-ca-cert-file /etc/redis-tls/ca.crt\n",
+			"tls-replication yes\n", "tls-auth-clients no\n"}, []string{"\nport 6379"}},
+		{"TLS with client certificates", redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls", ClientAuth: true}
+		}), []string{"tls-auth-clients yes\n"}, nil},
 		{"a lag in part seconds is rounded up", redisCluster(func(rc *cachev1.RedisCluster) {
 			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](2), MaxReplicaLag: &metav1.Duration{Duration: 1500 * time.Millisecond}}
 		}), []string{"min-replicas-to-write 2\nmin-replicas-max-lag 2\n"}, nil},
@@ -166,6 +173,30 @@ func TestRandomPassword(t *testing.T) {
 	assert.Len(t, a, 32)
 	assert.NotEqual(t, a, b)
 	assert.Regexp(t, "^[a-zA-Z0-9]{32}$", a)
+}
+
+func TestStatefulSetMountsTheTLSSecretOnlyWithTLS(t *testing.T) {
+	plain := resources.DesiredStatefulSet(redisCluster(nil), resources.StatefulSetOptions{Replicas: 3}).Spec.Template.Spec
+	for _, v := range plain.Volumes {
+		assert.NotEqual(t, "tls", *v.Name)
+	}
+	withTLS := resources.DesiredStatefulSet(redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
+	}), resources.StatefulSetOptions{Replicas: 3}).Spec.Template.Spec
+	var secret string
+	for _, v := range withTLS.Volumes {
+		if *v.Name == "tls" {
+			secret = *v.Secret.SecretName
+		}
+	}
+	assert.Equal(t, "sessions-tls", secret, "the tls volume is the user's Secret")
+	var mounted bool
+	for _, m := range withTLS.Containers[0].VolumeMounts {
+		if *m.Name == "tls" {
+			mounted = *m.MountPath == "/etc/redis-tls" && *m.ReadOnly
+		}
+	}
+	assert.True(t, mounted, "read-only at the path redis.conf names")
 }
 
 func TestStatefulSetStorageAndScheduling(t *testing.T) {

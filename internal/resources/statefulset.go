@@ -18,6 +18,8 @@ const (
 	configVolume = "config"
 	authVolume   = "auth"
 	dataVolume   = "data"
+	tlsVolume    = "tls"
+	tlsDir       = "/etc/redis-tls"
 	configDir    = "/etc/redis"
 	dataDir      = "/data"
 )
@@ -96,6 +98,12 @@ func podSpec(rc *cachev1.RedisCluster) *corev1ac.PodSpecApplyConfiguration {
 	if rc.Spec.Storage == nil {
 		pod.WithVolumes(corev1ac.Volume().WithName(dataVolume).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
 	}
+	if rc.Spec.TLS != nil {
+		// The kubelet keeps the files in step with the Secret; the operator then has each
+		// running node load them (Redis does not watch its files).
+		pod.WithVolumes(corev1ac.Volume().WithName(tlsVolume).
+			WithSecret(corev1ac.SecretVolumeSource().WithSecretName(rc.Spec.TLS.SecretName).WithDefaultMode(0o440)))
+	}
 	if len(rc.Spec.NodeSelector) > 0 {
 		pod.WithNodeSelector(rc.Spec.NodeSelector)
 	}
@@ -123,7 +131,7 @@ func podSpec(rc *cachev1.RedisCluster) *corev1ac.PodSpecApplyConfiguration {
 
 func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfiguration {
 	port := intstr.FromString("redis")
-	return corev1ac.Container().
+	c := corev1ac.Container().
 		WithName("redis").
 		WithImage(Image(rc)).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
@@ -152,4 +160,8 @@ func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfigurat
 			corev1ac.VolumeMount().WithName(authVolume).WithMountPath(authDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(dataVolume).WithMountPath(dataDir),
 		)
+	if rc.Spec.TLS != nil {
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(tlsVolume).WithMountPath(tlsDir).WithReadOnly(true))
+	}
+	return c
 }

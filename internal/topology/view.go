@@ -40,6 +40,9 @@ func (o Observed) IsReplica() bool { return o.Reachable() && o.Info.Role == redi
 // AuthRefused is true when the node refused the password: neither up nor down.
 func (o Observed) AuthRefused() bool { return errors.Is(o.Err, redis.ErrAuth) }
 
+// TLSRefused is true when the TLS handshake with the node failed: neither up nor down.
+func (o Observed) TLSRefused() bool { return errors.Is(o.Err, redis.ErrTLS) }
+
 // replicates is true when o is a replica pointed at primary, whether or not its link is up.
 func (o Observed) replicates(primary Observed) bool {
 	return o.IsReplica() && primary.Addr != "" && o.Info.PrimaryAddr() == primary.Addr
@@ -204,6 +207,9 @@ func (v View) BestReplica(accept func(Observed) bool) (Observed, bool) {
 
 // AuthRefused are the nodes that refused the password.
 func (v View) AuthRefused() []Observed { return v.nodesWhere(Observed.AuthRefused) }
+
+// TLSRefused are the nodes whose TLS handshake failed.
+func (v View) TLSRefused() []Observed { return v.nodesWhere(Observed.TLSRefused) }
 
 // Settled is true when plan changes nothing and every node serves the primary it keeps.
 func (v View) Settled(plan Plan) bool {

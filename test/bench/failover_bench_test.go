@@ -69,7 +69,7 @@ func failoverTimes(b *testing.B) []time.Duration {
 	primaryNow := func() string { return recorded.Load().(string) }
 	// One reconcile's failover, as the controller runs it: observe, then decide and act.
 	reconcile := func() topology.Round {
-		exec := topology.Executor{Dial: pool.Hold("sessions", "", addrs)}
+		exec := topology.Executor{Dial: pool.Hold("sessions", redis.Login{}, addrs)}
 		view := topology.Observe(ctx, exec.Dial, members, primaryNow())
 		round, _ := exec.Reconcile(ctx, view, &downtime, policy, nil)
 		recorded.Store(round.Primary())

@@ -8,6 +8,7 @@
 package podrunner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,8 +130,52 @@ func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
 type Process struct {
 	*redistest.Server
 	UID types.UID
+	// podDir holds the pod's volumes.
+	podDir string
 
 	lifecycle
+}
+
+// RefreshVolumes writes the pod's ConfigMap and Secret volumes again from their objects, as the
+// kubelet does every sync period: a running process sees the files change. Each file is
+// replaced whole (written aside, then renamed), never seen half-written.
+func (p *Process) RefreshVolumes(ctx context.Context, src Sources, pod *corev1.Pod) error {
+	for _, v := range pod.Spec.Volumes {
+		dir := filepath.Join(p.podDir, "volumes", v.Name)
+		var files map[string][]byte
+		switch {
+		case v.ConfigMap != nil:
+			data, err := src.ConfigMap(ctx, pod.Namespace, v.ConfigMap.Name)
+			if err != nil {
+				return err
+			}
+			files = map[string][]byte{}
+			for k, v := range data {
+				files[k] = []byte(v)
+			}
+		case v.Secret != nil:
+			data, err := src.Secret(ctx, pod.Namespace, v.Secret.SecretName)
+			if err != nil {
+				return err
+			}
+			files = data
+		default:
+			continue
+		}
+		for name, content := range files {
+			path := filepath.Join(dir, name)
+			if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
+				continue
+			}
+			if err := os.WriteFile(path+".new", content, 0o600); err != nil {
+				return err
+			}
+			if err := os.Rename(path+".new", path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Start lays out the pod's volumes under dir/<pod UID> and starts its container. The pod must
@@ -154,7 +199,7 @@ func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Proc
 	}
 	// A redis-server that exits at start (a configuration it refuses) is a container that
 	// crashed: the caller restarts it and reports why, as the kubelet does.
-	p := &Process{Server: server, UID: pod.UID}
+	p := &Process{Server: server, UID: pod.UID, podDir: podDir}
 	p.emptyDirs = emptyDirs
 	p.markStarted(false)
 	return p, nil
@@ -267,9 +312,15 @@ func layOutVolumes(ctx context.Context, src Sources, pod *corev1.Pod, podDir str
 	return dirs, emptyDirs, nil
 }
 
+// pathDirectives are the redis.conf directives whose value is a path in the container.
+var pathDirectives = map[string]bool{
+	"include": true, "dir": true, "aclfile": true,
+	"tls-cert-file": true, "tls-key-file": true, "tls-ca-cert-file": true,
+}
+
 // containerConf reads the redis.conf the container's command names and maps the paths in it
-// (include, dir) from the container's mounts to their directories. It returns the conf and the
-// data directory.
+// (include, dir, the TLS files) from the container's mounts to their directories. It returns the
+// conf and the data directory.
 func containerConf(container corev1.Container, volumeDirs map[string]string, defaultDataDir string) (string, string, error) {
 	hostPath := hostPaths(container, volumeDirs)
 	raw, err := os.ReadFile(hostPath(container.Command[1]))
@@ -280,7 +331,7 @@ func containerConf(container corev1.Container, volumeDirs map[string]string, def
 	lines := strings.Split(string(raw), "\n")
 	for i, line := range lines {
 		fields := strings.Fields(line)
-		if len(fields) != 2 || (fields[0] != "include" && fields[0] != "dir") {
+		if len(fields) != 2 || !pathDirectives[fields[0]] {
 			continue
 		}
 		lines[i] = fields[0] + " " + hostPath(fields[1])

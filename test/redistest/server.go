@@ -76,20 +76,34 @@ func StartIn(dir, name, conf string) (*Server, error) {
 		return nil, err
 	}
 	s.conf = withoutHostSettings(conf)
+	// A TLS node (port 0, tls-port) listens with TLS only, on the same port.
+	portDirective := "port"
+	if hasDirective(conf, "tls-port") {
+		portDirective = "tls-port"
+	}
 	s.conf += fmt.Sprintf(`
 # This host: one loopback address per node.
 bind %[1]s
 bind-source-addr %[1]s
 replica-announce-ip %[1]s
-port %[2]d
+%[4]s %[2]d
 dir %[3]s
 daemonize no
 logfile %[3]s/redis.log
-`, s.IP, Port, s.Dir)
+`, s.IP, Port, s.Dir, portDirective)
 	if err := os.WriteFile(filepath.Join(s.Dir, "redis.conf"), []byte(s.conf), 0o600); err != nil {
 		return nil, err
 	}
 	return s, s.start()
+}
+
+func hasDirective(conf, name string) bool {
+	for _, line := range strings.Split(conf, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // withoutHostSettings drops the lines that name the pod's own address and data directory
@@ -103,6 +117,14 @@ func withoutHostSettings(conf string) string {
 		kept = append(kept, line)
 	}
 	return strings.Join(kept, "\n")
+}
+
+// PID is the running process's ID: a restart changes it.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Addr is host:port.

@@ -37,9 +37,15 @@ type LocalNode struct {
 	Dir string
 	// NoRestart leaves a process that exited down, as a node that is gone would.
 	NoRestart bool
+	// VolumeSync, when set, is how often the pods' ConfigMap and Secret volumes are written
+	// again from their objects, as the kubelet's sync does (about a minute there): a changed
+	// Secret reaches the running pods' files.
+	VolumeSync time.Duration
 
 	mu    sync.Mutex
 	procs map[string]*podProcess // pod name -> process
+	// volumesSynced is when the volumes were last written again.
+	volumesSynced time.Time
 }
 
 type podProcess struct {
@@ -96,6 +102,20 @@ func (n *LocalNode) sync(ctx context.Context) error {
 	for i := range list.Items {
 		if err := n.syncStatefulSet(ctx, &list.Items[i], pods.Items); err != nil {
 			return err
+		}
+	}
+	if n.VolumeSync > 0 && time.Since(n.volumesSynced) >= n.VolumeSync {
+		n.volumesSynced = time.Now()
+		src := podrunner.APISources{Client: n.Client, Claims: n.claimDir}
+		for i := range pods.Items {
+			n.mu.Lock()
+			p, ok := n.procs[pods.Items[i].Name]
+			n.mu.Unlock()
+			if ok && p.UID == pods.Items[i].UID {
+				if err := p.RefreshVolumes(ctx, src, &pods.Items[i]); err != nil {
+					return fmt.Errorf("refreshing the volumes of pod %s: %w", pods.Items[i].Name, err)
+				}
+			}
 		}
 	}
 	return nil

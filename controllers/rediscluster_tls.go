@@ -1,0 +1,237 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+// The TLS Secret's lifecycle: read with the password (phase Secrets, at each resync), mounted
+// into the pods (the kubelet keeps the files in step), and loaded by each running node when its
+// content changes (phase TLS): Redis does not watch its files, so the operator tells each node
+// to read them again, then checks over a handshake of its own that the node serves the Secret's
+// certificate. A node whose files are not yet the new ones is asked again tlsRetry later.
+
+// tlsCredentials is a RedisCluster's TLS Secret as the operator uses it.
+type tlsCredentials struct {
+	// config is the operator's client configuration: trust ca.crt, check the primary
+	// Service's name, present tls.crt.
+	config *tls.Config
+	// leaf is the certificate every node must serve: tls.crt's first.
+	leaf []byte
+	// sum names the Secret's content: each node loads each content once.
+	sum string
+	// previous is the configuration before the last change, for a node that still serves a
+	// certificate only the old CA signed. In memory only: rotate a CA in two steps (old and new
+	// CA in ca.crt first), and no node needs it.
+	previous *tls.Config
+}
+
+// tlsRetry is how soon a node that still served its old certificate after a reload is asked
+// again: the kubelet writes a changed Secret into the pods within its sync period (a minute or
+// so).
+const tlsRetry = 2 * time.Second
+
+// tlsHandshakeTimeout bounds the handshake that reads the certificate a node serves.
+const tlsHandshakeTimeout = 2 * time.Second
+
+// nodeTLS is what the operator knows of one node's certificate.
+type nodeTLS struct {
+	// loaded is the Secret content the node was seen serving after a reload.
+	loaded string
+	// tried is when it was last asked to load.
+	tried time.Time
+}
+
+// readTLS reads spec.tls's Secret: nil when TLS is off. An unchanged Secret keeps last, so that
+// the held connections, made with its configuration, stay.
+func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisCluster, last *tlsCredentials) (*tlsCredentials, error) {
+	if rc.Spec.TLS == nil {
+		return nil, nil
+	}
+	name := rc.Spec.TLS.SecretName
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, nameOf(rc, name), secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s not found", name))
+		}
+		return nil, fmt.Errorf("reading TLS Secret %s: %w", name, err)
+	}
+	sum := sha256.New()
+	for _, key := range []string{resources.TLSCertKey, resources.TLSKeyKey, resources.TLSCAKey} {
+		if len(secret.Data[key]) == 0 {
+			return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s has no %s", name, key))
+		}
+		sum.Write(secret.Data[key])
+	}
+	content := hex.EncodeToString(sum.Sum(nil))
+	if last != nil && last.sum == content {
+		return last, nil
+	}
+	cfg, err := redis.ClientTLS(secret.Data[resources.TLSCertKey], secret.Data[resources.TLSKeyKey], secret.Data[resources.TLSCAKey], primaryServiceName(rc))
+	if err != nil {
+		return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
+	}
+	leaf, err := redis.LeafCertificate(secret.Data[resources.TLSCertKey])
+	if err != nil {
+		return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
+	}
+	out := &tlsCredentials{config: cfg, leaf: leaf.Raw, sum: content}
+	if last != nil {
+		out.previous = last.config
+	}
+	return out, nil
+}
+
+// primaryServiceName is the name clients reach the primary by, which every node's certificate
+// must be valid for: any node may become the primary.
+func primaryServiceName(rc *cachev1.RedisCluster) string {
+	return resources.ClientServiceName(rc) + "." + rc.Namespace + ".svc"
+}
+
+// reconcileTLS has each running node load the TLS Secret's content once, and reports the
+// nodes the operator cannot complete a handshake with (TLSFailed): like a refused password,
+// nothing is decided on a view that misses them.
+func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	t := state.creds.tls
+	if t == nil {
+		return nil
+	}
+	cs := r.clusterState(rc)
+	now := time.Now()
+	var errs []error
+	reached := false
+	for _, o := range state.view.Nodes {
+		if (!o.Reachable() && !o.TLSRefused()) || !cs.tlsDue(o.Name, t.sum, now) {
+			continue
+		}
+		loaded, changed, err := r.loadCertificate(ctx, o, state.creds)
+		cs.tlsTried(o.Name, t.sum, loaded, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if changed {
+			// The pod is the Event's related object: Events of one reason and object are
+			// otherwise one series, and each node's reload is its own.
+			r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventCertificateReloaded, "Reload",
+				"%s now serves the certificate from Secret %s", o.Name, rc.Spec.TLS.SecretName)
+		}
+		reached = reached || (loaded && o.TLSRefused())
+	}
+	if reached {
+		state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
+	}
+	for _, o := range state.view.TLSRefused() {
+		errs = append(errs, fmt.Errorf("the TLS handshake with %s failed (TLS Secret %s): %w", o.Name, rc.Spec.TLS.SecretName, o.Err))
+	}
+	return errors.Join(errs...)
+}
+
+// loadCertificate has the node read its TLS files again and says whether it then serves the
+// Secret's certificate (loaded), and whether that is a change (it served another before).
+func (r *RedisClusterReconciler) loadCertificate(ctx context.Context, o topology.Observed, creds credentials) (loaded, changed bool, err error) {
+	t := creds.tls
+	before, _ := redis.ServedCertificate(ctx, o.Addr, t.config, tlsHandshakeTimeout)
+	login := creds.login()
+	if o.TLSRefused() {
+		login.TLS = t.reloadConfig()
+	}
+	n := r.Dial(login)(o.Addr)
+	defer n.Close()
+	if err := n.ReloadTLS(ctx); err != nil {
+		return false, false, fmt.Errorf("having %s load its TLS files: %w", o.Name, err)
+	}
+	after, err := redis.ServedCertificate(ctx, o.Addr, t.config, tlsHandshakeTimeout)
+	if err != nil {
+		return false, false, fmt.Errorf("reading the certificate %s serves: %w", o.Name, err)
+	}
+	if !bytes.Equal(after.Raw, t.leaf) {
+		return false, false, nil // its files are not the Secret's yet
+	}
+	return true, before == nil || !bytes.Equal(before.Raw, t.leaf), nil
+}
+
+// reloadConfig reaches a node whose certificate the operator's configuration refuses, to have
+// it load the Secret's: its chain must still lead to the current or the previous ca.crt, but
+// the name is not checked (a certificate issued for the wrong name is what it is replacing).
+func (t *tlsCredentials) reloadConfig() *tls.Config {
+	cfg := t.config.Clone()
+	pools := []*x509.CertPool{t.config.RootCAs}
+	if t.previous != nil {
+		pools = append(pools, t.previous.RootCAs)
+	}
+	cfg.InsecureSkipVerify = true //nolint:gosec // verified below, without the name
+	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		certs := make([]*x509.Certificate, 0, len(raw))
+		for _, der := range raw {
+			c, err := x509.ParseCertificate(der)
+			if err != nil {
+				return err
+			}
+			certs = append(certs, c)
+		}
+		if len(certs) == 0 {
+			return errors.New("no certificate")
+		}
+		intermediates := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			intermediates.AddCert(c)
+		}
+		var err error
+		for _, roots := range pools {
+			if _, err = certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates}); err == nil {
+				return nil
+			}
+		}
+		return err
+	}
+	return cfg
+}
+
+// tlsDue is true when the node has not loaded this content yet and was not asked to lately.
+func (cs *clusterState) tlsDue(node, sum string, now time.Time) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	n := cs.tls[node]
+	return n.loaded != sum && now.Sub(n.tried) >= tlsRetry
+}
+
+func (cs *clusterState) tlsTried(node, sum string, loaded bool, now time.Time) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.tls == nil {
+		cs.tls = map[string]nodeTLS{}
+	}
+	n := cs.tls[node]
+	n.tried = now
+	if loaded {
+		n.loaded = sum
+	}
+	cs.tls[node] = n
+}
+
+// podNamed is the pod of that name among pods; nil (no related object) when it is not there.
+func podNamed(pods []corev1.Pod, name string) runtime.Object {
+	for i := range pods {
+		if pods[i].Name == name {
+			return &pods[i]
+		}
+	}
+	return nil
+}

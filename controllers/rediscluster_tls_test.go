@@ -1,0 +1,319 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// tlsCluster is a Ready RedisCluster of three nodes with spec.tls, its Secret signed by ca.
+// The local node writes changed Secrets into the pods' files within 200ms, as the kubelet does
+// within its sync period.
+func tlsCluster(t *testing.T, ca *testenv.CA, clientAuth bool) (string, *cachev1.RedisCluster, *testenv.LocalNode) {
+	t.Helper()
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
+	kp := issue(t, ca, ns)
+	require.NoError(t, k8sClient.Create(context.Background(), testenv.TLSSecret(ns, "sessions-tls", kp, ca.PEM)))
+	rc := testenv.RedisCluster(ns, "sessions", 3)
+	rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls", ClientAuth: clientAuth}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	node := runLocalNodeWith(t, ns, func(n *testenv.LocalNode) { n.VolumeSync = 200 * time.Millisecond })
+	return ns, eventuallyReady(t, rc), node
+}
+
+// issue signs a node certificate valid for the names clients use: the primary Service's (which
+// the operator checks) and each pod's.
+func issue(t *testing.T, ca *testenv.CA, ns string) *testenv.KeyPair {
+	t.Helper()
+	kp, err := ca.Issue("sessions."+ns+".svc", "*.sessions-headless."+ns+".svc")
+	require.NoError(t, err)
+	return kp
+}
+
+func newCA(t *testing.T, name string) *testenv.CA {
+	t.Helper()
+	ca, err := testenv.NewCA(name)
+	require.NoError(t, err)
+	return ca
+}
+
+// tlsClient is a client of a pod's Redis over TLS, trusting cas and checking the primary
+// Service's name; cert, when set, is its client certificate.
+func tlsClient(t *testing.T, node *testenv.LocalNode, ns, pod, password string, cert func() *tls.Certificate, cas ...*testenv.CA) *goredis.Client {
+	t.Helper()
+	server := node.Server(pod)
+	require.NotNil(t, server, "pod %s runs no Redis", pod)
+	roots := x509.NewCertPool()
+	for _, ca := range cas {
+		roots.AddCert(ca.Cert)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: "sessions." + ns + ".svc"}
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert(), nil }
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: server.Addr(), Password: password, TLSConfig: cfg, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestATLSClusterServesOnlyTLSFailsOverAndSwitchesOver(t *testing.T) {
+	ca := newCA(t, "redis-ca")
+	ns, rc, node := tlsCluster(t, ca, true)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	ctx := context.Background()
+	clientCert, err := ca.Issue("app")
+	require.NoError(t, err)
+	withCert := func() *tls.Certificate { c := clientCert.TLSCertificate(); return &c }
+
+	// Then every node refuses plaintext, and TLS without a client certificate, and takes a
+	// client with one; the replicas replicate over TLS
+	for _, pod := range []string{"sessions-0", "sessions-1", "sessions-2"} {
+		assert.Error(t, redisClient(t, node, pod, password).Ping(ctx).Err(), "plaintext to %s", pod)
+		assert.Error(t, tlsClient(t, node, ns, pod, password, nil, ca).Ping(ctx).Err(), "TLS without a client certificate to %s", pod)
+		assert.NoError(t, tlsClient(t, node, ns, pod, password, withCert, ca).Ping(ctx).Err(), "TLS with a client certificate to %s", pod)
+	}
+	primary := tlsClient(t, node, ns, "sessions-0", password, withCert, ca)
+	require.NoError(t, primary.Set(ctx, "k", "kept", 0).Err())
+	acked, err := primary.Do(ctx, "WAIT", 2, 2000).Int()
+	require.NoError(t, err)
+	require.Equal(t, 2, acked, "both replicas acknowledged over TLS replication")
+
+	// When the primary's Redis dies, a replica takes over with the data
+	node.Server("sessions-0").Kill()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotEqual(c, "sessions-0", getRC(c, rc).Status.Primary)
+	}, waitFor, tick)
+	rc = eventuallyReady(t, rc)
+	v, err := tlsClient(t, node, ns, rc.Status.Primary, password, withCert, ca).Get(ctx, "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "kept", v)
+
+	// And when the cluster scales in to sessions-0, the primary switches over to it first
+	patch := client.MergeFrom(rc.DeepCopy())
+	rc.Spec.Replicas = 1
+	require.NoError(t, k8sClient.Patch(ctx, rc, patch))
+	got := eventuallyReady(t, rc)
+	assert.Equal(t, "sessions-0", got.Status.Primary)
+	eventuallyStatefulSet(t, ns, "sessions", func(c *assert.CollectT, sts *appsv1.StatefulSet) {
+		assert.Equal(c, int32(1), ptr.Deref(sts.Spec.Replicas, 0))
+	})
+	v, err = tlsClient(t, node, ns, "sessions-0", password, withCert, ca).Get(ctx, "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "kept", v)
+	assert.Contains(t, eventReasons(t, rc), cachev1.EventSwitchedOver)
+}
+
+// The rotation cert-manager users go through when a CA changes: the new CA is added to ca.crt,
+// the nodes' certificate is re-issued by it, the old CA is removed. Each step is loaded by the
+// running nodes, with no restart, while a client writes through the primary.
+func TestCertificateRotationReachesRunningNodesWithNoAcknowledgedWriteLost(t *testing.T) {
+	oldCA, newCA := newCA(t, "old-ca"), newCA(t, "new-ca")
+	ns, rc, node := tlsCluster(t, oldCA, true)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	ctx := context.Background()
+	pids := serverPIDs(t, node)
+	oldClient, err := oldCA.Issue("app")
+	require.NoError(t, err)
+	newClient, err := newCA.Issue("app")
+	require.NoError(t, err)
+	oldCert, newCert := oldClient.TLSCertificate(), newClient.TLSCertificate()
+	var useNew atomic.Bool
+	appCert := func() *tls.Certificate {
+		if useNew.Load() {
+			return &newCert
+		}
+		return &oldCert
+	}
+
+	// Given a client writing through the primary, each write acknowledged by a replica
+	writer := ackedWriter(tlsClient(t, node, ns, rc.Status.Primary, password, appCert, oldCA, newCA))
+	update := func(kp *testenv.KeyPair, cas ...*testenv.CA) {
+		s := &corev1.Secret{}
+		require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sessions-tls"}, s))
+		var pems [][]byte
+		for _, ca := range cas {
+			pems = append(pems, ca.PEM)
+		}
+		s.Data = testenv.TLSSecret(ns, "sessions-tls", kp, pems...).Data
+		require.NoError(t, k8sClient.Update(ctx, s))
+	}
+	oldLeaf := secretValue(t, ns, "sessions-tls", "tls.crt")
+	pods := []string{"sessions-0", "sessions-1", "sessions-2"}
+
+	// When the new CA is added to ca.crt
+	update(&testenv.KeyPair{CertPEM: []byte(oldLeaf), KeyPEM: []byte(secretValue(t, ns, "sessions-tls", "tls.key"))}, oldCA, newCA)
+	// Then every node trusts clients of the new CA too
+	for _, pod := range pods {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, tlsClient(t, node, ns, pod, password, func() *tls.Certificate { return &newCert }, oldCA, newCA).Ping(ctx).Err())
+		}, waitFor, 100*time.Millisecond, "%s trusts the new CA", pod)
+	}
+	useNew.Store(true)
+
+	// When the nodes' certificate is re-issued by the new CA
+	update(issue(t, newCA, ns), oldCA, newCA)
+	// Then every node serves it, and says so
+	for _, pod := range pods {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cs := tlsClient(t, node, ns, pod, password, appCert, newCA) // the new CA alone
+			assert.NoError(c, cs.Ping(ctx).Err())
+		}, waitFor, 100*time.Millisecond, "%s serves the new certificate", pod)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n := 0
+		for _, r := range eventReasons(c, rc) {
+			if r == cachev1.EventCertificateReloaded {
+				n++
+			}
+		}
+		assert.Equal(c, 3, n, "one CertificateReloaded Event per node")
+	}, waitFor, tick)
+
+	// When the old CA is removed from ca.crt
+	update(issue(t, newCA, ns), newCA)
+	// Then a client of the old CA is refused everywhere
+	for _, pod := range pods {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Error(c, tlsClient(t, node, ns, pod, password, func() *tls.Certificate { return &oldCert }, oldCA, newCA).Ping(ctx).Err())
+		}, waitFor, 100*time.Millisecond, "%s no longer trusts the old CA", pod)
+	}
+	acked, refused := writer.stop()
+
+	// And no acknowledged write was lost, no process restarted, and the cluster is Ready
+	require.NotEmpty(t, acked)
+	reader := tlsClient(t, node, ns, rc.Status.Primary, password, appCert, newCA)
+	lost := 0
+	for _, k := range acked {
+		if reader.Exists(ctx, k).Val() != 1 {
+			lost++
+		}
+	}
+	assert.Zero(t, lost, "of %d acknowledged writes", len(acked))
+	t.Logf("figure: %d writes acknowledged during the rotation, %d lost, %d refused", len(acked), lost, refused)
+	assert.Equal(t, pids, serverPIDs(t, node), "no redis-server restarted")
+	got := eventuallyReady(t, rc)
+	assert.Equal(t, rc.Status.Primary, got.Status.Primary, "no failover")
+
+	// And a replica that restarts now joins its primary with the new certificates
+	node.Server("sessions-2").Kill()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, n := range getRC(c, rc).Status.Nodes {
+			if n.Name == "sessions-2" {
+				assert.Equal(c, cachev1.NodeServing, n.State)
+			}
+		}
+	}, waitFor, tick)
+}
+
+func serverPIDs(t *testing.T, node *testenv.LocalNode) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, pod := range []string{"sessions-0", "sessions-1", "sessions-2"} {
+		s := node.Server(pod)
+		require.NotNil(t, s)
+		out[pod] = s.PID()
+	}
+	return out
+}
+
+func TestAMissingOrWrongTLSSecretIsExplainedAndFixedByTheUser(t *testing.T) {
+	ca := newCA(t, "redis-ca")
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
+	rc := testenv.RedisCluster(ns, "sessions", 2)
+	rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	runLocalNodeWith(t, ns, func(n *testenv.LocalNode) { n.VolumeSync = 200 * time.Millisecond })
+	degraded := func(reason string, contains ...string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := getRC(c, rc)
+			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+			require.NotNil(c, cond)
+			assert.Equal(c, reason, cond.Reason)
+			for _, s := range contains {
+				assert.Contains(c, cond.Message, s)
+			}
+			assert.Contains(c, eventReasons(c, rc), reason)
+		}, waitFor, tick)
+	}
+
+	// Given no TLS Secret: the status says so
+	degraded(cachev1.ReasonTLSSecretInvalid, "TLS Secret sessions-tls not found")
+
+	// When the Secret holds a certificate for another name: the nodes start, but the operator
+	// will not trust them, and says why
+	wrong, err := ca.Issue("elsewhere.example.com")
+	require.NoError(t, err)
+	secret := testenv.TLSSecret(ns, "sessions-tls", wrong, ca.PEM)
+	require.NoError(t, k8sClient.Create(context.Background(), secret))
+	degraded(cachev1.ReasonTLSFailed, "sessions."+ns+".svc", "elsewhere.example.com")
+	assert.Empty(t, getRC(t, rc).Status.Primary, "nothing is decided on nodes it cannot trust")
+
+	// When the certificate is re-issued for the primary Service's name: Ready, live
+	secret.Data = testenv.TLSSecret(ns, "sessions-tls", issue(t, ca, ns), ca.PEM).Data
+	require.NoError(t, k8sClient.Update(context.Background(), secret))
+	got := eventuallyReady(t, rc)
+	assert.NotEmpty(t, got.Status.Primary)
+
+	// And TLS cannot be turned off on it: the API says why
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.TLS = nil
+	err = k8sClient.Patch(context.Background(), got, patch)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.tls cannot be added to or removed from a RedisCluster")
+}
+
+// writer writes a key every 20ms through its client, each acknowledged by a replica (WAIT 1)
+// or not counted, until stop.
+type writer struct {
+	stop func() (acked []string, refused int)
+}
+
+func ackedWriter(c *goredis.Client) writer {
+	ctx := context.Background()
+	var acked []string
+	refused := 0
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			k := fmt.Sprintf("w-%d", i)
+			if c.Set(ctx, k, i, 0).Err() != nil {
+				refused++
+				continue
+			}
+			if n, err := c.Do(ctx, "WAIT", 1, 1000).Int(); err == nil && n >= 1 {
+				acked = append(acked, k)
+			}
+		}
+	}()
+	return writer{stop: func() ([]string, int) {
+		close(quit)
+		<-done
+		return acked, refused
+	}}
+}
