@@ -7,9 +7,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -285,6 +288,38 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/typo", "--wait")
 	})
 
+	t.Run("the README's TLS example, run as written, gives a cluster that serves TLS only", func(t *testing.T) {
+		dir := t.TempDir()
+		script := readmeExample(t, root, "tls-example")
+		script = strings.Replace(script, "NS=default\n", "NS="+ns+"\n", 1)
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
+			"PATH="+filepath.Dir(cluster.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+
+		// A client trusting the example's CA and checking the primary Service's name writes
+		// through it; plaintext is refused
+		caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+		require.NoError(t, err)
+		roots := x509.NewCertPool()
+		require.True(t, roots.AppendCertsFromPEM(caPEM))
+		addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "cache", 1)
+		require.NoError(t, err)
+		pw, err := cluster.SecretValue(context.Background(), ns, "cache-auth", "password")
+		require.NoError(t, err)
+		secure := goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1,
+			TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: "cache." + ns + ".svc"}})
+		defer secure.Close()
+		require.NoError(t, secure.Set(context.Background(), "over", "tls", 0).Err())
+		plain := goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+		defer plain.Close()
+		assert.Error(t, plain.Ping(context.Background()).Err(), "plaintext is refused")
+
+		kubectl(t, "delete", "-n", ns, "rediscluster/cache", "--wait")
+	})
+
 	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -386,4 +421,18 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 	v, err := r.Get(context.Background(), "while-etcd-was-away").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "yes", v)
+}
+
+// readmeExample is the shell block of the README between <!-- name --> and <!-- /name -->.
+func readmeExample(t *testing.T, root, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	text := string(raw)
+	start := strings.Index(text, "<!-- "+name+" -->")
+	end := strings.Index(text, "<!-- /"+name+" -->")
+	require.True(t, start >= 0 && end > start, "README has the %s example", name)
+	block := text[start:end]
+	block = block[strings.Index(block, "```sh\n")+len("```sh\n"):]
+	return block[:strings.LastIndex(block, "```")]
 }

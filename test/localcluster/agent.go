@@ -64,7 +64,14 @@ type runningPod struct {
 	// twice as long (10s up to 5 minutes) while the container keeps failing.
 	backoff     time.Duration
 	nextRestart time.Time
+	// volumesSynced is when its ConfigMap and Secret volumes were last written again.
+	volumesSynced time.Time
 }
+
+// volumeSync is how often a running pod's ConfigMap and Secret volumes are written again from
+// their objects: the kubelet's sync period is about a minute; shorter here, so that a changed
+// Secret (a rotated certificate) reaches the pods soon.
+const volumeSync = 10 * time.Second
 
 const (
 	initialBackoff = 10 * time.Second
@@ -257,6 +264,13 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 		if err := p.Restart(); err != nil {
 			return err
 		}
+	}
+	if redis, ok := p.Container.(*podrunner.Process); ok && time.Since(p.volumesSynced) >= volumeSync {
+		src := podrunner.APISources{Client: a.Client, Claims: a.claimDir}
+		if err := redis.RefreshVolumes(ctx, src, pod); err != nil {
+			return err
+		}
+		p.volumesSynced = time.Now()
 	}
 	ready := p.Ready()
 	return a.writeStatus(ctx, pod, p, ready)
