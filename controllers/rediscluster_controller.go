@@ -253,12 +253,14 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	setStatus(rc, state)
 	r.recordNodeMetrics(rc, state, time.Now())
 	recordConditions(rc)
-	if state.move != nil && state.move.done {
-		recordPrimaryChange(rc, state.move, time.Now())
-	}
 	r.recordStatusEvents(state.written, rc)
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
 		return ctrl.Result{}, err
+	}
+	// Counted once the status records the new primary: a status write that fails leaves the
+	// change to the next reconcile, which would count it again.
+	if state.move != nil && state.move.done {
+		recordPrimaryChange(rc, state.move, time.Now())
 	}
 	if state.err != nil {
 		// controller-runtime logs it, once, and retries with backoff.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -394,7 +395,7 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"password": []byte(first)}}
 	require.NoError(t, k8sClient.Create(context.Background(), secret))
 	rc := testenv.RedisCluster(ns, "sessions", 2)
-	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
+	rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}, PreviousPasswordValidFor: &metav1.Duration{Duration: 4 * time.Second}}
 	require.NoError(t, k8sClient.Create(context.Background(), rc))
 	node := runLocalNode(t, ns)
 	eventuallyReady(t, rc)
@@ -413,16 +414,34 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 	secret.Data["password"] = []byte(second)
 	require.NoError(t, k8sClient.Update(context.Background(), secret))
 
-	// Then every node takes the new password, live: no pod is replaced
+	// Then every node takes the new password, live (no pod is replaced), and the old one still
+	// works beside it, so that clients can move to the new one without an error
+	changed := time.Now()
 	for _, pod := range []string{"sessions-0", "sessions-1"} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.NoError(c, redisClient(t, node, pod, second).Ping(context.Background()).Err())
 		}, waitFor, tick, pod)
-		assert.Error(t, redisClient(t, node, pod, first).Ping(context.Background()).Err(), "the old password no longer works on %s", pod)
+		assert.NoError(t, redisClient(t, node, pod, first).Ping(context.Background()).Err(), "the old password still works on %s", pod)
 	}
+	require.Less(t, time.Since(changed), 4*time.Second, "checked within the old password's time")
+	previousKept := &corev1.Secret{}
+	require.NoError(t, k8sClient.Get(context.Background(), key(ns, "sessions-auth-previous"), previousKept), "the rotation's state is in the API")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		// Events are sent in the background: the rotation can be done before its Event is stored.
 		assert.Contains(c, eventReasons(c, rc), cachev1.EventPasswordChanged)
+	}, waitFor, tick)
+
+	// And when its time is up, the old password is removed from every node, and its Secret
+	for _, pod := range []string{"sessions-0", "sessions-1"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Error(c, redisClient(t, node, pod, first).Ping(context.Background()).Err())
+		}, waitFor, tick, "the old password no longer works on %s", pod)
+	}
+	assert.GreaterOrEqual(t, time.Since(changed), 4*time.Second, "not before its time")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		err := k8sClient.Get(context.Background(), key(ns, "sessions-auth-previous"), &corev1.Secret{})
+		assert.True(c, apierrors.IsNotFound(err), "sessions-auth-previous is deleted")
+		assert.Contains(c, eventReasons(c, rc), cachev1.EventPreviousPasswordRemoved)
 	}, waitFor, tick)
 	eventuallyReady(t, rc)
 	assert.Equal(t, before, podUIDs())

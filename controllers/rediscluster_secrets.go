@@ -10,13 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
-	"github.com/org/redis-operator/internal/topology"
 )
 
 // DefaultSecretResync is how often the password is read again from its Secret. Between reads
@@ -30,8 +28,11 @@ const secretReadTimeout = 5 * time.Second
 // credentials are what the nodes read at start, as last synced from the Secrets.
 type credentials struct {
 	password string
-	// previous is the password before the last change, while running nodes may still have it.
-	previous string
+	// rotation is the state of the last password change: the passwords running nodes may
+	// still take.
+	rotation rotation
+	// previousInFile is true while the nodes' password file lists the previous password.
+	previousInFile bool
 	// tls is the RedisCluster's TLS Secret as read, when spec.tls is set.
 	tls        *tlsCredentials
 	generation int64
@@ -75,7 +76,9 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	}
 	// inHand is a password read for this generation of the spec.
 	inHand := creds.password != "" && creds.generation == rc.Generation
-	if inHand && time.Since(creds.syncedAt) < resync {
+	// The previous password's time is up: its file must drop it before the nodes do.
+	previousEnds := creds.previousInFile && !time.Now().Before(creds.rotation.until)
+	if inHand && time.Since(creds.syncedAt) < resync && !previousEnds {
 		state.creds = creds
 		return nil
 	}
@@ -121,17 +124,29 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 			return fmt.Errorf("reading Secret %s: %w", resources.AuthConfSecretName(rc), err)
 		}
 	}
-	previous := creds.previous
-	if old, ok := resources.PasswordInAuthConf(string(authConf.Data[resources.AuthConfKey])); ok && old != password {
-		// The password changed: the running nodes have the old one until they are given the
-		// new one. It is kept in a Secret before their file changes, so that an operator that
-		// restarts in between can still log in to them.
-		if err := r.Apply(ctx, resources.DesiredPreviousPasswordSecret(rc, old), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return failed(cachev1.ReasonApplyFailed, fmt.Errorf("keeping the previous password in Secret %s: %w", resources.PreviousPasswordSecretName(rc), err))
+	rot := creds.rotation
+	switch {
+	case !found:
+		// No password file yet, so no node has had a password to change from.
+		rot = rotation{read: true}
+	case !rot.read:
+		if rot, err = r.readRotation(readCtx, rc); err != nil {
+			return err
 		}
-		previous = old
 	}
-	desired := resources.DesiredAuthConfSecret(rc, password)
+	now := time.Now()
+	if old, ok := resources.PasswordInAuthConf(string(authConf.Data[resources.AuthConfKey])); ok {
+		var started bool
+		if rot, started = rot.started(old, password, now, rc.PreviousPasswordValidFor()); started {
+			// Step 1: the running nodes have the old password until they are given the new
+			// one; it is kept before their file changes.
+			if err := r.writeRotation(ctx, rc, rot); err != nil {
+				return failed(cachev1.ReasonApplyFailed, err)
+			}
+		}
+	}
+	stillValid := rot.stillValid(password, now)
+	desired := resources.DesiredAuthConfSecret(rc, password, stillValid...)
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: authConf, extract: corev1ac.ExtractSecret,
 		read: found, missing: !found,
@@ -139,33 +154,8 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	keep(credentials{password: password, previous: previous, tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
+	keep(credentials{password: password, rotation: rot, previousInFile: len(stillValid) > 0, tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
 	return nil
-}
-
-// previousPassword is the password the nodes had before the last change: kept in memory since
-// this operator saw the change, or read from where it was kept when the change happened
-// before (another operator process, or this one before a restart). Empty when there is none.
-func (r *RedisClusterReconciler) previousPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (string, error) {
-	if state.creds.previous != "" {
-		return state.creds.previous, nil
-	}
-	secret := &corev1.Secret{}
-	switch err := r.APIReader.Get(ctx, nameOf(rc, resources.PreviousPasswordSecretName(rc)), secret); {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("reading Secret %s: %w", resources.PreviousPasswordSecretName(rc), err)
-	}
-	previous := string(secret.Data[resources.PasswordKey])
-	cs := r.clusterState(rc)
-	cs.mu.Lock()
-	if cs.creds.password == state.creds.password {
-		cs.creds.previous = previous
-	}
-	cs.mu.Unlock()
-	state.creds.previous = previous
-	return previous, nil
 }
 
 // readPassword reads the password from its Secret. Without spec.auth it creates the Secret
@@ -215,39 +205,6 @@ func (r *RedisClusterReconciler) createPasswordSecret(ctx context.Context, rc *c
 	state.created = append(state.created, "Secret "+secret.Name+" (a random password)")
 	log.FromContext(ctx).Info("Created child", "kind", "Secret", "child", klog.KObj(secret))
 	return password, true, nil
-}
-
-// reconcilePasswords gives the current password to the nodes that refuse it but take the
-// previous one: the password Secret changed under running nodes. The change is live (CONFIG
-// SET), so no pod restarts for it, and a node that restarts reads the new password file. A node
-// that refuses both leaves the RedisCluster Degraded (AuthenticationFailed), and nothing is
-// decided on half a view until it takes a password again.
-func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	refused := state.view.AuthRefused()
-	if len(refused) == 0 {
-		return nil
-	}
-	previous, err := r.previousPassword(ctx, rc, state)
-	if err != nil {
-		return err
-	}
-	if previous != "" {
-		old := state.creds.login()
-		old.Password = previous
-		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(old))
-		for _, node := range rotated {
-			r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
-				"%s now takes the password from Secret %s", node, passwordSecretName(rc))
-		}
-		if len(rotated) > 0 {
-			state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
-			refused = state.view.AuthRefused()
-		}
-	}
-	if len(refused) == 0 {
-		return nil
-	}
-	return fmt.Errorf("redis on %s refused the password from Secret %s: %w", refused[0].Name, passwordSecretName(rc), refused[0].Err)
 }
 
 func passwordSecretName(rc *cachev1.RedisCluster) string {

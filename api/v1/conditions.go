@@ -101,6 +101,9 @@ const (
 	// EventCertificateReloaded (Normal): a running node loaded the certificate its TLS Secret
 	// now holds.
 	EventCertificateReloaded = "CertificateReloaded"
+	// EventPreviousPasswordRemoved (Normal): the password before the last change no longer works
+	// on any node: its time (spec.auth.previousPasswordValidFor) is up.
+	EventPreviousPasswordRemoved = "PreviousPasswordRemoved"
 	// EventReplacingPod (Normal): a pod is deleted so that it comes back with the current spec.
 	EventReplacingPod = "ReplacingPod"
 )

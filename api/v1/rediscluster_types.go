@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,11 +125,33 @@ type StorageSpec struct {
 	WhenScaled PVCRetention `json:"whenScaled,omitempty"`
 }
 
+// DefaultPreviousPasswordValidFor is spec.auth.previousPasswordValidFor when it is not set.
+const DefaultPreviousPasswordValidFor = 5 * time.Minute
+
 // AuthSpec names the password Secret.
 type AuthSpec struct {
 	// SecretRef is the Secret and key holding the password.
 	// +required
 	SecretRef SecretKeyRef `json:"secretRef"`
+
+	// PreviousPasswordValidFor is how long the password keeps working after the Secret
+	// changes, beside the new one, so that clients can move to the new one without an error.
+	// Then it is removed from every node. Default 5m; 0s removes it as soon as every node
+	// takes the new one.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="spec.auth.previousPasswordValidFor must not be negative"
+	// +optional
+	PreviousPasswordValidFor *metav1.Duration `json:"previousPasswordValidFor,omitempty"`
+}
+
+// PreviousPasswordValidFor is how long a changed password keeps working (the default without
+// spec.auth, whose generated Secret a user may still change).
+func (rc *RedisCluster) PreviousPasswordValidFor() time.Duration {
+	if rc.Spec.Auth != nil && rc.Spec.Auth.PreviousPasswordValidFor != nil {
+		return rc.Spec.Auth.PreviousPasswordValidFor.Duration
+	}
+	return DefaultPreviousPasswordValidFor
 }
 
 // SecretKeyRef is a key of a Secret in the RedisCluster's namespace.

@@ -89,9 +89,12 @@ type Node interface {
 	// the paths it has, which Redis 7 applies even when they are unchanged). Connections
 	// already open keep their session.
 	ReloadTLS(ctx context.Context) error
-	// SetPassword changes the node's password (requirepass) and the one it uses towards its
-	// primary (masterauth), live. Connections already logged in stay logged in.
-	SetPassword(ctx context.Context, password string) error
+	// AddPassword makes the node take password beside the ones it takes (its default user's,
+	// Redis 7 users hold several) and give it to its primary (masterauth), live. Connections
+	// already logged in stay logged in.
+	AddPassword(ctx context.Context, password string) error
+	// RemovePassword makes the node refuse password; a password it does not take is no error.
+	RemovePassword(ctx context.Context, password string) error
 	Close() error
 }
 
@@ -254,13 +257,21 @@ func (n *node) ReloadTLS(ctx context.Context) error {
 	return n.classify(n.client().Do(ctx, args...).Err())
 }
 
-func (n *node) SetPassword(ctx context.Context, password string) error {
+func (n *node) AddPassword(ctx context.Context, password string) error {
 	// masterauth first: a replica that reconnects meanwhile still logs in to a primary that
-	// already takes the new password, or one that still has its old link.
+	// takes both.
 	if err := n.client().ConfigSet(ctx, "masterauth", password).Err(); err != nil {
 		return n.classify(err)
 	}
-	return n.classify(n.client().ConfigSet(ctx, "requirepass", password).Err())
+	return n.classify(n.client().Do(ctx, "ACL", "SETUSER", "default", "on", ">"+password).Err())
+}
+
+func (n *node) RemovePassword(ctx context.Context, password string) error {
+	err := n.client().Do(ctx, "ACL", "SETUSER", "default", "<"+password).Err()
+	if err != nil && strings.Contains(err.Error(), "does not exist") {
+		return nil
+	}
+	return n.classify(err)
 }
 
 func (n *node) Close() error { return n.client().Close() }

@@ -164,7 +164,9 @@ func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
 	s, pool, dial := heldAndChecked(t)
 
 	// When the node's password changes under the held connection, which stays logged in
-	require.NoError(t, dial(s.Addr()).SetPassword(context.Background(), "new-password"))
+	ctx := context.Background()
+	require.NoError(t, dial(s.Addr()).AddPassword(ctx, "new-password"))
+	require.NoError(t, dial(s.Addr()).RemovePassword(ctx, password))
 
 	// Then the next check through it says the node refuses the password
 	_, err := dial(s.Addr()).Replication(context.Background())
@@ -174,7 +176,30 @@ func TestAHeldConnectionStillTellsWhetherTheNodeTakesThePassword(t *testing.T) {
 	dial = pool.Hold("rc", redis.Login{Password: "new-password"}, []string{s.Addr()})
 	_, err = dial(s.Addr()).Replication(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, dial(s.Addr()).SetPassword(context.Background(), password), "the stats helper logs in with it")
+	require.NoError(t, dial(s.Addr()).AddPassword(ctx, password), "the stats helper logs in with it")
+	require.NoError(t, dial(s.Addr()).RemovePassword(ctx, "new-password"))
+}
+
+func TestANodeTakesBothPasswordsUntilTheOldOneIsRemoved(t *testing.T) {
+	s, _, dial := heldAndChecked(t)
+	ctx := context.Background()
+	login := func(pw string) error {
+		c := redis.NewDialer(redis.Options{Password: pw})(s.Addr())
+		defer c.Close()
+		_, err := c.Replication(ctx)
+		return err
+	}
+
+	// When a second password is added, both work
+	require.NoError(t, dial(s.Addr()).AddPassword(ctx, "second"))
+	require.NoError(t, login(password))
+	require.NoError(t, login("second"))
+
+	// and when the first is removed, only the second does; removing it again is no error
+	require.NoError(t, dial(s.Addr()).RemovePassword(ctx, password))
+	require.ErrorIs(t, login(password), redis.ErrAuth)
+	require.NoError(t, login("second"))
+	require.NoError(t, dial(s.Addr()).RemovePassword(ctx, password))
 }
 
 func TestAHeldNodeThatIsBackAnswersTheNextCheck(t *testing.T) {

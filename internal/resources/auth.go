@@ -2,9 +2,12 @@ package resources
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,32 +81,55 @@ func RandomPassword() string {
 	return string(out)
 }
 
-// DesiredAuthConfSecret holds the password file Redis includes from redis.conf.
-func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string) *corev1ac.SecretApplyConfiguration {
+// DesiredAuthConfSecret holds the password file Redis includes from redis.conf: the password
+// and, while it still works, the one before it.
+func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string, stillValid ...string) *corev1ac.SecretApplyConfiguration {
 	return corev1ac.Secret(AuthConfSecretName(rc), rc.Namespace).
 		WithLabels(Labels(rc)).
 		WithOwnerReferences(ownerReference(rc)).
 		WithType(corev1.SecretTypeOpaque).
-		WithData(map[string][]byte{AuthConfKey: []byte(AuthConf(password))})
+		WithData(map[string][]byte{AuthConfKey: []byte(AuthConf(password, stillValid...))})
 }
 
-// DesiredPreviousPasswordSecret keeps the password the nodes had before a change, written
-// before their password file changes: running nodes keep the old password until they are given
-// the new one, and an operator that restarts in between must still be able to log in to them.
-// It is not mounted into any pod.
-func DesiredPreviousPasswordSecret(rc *cachev1.RedisCluster, password string) *corev1ac.SecretApplyConfiguration {
+// AnnotationPreviousValidUntil on the previous password's Secret is when that password stops
+// working (RFC 3339): the state of a rotation, kept in the API so that any operator process
+// finishes it.
+const AnnotationPreviousValidUntil = "cache.example.com/valid-until"
+
+// DesiredPreviousPasswordSecret keeps the state of a password change: the password the nodes
+// had before it (key password), which they take beside the new one until validUntil, and older
+// ones a later change retired (keys retired-N), which are removed from the nodes at once. It is
+// written before the nodes' password file changes, so that an operator that restarts meanwhile
+// can still log in with them and remove them in time. It is not mounted into any pod.
+func DesiredPreviousPasswordSecret(rc *cachev1.RedisCluster, previous string, validUntil time.Time, retired []string) *corev1ac.SecretApplyConfiguration {
+	data := map[string][]byte{PasswordKey: []byte(previous)}
+	for i, p := range retired {
+		data[RetiredPasswordKey(i)] = []byte(p)
+	}
 	return corev1ac.Secret(PreviousPasswordSecretName(rc), rc.Namespace).
 		WithLabels(Labels(rc)).
+		WithAnnotations(map[string]string{AnnotationPreviousValidUntil: validUntil.UTC().Format(time.RFC3339Nano)}).
 		WithOwnerReferences(ownerReference(rc)).
 		WithType(corev1.SecretTypeOpaque).
-		WithData(map[string][]byte{PasswordKey: []byte(password)})
+		WithData(data)
 }
 
-// PasswordInAuthConf is the password an AuthConf file sets; false when conf is not one.
+// RetiredPasswordKey is the key of the i-th retired password in the previous password's Secret.
+func RetiredPasswordKey(i int) string { return "retired-" + strconv.Itoa(i) }
+
+// PasswordInAuthConf is the password an AuthConf file gives (its masterauth: the one replicas
+// use, the current one); false when conf is not one.
 func PasswordInAuthConf(conf string) (string, bool) {
-	line, _, _ := strings.Cut(conf, "\n")
-	quoted, ok := strings.CutPrefix(line, "requirepass ")
-	if !ok || len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' || (len(quoted)-2)%4 != 0 {
+	for _, line := range strings.Split(conf, "\n") {
+		if quoted, ok := strings.CutPrefix(line, "masterauth "); ok {
+			return unquoteConfValue(quoted)
+		}
+	}
+	return "", false
+}
+
+func unquoteConfValue(quoted string) (string, bool) {
+	if len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' || (len(quoted)-2)%4 != 0 {
 		return "", false
 	}
 	var out []byte
@@ -117,13 +143,30 @@ func PasswordInAuthConf(conf string) (string, bool) {
 	return string(out), true
 }
 
-// AuthConf is the redis.conf fragment that sets the password: requirepass for clients and
-// masterauth for a replica's link to its primary. Every byte of the password is written as a
-// \xHH escape inside double quotes, so no character of it can end the value or start another
+// AuthConf is the redis.conf fragment of the password: the default user, which takes the
+// password and each of stillValid (Redis 7 users hold several passwords), given as SHA-256
+// hashes; and masterauth, the password a replica gives its primary, with every byte written as
+// a \xHH escape inside double quotes, so no character of it can end the value or start another
 // directive. It lives in a Secret, never in the ConfigMap or in argv.
-func AuthConf(password string) string {
-	quoted := quoteConfValue(password)
-	return fmt.Sprintf("requirepass %s\nmasterauth %s\n", quoted, quoted)
+func AuthConf(password string, stillValid ...string) string {
+	var b strings.Builder
+	b.WriteString("user default on")
+	for _, p := range append([]string{password}, stillValid...) {
+		if p == "" {
+			b.WriteString(" nopass") // no password: auth off (the operator never has an empty one)
+			continue
+		}
+		b.WriteString(" #" + PasswordHash(p))
+	}
+	b.WriteString(" ~* &* +@all\n")
+	b.WriteString("masterauth " + quoteConfValue(password) + "\n")
+	return b.String()
+}
+
+// PasswordHash is how Redis's ACL names a password: its SHA-256, in hex.
+func PasswordHash(password string) string {
+	sum := sha256.Sum256([]byte(password))
+	return hex.EncodeToString(sum[:])
 }
 
 func quoteConfValue(v string) string {

@@ -152,8 +152,19 @@ func TestConfigHash(t *testing.T) {
 func TestAuthConfEscapesEveryByte(t *testing.T) {
 	conf := resources.AuthConf("a\"b \n\\c")
 
-	assert.Equal(t, "requirepass \"\\x61\\x22\\x62\\x20\\x0a\\x5c\\x63\"\nmasterauth \"\\x61\\x22\\x62\\x20\\x0a\\x5c\\x63\"\n", conf)
+	assert.Equal(t, "user default on #"+resources.PasswordHash("a\"b \n\\c")+" ~* &* +@all\n"+
+		"masterauth \"\\x61\\x22\\x62\\x20\\x0a\\x5c\\x63\"\n", conf)
 	assert.Equal(t, 2, strings.Count(conf, "\n"), "a password cannot add a line")
+}
+
+func TestAuthConfKeepsThePreviousPasswordValidBesideTheNewOne(t *testing.T) {
+	conf := resources.AuthConf("new", "old")
+	assert.True(t, strings.HasPrefix(conf, "user default on #"+resources.PasswordHash("new")+" #"+resources.PasswordHash("old")+" ~* &* +@all\n"))
+	got, ok := resources.PasswordInAuthConf(conf)
+	assert.True(t, ok)
+	assert.Equal(t, "new", got, "replicas give the new one")
+	// Redis's own name for a password
+	assert.Equal(t, "11507a0e2f5e69d5dfa40a62a1bd7b6ee57e6bcd85c67c9b8431b36fff21c437", resources.PasswordHash("new"))
 }
 
 func TestPasswordInAuthConfReadsWhatAuthConfWrote(t *testing.T) {
@@ -162,7 +173,11 @@ func TestPasswordInAuthConfReadsWhatAuthConfWrote(t *testing.T) {
 		assert.True(t, ok, "%q", password)
 		assert.Equal(t, password, got)
 	}
-	for _, conf := range []string{"", "requirepass plain\n", `requirepass "\x6"`, `requirepass "\xzz"`, "masterauth \"\\x61\"\n"} {
+	// the file before Redis 7's users: requirepass and masterauth
+	got, ok := resources.PasswordInAuthConf("requirepass \"\\x61\"\nmasterauth \"\\x61\"\n")
+	assert.True(t, ok)
+	assert.Equal(t, "a", got)
+	for _, conf := range []string{"", "requirepass plain\n", `masterauth "\x6"`, `masterauth "\xzz"`, "masterauth plain\n"} {
 		_, ok := resources.PasswordInAuthConf(conf)
 		assert.False(t, ok, "%q is not a password file", conf)
 	}

@@ -28,7 +28,7 @@ var errCrashed = errors.New("the operator crashed here (fault suite)")
 
 // crashAfter stands for an operator process that dies right after its limit-th write: a
 // create, update, patch or delete the API server carried out, or a Redis command that changes
-// a node (REPLICAOF, CONFIG SET, CLIENT PAUSE/UNPAUSE/KILL, FAILOVER). From then on nothing it
+// a node (REPLICAOF, CONFIG SET, ACL SETUSER, CLIENT PAUSE/UNPAUSE/KILL, FAILOVER). From then on nothing it
 // sends goes out. With limit 0 it never crashes and only lists its writes.
 type crashAfter struct {
 	limit   int
@@ -175,6 +175,10 @@ func redisWrite(cmd goredis.Cmder) string {
 		return strings.TrimSpace("redis REPLICAOF " + word(1) + " " + word(2))
 	case "failover":
 		return "redis FAILOVER"
+	case "acl":
+		if word(1) == "SETUSER" {
+			return "redis ACL SETUSER " + strings.ToLower(word(2)) // the user, never its password
+		}
 	case "config":
 		if word(1) == "SET" {
 			return "redis CONFIG SET " + strings.ToLower(word(2))

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -574,7 +575,10 @@ func crashScenarios() []scenario {
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: r.ns},
 				Data: map[string][]byte{"password": []byte("first-password-7c1e")}}
 			require.NoError(t, r.suite.admin.Create(context.Background(), secret))
-			r.rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"}}
+			// The old password works beside the new one for 1s: the crash points cover its
+			// removal too.
+			r.rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"},
+				PreviousPasswordValidFor: &metav1.Duration{Duration: time.Second}}
 			ready(t, r)
 		},
 		when: func(t *testing.T, r *run, w *writer) {
@@ -589,14 +593,24 @@ func crashScenarios() []scenario {
 			if err != nil {
 				return err
 			}
+			ping := func(pod corev1.Pod, password string) error {
+				c := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redistest.Port)),
+					Password: password, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+				defer c.Close()
+				return c.Ping(context.Background()).Err()
+			}
 			for _, p := range pods {
-				c := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(p.Status.PodIP, strconv.Itoa(redistest.Port)),
-					Password: "second-password-90ad", MaxRetries: -1, Protocol: 2, DisableIdentity: true})
-				err := c.Ping(context.Background()).Err()
-				_ = c.Close()
-				if err != nil {
+				if err := ping(p, "second-password-90ad"); err != nil {
 					return fmt.Errorf("%s does not take the new password: %w", p.Name, err)
 				}
+				if ping(p, "first-password-7c1e") == nil {
+					return fmt.Errorf("%s still takes the old password after its time", p.Name)
+				}
+			}
+			// The rotation is over: its state is gone from the API
+			err = r.suite.admin.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: "sessions-auth-previous"}, &corev1.Secret{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("sessions-auth-previous is still there (%w)", err)
 			}
 			return nil
 		},
