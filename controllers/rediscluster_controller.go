@@ -101,6 +101,10 @@ type clusterState struct {
 	metrics  clusterMetrics
 	// tls is each node's certificate, by pod name.
 	tls map[string]nodeTLS
+	// users is the set of users each node was last given in full (usersSum), by pod name;
+	// acceptedUsers are the user lines Redis took.
+	users         map[string]string
+	acceptedUsers map[string]bool
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -224,6 +228,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
 		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
 		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
+		{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
 	}
 	var failedKind phaseKind
 	for _, p := range phases {

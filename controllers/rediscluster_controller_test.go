@@ -373,6 +373,15 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"a setting the operator manages", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory": "1gb", "replicaof": "10.1.1.1 6379"}
 		}, "spec.config.replicaof is managed by the operator"},
+		{"a user's password in its rules", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Users = []cachev1.UserSpec{{Name: "app", PasswordSecretRef: cachev1.SecretKeyRef{Name: "pw"}, Rules: "~app:* +get >hunter2"}}
+		}, "spec.users[].rules may hold only"},
+		{"a user made all-powerful without a password", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Users = []cachev1.UserSpec{{Name: "app", PasswordSecretRef: cachev1.SecretKeyRef{Name: "pw"}, Rules: "nopass allkeys allcommands"}}
+		}, "spec.users[].rules may hold only"},
+		{"the default user in spec.users", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Users = []cachev1.UserSpec{{Name: "default", PasswordSecretRef: cachev1.SecretKeyRef{Name: "pw"}, Rules: "+get"}}
+		}, "the default user's password is spec.auth's"},
 		{"a setting that is not a directive", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Config = map[string]cachev1.ConfigValue{"Max Memory": "1gb"}
 		}, "spec.config"},

@@ -33,6 +33,13 @@ type credentials struct {
 	rotation rotation
 	// previousInFile is true while the nodes' password file lists the previous password.
 	previousInFile bool
+	// users are spec.users with their passwords; userProblems name those whose password could
+	// not be read.
+	users        []resources.User
+	userProblems []string
+	// fileStale is true when the nodes' password file must be written again (Redis took a user
+	// it does not list yet).
+	fileStale bool
 	// tls is the RedisCluster's TLS Secret as read, when spec.tls is set.
 	tls        *tlsCredentials
 	generation int64
@@ -78,7 +85,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	inHand := creds.password != "" && creds.generation == rc.Generation
 	// The previous password's time is up: its file must drop it before the nodes do.
 	previousEnds := creds.previousInFile && !time.Now().Before(creds.rotation.until)
-	if inHand && time.Since(creds.syncedAt) < resync && !previousEnds {
+	if inHand && time.Since(creds.syncedAt) < resync && !previousEnds && !creds.fileStale {
 		state.creds = creds
 		return nil
 	}
@@ -94,6 +101,16 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		// nodes have, so that Redis is still looked after, and read it again a resync period
 		// later, not at every health check.
 		log.FromContext(ctx).Info("Could not read the password Secret again; using the one read before", "error", err.Error())
+		creds.syncedAt = time.Now()
+		keep(creds)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	users, userProblems, err := r.readUsers(readCtx, rc)
+	if err != nil && inHand {
+		log.FromContext(ctx).Info("Could not read the users' password Secrets again; using the ones read before", "error", err.Error())
 		creds.syncedAt = time.Now()
 		keep(creds)
 		return nil
@@ -146,7 +163,10 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		}
 	}
 	stillValid := rot.stillValid(password, now)
-	desired := resources.DesiredAuthConfSecret(rc, password, stillValid...)
+	cs.mu.Lock()
+	inFile := usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.acceptedUsers)
+	cs.mu.Unlock()
+	desired := resources.DesiredAuthConfSecret(rc, password, stillValid, inFile)
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: authConf, extract: corev1ac.ExtractSecret,
 		read: found, missing: !found,
@@ -154,7 +174,13 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	keep(credentials{password: password, rotation: rot, previousInFile: len(stillValid) > 0, tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
+	keep(credentials{password: password, rotation: rot, previousInFile: len(stillValid) > 0, users: users, userProblems: userProblems,
+		tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
+	// The users are given to every node again after each read: a node that restarted before its
+	// file listed them has them within a resync.
+	cs.mu.Lock()
+	cs.users = nil
+	cs.mu.Unlock()
 	return nil
 }
 

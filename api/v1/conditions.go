@@ -36,6 +36,10 @@ const (
 	// ReasonTLSFailed (Degraded=True): a node could not be made to serve the Secret's
 	// certificate, or its certificate is not valid for the primary Service's name.
 	ReasonTLSFailed = "TLSFailed"
+	// ReasonUserRejected (Degraded=True): a user of spec.users could not be applied: Redis
+	// refused its rules, or its password Secret or key is missing. The message names the user;
+	// the other users are applied.
+	ReasonUserRejected = "UserRejected"
 	// ReasonTopologyFailed (Degraded=True, Ready=False): a change of roles over the Redis
 	// protocol (promote, repoint, switchover) failed; the message names the node and the step.
 	// The next reconcile observes the nodes and decides again.

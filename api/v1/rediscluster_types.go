@@ -62,6 +62,15 @@ type RedisClusterSpec struct {
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
+	// Users are Redis ACL users for applications, each with its password in a Secret and its
+	// rules; applied live on every node and kept in the nodes' configuration. A user removed
+	// from the list is deleted from the nodes. The password of spec.auth is the default user's.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Users []UserSpec `json:"users,omitempty"`
+
 	// TLS makes every connection to and between the nodes TLS: clients, replication and the
 	// operator's own. Set it when the RedisCluster is created; the certificate in its Secret may
 	// change at any time and the nodes take it without a restart.
@@ -169,6 +178,32 @@ type SecretKeyRef struct {
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
 	Key string `json:"key,omitempty"`
+}
+
+// UserSpec is one Redis ACL user.
+type UserSpec struct {
+	// Name of the user.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_][a-zA-Z0-9._-]*$`
+	// +kubebuilder:validation:XValidation:rule="self != 'default'",message="the default user's password is spec.auth's; give this user another name"
+	// +required
+	Name string `json:"name"`
+
+	// PasswordSecretRef is the Secret and key holding the user's password.
+	// +required
+	PasswordSecretRef SecretKeyRef `json:"passwordSecretRef"`
+
+	// Rules are the user's ACL rules, separated by spaces: key patterns (~app:*, %R~cache:*),
+	// channel patterns (&events:*), allkeys, allchannels, resetkeys, resetchannels, and
+	// commands and categories allowed or denied (+@read, +set, -@dangerous, +config|get). The
+	// user starts with no rights and is on; its password comes from its Secret, never from the
+	// rules. Rules Redis refuses (an unknown command) leave the RedisCluster Degraded
+	// (UserRejected) and the user off the nodes.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^( *((~|%R~|%W~|%RW~|&)[^ ]+|allkeys|allchannels|allcommands|nocommands|resetkeys|resetchannels|[+-]@?[a-z][a-z0-9_-]*([|][a-z0-9_-]+)?))* *$')",message="spec.users[].rules may hold only key and channel patterns (~, %R~, %W~, %RW~, &), allkeys, allchannels, allcommands, nocommands, resetkeys, resetchannels, and +/- commands or @categories; passwords, on/off and reset come from the operator"
+	// +required
+	Rules string `json:"rules"`
 }
 
 // TLSSpec says where the nodes' certificate is and whether clients must present one.

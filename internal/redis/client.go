@@ -95,6 +95,13 @@ type Node interface {
 	AddPassword(ctx context.Context, password string) error
 	// RemovePassword makes the node refuse password; a password it does not take is no error.
 	RemovePassword(ctx context.Context, password string) error
+	// SetUser defines the ACL user name with these ACL SETUSER arguments, live. ErrRejected
+	// when Redis refuses them (an unknown command in the rules).
+	SetUser(ctx context.Context, name string, args []string) error
+	// Users are the names of the node's ACL users.
+	Users(ctx context.Context) ([]string, error)
+	// DeleteUser deletes the ACL user name; its connections are closed by Redis.
+	DeleteUser(ctx context.Context, name string) error
 	Close() error
 }
 
@@ -273,6 +280,31 @@ func (n *node) RemovePassword(ctx context.Context, password string) error {
 	}
 	return n.classify(err)
 }
+
+func (n *node) SetUser(ctx context.Context, name string, args []string) error {
+	cmd := []any{"ACL", "SETUSER", name}
+	for _, a := range args {
+		cmd = append(cmd, a)
+	}
+	err := n.client().Do(ctx, cmd...).Err()
+	var reply goredis.Error
+	if errors.As(err, &reply) && strings.HasPrefix(err.Error(), "ERR") {
+		return fmt.Errorf("%w: %s", ErrRejected, err.Error())
+	}
+	return n.classify(err)
+}
+
+func (n *node) Users(ctx context.Context) ([]string, error) {
+	users, err := n.client().Do(ctx, "ACL", "USERS").StringSlice()
+	return users, n.classify(err)
+}
+
+func (n *node) DeleteUser(ctx context.Context, name string) error {
+	return n.classify(n.client().Do(ctx, "ACL", "DELUSER", name).Err())
+}
+
+// ErrRejected means Redis refused what it was asked to take (a user's rules).
+var ErrRejected = errors.New("redis refused it")
 
 func (n *node) Close() error { return n.client().Close() }
 

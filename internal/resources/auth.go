@@ -82,13 +82,34 @@ func RandomPassword() string {
 }
 
 // DesiredAuthConfSecret holds the password file Redis includes from redis.conf: the password
-// and, while it still works, the one before it.
-func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string, stillValid ...string) *corev1ac.SecretApplyConfiguration {
+// and, while it still works, the one before it, then the users of spec.users that Redis took.
+func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string, stillValid []string, users []User) *corev1ac.SecretApplyConfiguration {
+	conf := AuthConf(password, stillValid...)
+	for _, u := range users {
+		conf += u.Line() + "\n"
+	}
 	return corev1ac.Secret(AuthConfSecretName(rc), rc.Namespace).
 		WithLabels(Labels(rc)).
 		WithOwnerReferences(ownerReference(rc)).
 		WithType(corev1.SecretTypeOpaque).
-		WithData(map[string][]byte{AuthConfKey: []byte(AuthConf(password, stillValid...))})
+		WithData(map[string][]byte{AuthConfKey: []byte(conf)})
+}
+
+// User is a user of spec.users with its password.
+type User struct {
+	Name, Password, Rules string
+}
+
+// Line is the user's ACL definition, as a redis.conf user directive and as ACL SETUSER's
+// arguments: reset (no rights, no password, nothing left from before), on, its password as a
+// SHA-256 hash, then its rules. The API lets through only rule tokens of these forms.
+func (u User) Line() string {
+	return "user " + u.Name + " " + strings.Join(u.SetUserArgs(), " ")
+}
+
+// SetUserArgs are the ACL SETUSER arguments after the name.
+func (u User) SetUserArgs() []string {
+	return append([]string{"reset", "on", "#" + PasswordHash(u.Password)}, strings.Fields(u.Rules)...)
 }
 
 // AnnotationPreviousValidUntil on the previous password's Secret is when that password stops

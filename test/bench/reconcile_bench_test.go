@@ -120,7 +120,7 @@ func plainClientApply(b *testing.B, ctx context.Context, c client.Client, childr
 			return err
 		}
 		for _, obj := range []runtime.ApplyConfiguration{
-			resources.DesiredAuthConfSecret(rc, resources.RandomPassword()), resources.DesiredConfigMap(rc),
+			resources.DesiredAuthConfSecret(rc, resources.RandomPassword(), nil, nil), resources.DesiredConfigMap(rc),
 			resources.DesiredHeadlessService(rc), resources.DesiredClientService(rc), resources.DesiredReplicasService(rc),
 			resources.DesiredPodDisruptionBudget(rc), resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 3}),
 		} {

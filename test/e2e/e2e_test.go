@@ -320,6 +320,26 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/cache", "--wait")
 	})
 
+	t.Run("the README's users example, run as written, gives an application user its rights only", func(t *testing.T) {
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", readmeExample(t, root, "users-example"))
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
+			"PATH="+filepath.Dir(cluster.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+
+		pw, err := cluster.SecretValue(context.Background(), ns, "app-password", "password")
+		require.NoError(t, err)
+		addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "sessions", 1)
+		require.NoError(t, err)
+		app := goredis.NewClient(&goredis.Options{Addr: addrs[0], Username: "app", Password: pw, MaxRetries: -1})
+		defer app.Close()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, app.Set(context.Background(), "app:greeting", "hello", 0).Err())
+		}, waitFor, tick)
+		assert.ErrorContains(t, app.Set(context.Background(), "other:greeting", "hello", 0).Err(), "NOPERM")
+	})
+
 	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {

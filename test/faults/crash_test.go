@@ -176,8 +176,8 @@ func redisWrite(cmd goredis.Cmder) string {
 	case "failover":
 		return "redis FAILOVER"
 	case "acl":
-		if word(1) == "SETUSER" {
-			return "redis ACL SETUSER " + strings.ToLower(word(2)) // the user, never its password
+		if word(1) == "SETUSER" || word(1) == "DELUSER" {
+			return "redis ACL " + word(1) + " " + strings.ToLower(word(2)) // the user, never its password
 		}
 	case "config":
 		if word(1) == "SET" {

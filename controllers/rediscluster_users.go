@@ -1,0 +1,168 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/resources"
+)
+
+// The users of spec.users: their passwords are read with the other Secrets (phase Secrets); each
+// running node is given them live (ACL SETUSER, phase Users) and loses the users no longer
+// listed (ACL DELUSER); the nodes' password file lists the users Redis took, so that a node
+// that restarts has them, and never a user Redis refused, which would stop it from starting.
+
+// readUsers reads each user's password. A user whose Secret or key is missing is left out and
+// named in problems: the other users, and the cluster, go on.
+func (r *RedisClusterReconciler) readUsers(ctx context.Context, rc *cachev1.RedisCluster) (users []resources.User, problems []string, err error) {
+	for _, u := range rc.Spec.Users {
+		ref := u.PasswordSecretRef
+		key := ref.Key
+		if key == "" {
+			key = resources.PasswordKey
+		}
+		secret := &corev1.Secret{}
+		switch err := r.APIReader.Get(ctx, nameOf(rc, ref.Name), secret); {
+		case apierrors.IsNotFound(err):
+			problems = append(problems, fmt.Sprintf("user %s: password Secret %s not found", u.Name, ref.Name))
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("reading the password Secret %s of user %s: %w", ref.Name, u.Name, err)
+		}
+		password := secret.Data[key]
+		if len(password) == 0 {
+			problems = append(problems, fmt.Sprintf("user %s: password Secret %s has no key %q", u.Name, ref.Name, key))
+			continue
+		}
+		users = append(users, resources.User{Name: u.Name, Password: string(password), Rules: u.Rules})
+	}
+	return users, problems, nil
+}
+
+// usersForFile are the users the nodes' password file lists: those Redis took, here or in the
+// file as it is (each line there was taken before).
+func usersForFile(users []resources.User, file string, accepted map[string]bool) []resources.User {
+	lines := strings.Split(file, "\n")
+	var out []resources.User
+	for _, u := range users {
+		if accepted[u.Line()] || slices.Contains(lines, u.Line()) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// usersSum names a set of users as given to the nodes.
+func usersSum(users []resources.User) string {
+	h := sha256.New()
+	for _, u := range users {
+		h.Write([]byte(u.Line() + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// reconcileUsers gives each running node the users of spec.users and deletes the others, once
+// per set of users; a user Redis refuses is reported (UserRejected), the rest applied.
+func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	users := state.creds.users
+	cs := r.clusterState(rc)
+	var problems []error
+	for _, p := range state.creds.userProblems {
+		problems = append(problems, errors.New(p))
+	}
+	want := usersSum(users)
+	newlyAccepted := false
+	for _, o := range state.view.Nodes {
+		if !o.Reachable() || cs.usersOn(o.Name) == want {
+			continue
+		}
+		accepted, rejected, err := r.applyUsers(ctx, state.dial(o.Addr), users)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("giving %s its users: %w", o.Name, err))
+			continue
+		}
+		newlyAccepted = cs.acceptUsers(o.Name, want, accepted, len(rejected) == 0) || newlyAccepted
+		problems = append(problems, rejected...)
+	}
+	if newlyAccepted {
+		// The password file lists the users Redis took: write it again at the next reconcile.
+		cs.mu.Lock()
+		cs.creds.fileStale = true
+		cs.mu.Unlock()
+	}
+	if len(problems) > 0 {
+		return failed(cachev1.ReasonUserRejected, errors.Join(problems...))
+	}
+	return nil
+}
+
+// applyUsers defines each user on the node and deletes the users it has that are not listed
+// (never default). It returns the lines Redis took and, named by user, those it refused.
+func (r *RedisClusterReconciler) applyUsers(ctx context.Context, n redis.Node, users []resources.User) (accepted []string, rejected []error, err error) {
+	defer n.Close()
+	names := []string{"default"}
+	for _, u := range users {
+		names = append(names, u.Name)
+		err := n.SetUser(ctx, u.Name, u.SetUserArgs())
+		switch {
+		case errors.Is(err, redis.ErrRejected):
+			rejected = append(rejected, fmt.Errorf("user %s: %w", u.Name, err))
+			_ = n.DeleteUser(ctx, u.Name) // nothing half-made is left
+		case err != nil:
+			return nil, nil, err
+		default:
+			accepted = append(accepted, u.Line())
+		}
+	}
+	have, err := n.Users(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, name := range have {
+		if !slices.Contains(names, name) {
+			if err := n.DeleteUser(ctx, name); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return accepted, rejected, nil
+}
+
+// usersOn is the set of users the node was last given in full.
+func (cs *clusterState) usersOn(node string) string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.users[node]
+}
+
+// acceptUsers records what the node took; it says whether a line was taken for the first time.
+func (cs *clusterState) acceptUsers(node, sum string, accepted []string, complete bool) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.users == nil {
+		cs.users = map[string]string{}
+	}
+	if cs.acceptedUsers == nil {
+		cs.acceptedUsers = map[string]bool{}
+	}
+	if complete {
+		cs.users[node] = sum
+	}
+	fresh := false
+	for _, line := range accepted {
+		if !cs.acceptedUsers[line] {
+			cs.acceptedUsers[line], fresh = true, true
+		}
+	}
+	return fresh
+}
