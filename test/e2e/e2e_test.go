@@ -290,14 +290,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 	t.Run("the README's TLS example, run as written, gives a cluster that serves TLS only", func(t *testing.T) {
 		dir := t.TempDir()
-		script := readmeExample(t, root, "tls-example")
-		script = strings.Replace(script, "NS=default\n", "NS="+ns+"\n", 1)
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
-			"PATH="+filepath.Dir(cluster.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
+		runExample(t, root, "tls-example", dir, "NS="+ns)
 
 		// A client trusting the example's CA and checking the primary Service's name writes
 		// through it; plaintext is refused
@@ -321,12 +314,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("the README's users example, run as written, gives an application user its rights only", func(t *testing.T) {
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", readmeExample(t, root, "users-example"))
-		cmd.Dir = t.TempDir()
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
-			"PATH="+filepath.Dir(cluster.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
+		runExample(t, root, "users-example", t.TempDir(), "NS="+ns)
 
 		pw, err := cluster.SecretValue(context.Background(), ns, "app-password", "password")
 		require.NoError(t, err)
@@ -338,6 +326,11 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			assert.NoError(c, app.Set(context.Background(), "app:greeting", "hello", 0).Err())
 		}, waitFor, tick)
 		assert.ErrorContains(t, app.Set(context.Background(), "other:greeting", "hello", 0).Err(), "NOPERM")
+	})
+
+	t.Run("the README's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {
+		out := runExample(t, root, "metrics-example", root, "METRICS="+cluster.MetricsAddr)
+		assert.Contains(t, out, `redis_operator_node_up{namespace="default",pod="sessions-0",rediscluster="sessions"} 1`)
 	})
 
 	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
@@ -441,6 +434,22 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 	v, err := r.Get(context.Background(), "while-etcd-was-away").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "yes", v)
+}
+
+// runExample runs the README's shell example name with bash in dir, as a user would: the
+// cluster's kubectl on PATH, its admin kubeconfig. firstLine replaces the example's first line
+// (the variable a user sets: the namespace, an address the demo printed).
+func runExample(t *testing.T, root, name, dir, firstLine string) string {
+	t.Helper()
+	script := readmeExample(t, root, name)
+	script = firstLine + "\n" + script[strings.Index(script, "\n")+1:]
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
+		"PATH="+filepath.Dir(cluster.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
 }
 
 // readmeExample is the shell block of the README between <!-- name --> and <!-- /name -->.

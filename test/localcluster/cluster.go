@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/test/redistest"
 )
 
 // OperatorNamespace is where the operator runs, as OLM would install it.
@@ -45,6 +47,9 @@ type Cluster struct {
 
 	// ServiceAccount is the operator's identity; it holds only what the bundle's CSV grants.
 	ServiceAccount string
+	// MetricsAddr is where the operator run as a process serves its metrics (HTTPS, to callers
+	// allowed to get /metrics): its own loopback address, as a pod would have.
+	MetricsAddr string
 
 	agentCancel context.CancelFunc
 	agentDone   chan struct{}
@@ -276,9 +281,12 @@ func (c *Cluster) StartOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.MetricsAddr == "" {
+		c.MetricsAddr = net.JoinHostPort(redistest.AllocateIP(), "8443")
+	}
 	cmd := exec.Command(filepath.Join(c.Root, "bin", "manager"),
 		"--leader-elect", "--leader-election-namespace", OperatorNamespace,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--metrics-bind-address", c.MetricsAddr, "--health-probe-bind-address", "0")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	log, err := os.OpenFile(c.LogPath("operator"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -127,6 +127,9 @@ func run() error {
   Pods are local redis-server processes; their IPs (127.x.y.z) are reachable from this machine.
   The password: kubectl get secret sessions-auth -o jsonpath='{.data.password}' | base64 -d
 `)
+	if cluster.MetricsAddr != "" {
+		fmt.Printf("  The operator's metrics: https://%s/metrics (see the README's Metrics section)\n", cluster.MetricsAddr)
+	}
 	<-ctx.Done()
 	fmt.Println()
 	return nil
