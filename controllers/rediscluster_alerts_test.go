@@ -220,7 +220,10 @@ func TestAlertsFireOnWhatTheyDescribe(t *testing.T) {
 			assert.Equal(c, []string{"sessions"}, series.firing(c, "RedisClusterFailover"))
 		}, waitFor, tick)
 		eventuallyReady(t, rc)
-		assert.Empty(t, series.firing(t, "RedisClusterNoWritablePrimary"))
+		// (the status may be written before the next scrape sees the new primary)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Empty(c, series.firing(c, "RedisClusterNoWritablePrimary"))
+		}, 5*time.Second, scrapeInterval)
 
 		// When every node's password is changed behind the operator's back
 		password := secretValue(t, ns, "sessions-auth", "password")

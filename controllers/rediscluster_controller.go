@@ -105,6 +105,9 @@ type clusterState struct {
 	// acceptedUsers are the user lines Redis took.
 	users         map[string]string
 	acceptedUsers map[string]bool
+	// passwordOn is the hash of the default user's password each node was last given (again
+	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
+	passwordOn, passwordAnnounced map[string]string
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {

@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -142,14 +144,30 @@ func (r *RedisClusterReconciler) writeRotation(ctx context.Context, rc *cachev1.
 func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	rot := state.creds.rotation
 	refused := state.view.AuthRefused()
-	for _, candidate := range rot.candidates() {
+	// A node that refuses the operator's own login is reached as the default user, with the
+	// current password first (a node without the operator's user yet: it started before its
+	// file listed it), then the previous ones (the password changed). It is given the current
+	// password and the operator's user.
+	candidates := append([]string{state.creds.password}, rot.candidates()...)
+	operatorUser := resources.OperatorUser(state.creds.operatorPassword)
+	repair := func(ctx context.Context, n redis.Node) error {
+		if err := n.AddPassword(ctx, state.creds.password); err != nil {
+			return err
+		}
+		return n.SetUser(ctx, operatorUser.Name, operatorUser.SetUserArgs())
+	}
+	for i, candidate := range candidates {
 		if len(refused) == 0 {
 			break
 		}
 		login := state.creds.login()
-		login.Password = candidate
-		rotated := topology.RotatePasswords(ctx, state.view, state.creds.password, r.Dial(login))
+		login.Username, login.Password = "", candidate
+		rotated := topology.RepairLogins(ctx, state.view, r.Dial(login), repair)
 		for _, node := range rotated {
+			if i == 0 {
+				log.FromContext(ctx).Info("Gave a node the operator's own user", "node", node)
+				continue
+			}
 			r.Recorder.Eventf(rc, podNamed(state.pods, node), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
 				"%s now takes the password from Secret %s", node, passwordSecretName(rc))
 		}
@@ -161,7 +179,49 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 	if len(refused) > 0 {
 		return fmt.Errorf("redis on %s refused the password from Secret %s: %w", refused[0].Name, passwordSecretName(rc), refused[0].Err)
 	}
+	if err := r.givePassword(ctx, rc, state); err != nil {
+		return err
+	}
 	return r.removeDuePasswords(ctx, rc, state)
+}
+
+// givePassword is step 3: each running node takes the default user's current password beside
+// the ones it has, once per password (and again after each read of the Secrets: a node that
+// restarted before its file changed gets it then).
+func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	want := resources.PasswordHash(state.creds.password)
+	cs := r.clusterState(rc)
+	for _, o := range state.view.Nodes {
+		cs.mu.Lock()
+		had := cs.passwordOn[o.Name]
+		cs.mu.Unlock()
+		if !o.Reachable() || had == want {
+			continue
+		}
+		n := state.dial(o.Addr)
+		err := n.AddPassword(ctx, state.creds.password)
+		n.Close()
+		if err != nil {
+			return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
+		}
+		cs.mu.Lock()
+		if cs.passwordOn == nil {
+			cs.passwordOn = map[string]string{}
+		}
+		if cs.passwordAnnounced == nil {
+			cs.passwordAnnounced = map[string]string{}
+		}
+		cs.passwordOn[o.Name] = want
+		// A change of password (there is a previous one) is announced once per node.
+		announce := state.creds.rotation.previous != "" && cs.passwordAnnounced[o.Name] != want
+		cs.passwordAnnounced[o.Name] = want
+		cs.mu.Unlock()
+		if announce {
+			r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
+				"%s now takes the password from Secret %s", o.Name, passwordSecretName(rc))
+		}
+	}
+	return nil
 }
 
 // removeDuePasswords is step 4: with every node answering, each refuses the passwords whose

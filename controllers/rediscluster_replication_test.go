@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -446,8 +447,22 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 	eventuallyReady(t, rc)
 	assert.Equal(t, before, podUIDs())
 
-	// When a node's password is changed behind the operator's back
+	// When a node's password is changed behind the operator's back, which logs in as its own
+	// user, the Secret's is given back at the next read of the Secrets
 	require.NoError(t, redisClient(t, node, "sessions-1", second).ConfigSet(context.Background(), "requirepass", third).Err())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, redisClient(t, node, "sessions-1", second).Ping(context.Background()).Err())
+	}, waitFor, tick, "the Secret's password works again on sessions-1")
+
+	// When the operator's own user is deleted there too, at once (a transaction): nothing it
+	// knows logs in
+	_, err := redisClient(t, node, "sessions-1", second).TxPipelined(context.Background(), func(p goredis.Pipeliner) error {
+		// requirepass to a new value: Redis ignores a CONFIG SET to the value it has
+		p.ConfigSet(context.Background(), "requirepass", third+"-again")
+		p.Do(context.Background(), "ACL", "DELUSER", "redis-operator")
+		return nil
+	})
+	require.NoError(t, err)
 
 	// Then the status and an Event say Redis refuses the password, and name the Secret
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -460,7 +475,7 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 
 	// and no password is in a log line, an Event or the status
 	got := getRC(t, rc)
-	for _, pw := range []string{first, second, third} {
+	for _, pw := range []string{first, second, third, third + "-again"} {
 		assert.NotContains(t, operatorLogs.String(), pw)
 		for _, e := range eventsFor(t, rc) {
 			assert.NotContains(t, e.Note, pw)

@@ -27,7 +27,10 @@ const secretReadTimeout = 5 * time.Second
 
 // credentials are what the nodes read at start, as last synced from the Secrets.
 type credentials struct {
+	// password is the default user's, from the user's Secret (or the generated one).
 	password string
+	// operatorPassword is the operator's own user's, generated once into <name>-operator.
+	operatorPassword string
 	// rotation is the state of the last password change: the passwords running nodes may
 	// still take.
 	rotation rotation
@@ -46,9 +49,9 @@ type credentials struct {
 	syncedAt   time.Time
 }
 
-// login is how the operator logs in to the nodes: the password, and TLS when it is on.
+// login is how the operator logs in to the nodes: as its own user, and with TLS when it is on.
 func (c credentials) login() redis.Login {
-	l := redis.Login{Password: c.password}
+	l := redis.Login{Username: resources.OperatorUserName, Password: c.operatorPassword}
 	if c.tls != nil {
 		l.TLS = c.tls.config
 	}
@@ -101,6 +104,16 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		// nodes have, so that Redis is still looked after, and read it again a resync period
 		// later, not at every health check.
 		log.FromContext(ctx).Info("Could not read the password Secret again; using the one read before", "error", err.Error())
+		creds.syncedAt = time.Now()
+		keep(creds)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	operatorPassword, err := r.readOperatorPassword(readCtx, rc, state)
+	if err != nil && inHand {
+		log.FromContext(ctx).Info("Could not read the operator's password Secret again; using the one read before", "error", err.Error())
 		creds.syncedAt = time.Now()
 		keep(creds)
 		return nil
@@ -164,7 +177,8 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	}
 	stillValid := rot.stillValid(password, now)
 	cs.mu.Lock()
-	inFile := usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.acceptedUsers)
+	inFile := append([]resources.User{resources.OperatorUser(operatorPassword)},
+		usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.acceptedUsers)...)
 	cs.mu.Unlock()
 	desired := resources.DesiredAuthConfSecret(rc, password, stillValid, inFile)
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
@@ -174,12 +188,13 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	keep(credentials{password: password, rotation: rot, previousInFile: len(stillValid) > 0, users: users, userProblems: userProblems,
+	keep(credentials{password: password, operatorPassword: operatorPassword, rotation: rot, previousInFile: len(stillValid) > 0, users: users, userProblems: userProblems,
 		tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
-	// The users are given to every node again after each read: a node that restarted before its
-	// file listed them has them within a resync.
+	// The users and the password are given to every node again after each read: a node that
+	// restarted before its file listed them, or whose password was changed behind our back, has
+	// them within a resync.
 	cs.mu.Lock()
-	cs.users = nil
+	cs.users, cs.passwordOn = nil, nil
 	cs.mu.Unlock()
 	return nil
 }
@@ -215,6 +230,44 @@ func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.R
 		return "", false, fmt.Errorf("%w %s has no key %q", errSecret, name, key)
 	}
 	return string(value), false, nil
+}
+
+// readOperatorPassword reads the operator's own password, creating its Secret with a random
+// one the first time. A new RedisCluster's is created at once, without a read first.
+func (r *RedisClusterReconciler) readOperatorPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (string, error) {
+	name := resources.OperatorSecretName(rc)
+	create := func() (string, bool, error) {
+		password := resources.RandomPassword()
+		secret := resources.OperatorSecret(rc, password)
+		switch err := r.Create(ctx, secret); {
+		case apierrors.IsAlreadyExists(err):
+			return "", false, nil
+		case err != nil:
+			return "", false, fmt.Errorf("creating Secret %s: %w", name, err)
+		}
+		state.created = append(state.created, "Secret "+name+" (the operator's own password)")
+		return password, true, nil
+	}
+	if rc.Status.ObservedGeneration == 0 {
+		if password, created, err := create(); err != nil || created {
+			return password, err
+		}
+	}
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	if apierrors.IsNotFound(err) {
+		if password, created, err := create(); err != nil || created {
+			return password, err
+		}
+		err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading Secret %s: %w", name, err)
+	}
+	if len(secret.Data[resources.PasswordKey]) == 0 {
+		return "", failed(cachev1.ReasonSecretNotFound, fmt.Errorf("%w %s has no key %q: delete it, and the operator makes a new one", errSecret, name, resources.PasswordKey))
+	}
+	return string(secret.Data[resources.PasswordKey]), nil
 }
 
 // createPasswordSecret creates the generated password Secret. created is false, with no error,

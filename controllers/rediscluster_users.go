@@ -110,7 +110,7 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 // (never default). It returns the lines Redis took and, named by user, those it refused.
 func (r *RedisClusterReconciler) applyUsers(ctx context.Context, n redis.Node, users []resources.User) (accepted []string, rejected []error, err error) {
 	defer n.Close()
-	names := []string{"default"}
+	names := []string{"default", resources.OperatorUserName}
 	for _, u := range users {
 		names = append(names, u.Name)
 		err := n.SetUser(ctx, u.Name, u.SetUserArgs())

@@ -187,6 +187,7 @@ type UserSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_][a-zA-Z0-9._-]*$`
 	// +kubebuilder:validation:XValidation:rule="self != 'default'",message="the default user's password is spec.auth's; give this user another name"
+	// +kubebuilder:validation:XValidation:rule="self != 'redis-operator'",message="redis-operator is the operator's own user; give this user another name"
 	// +required
 	Name string `json:"name"`
 

@@ -112,13 +112,17 @@ type Dialer func(addr string) Node
 // a RedisCluster with TLS, the TLS configuration (the CA to trust, the name to check, the
 // client certificate). A new TLS configuration is a new pointer: a changed Login reconnects.
 type Login struct {
+	// Username is the ACL user; empty for the default user.
+	Username string
 	Password string
 	TLS      *tls.Config
 }
 
 // Options configure the connection to every node.
 type Options struct {
-	// Password is requirepass; empty when auth is off.
+	// Username is the ACL user to log in as; empty for the default user.
+	Username string
+	// Password is the user's password; empty when auth is off.
 	Password string
 	// TLS, when set, makes every connection TLS with this configuration.
 	TLS *tls.Config
@@ -131,7 +135,7 @@ type Options struct {
 
 // WithLogin is opts with login's password and TLS configuration.
 func (opts Options) WithLogin(login Login) Options {
-	opts.Password, opts.TLS = login.Password, login.TLS
+	opts.Username, opts.Password, opts.TLS = login.Username, login.Password, login.TLS
 	return opts
 }
 
@@ -162,6 +166,7 @@ func newClient(addr string, opts Options) *goredis.Client {
 			return nil
 		},
 		Addr:         addr,
+		Username:     opts.Username,
 		Password:     opts.Password,
 		TLSConfig:    opts.TLS,
 		ClientName:   ClientName,
@@ -205,7 +210,11 @@ func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
 	var auth *goredis.StatusCmd
 	var info *goredis.StringCmd
 	_, err := n.client().Pipelined(ctx, func(p goredis.Pipeliner) error {
-		auth = p.Auth(ctx, n.opts.Password)
+		if n.opts.Username != "" {
+			auth = p.AuthACL(ctx, n.opts.Username, n.opts.Password)
+		} else {
+			auth = p.Auth(ctx, n.opts.Password)
+		}
 		info = p.Info(ctx, "replication")
 		return nil
 	})

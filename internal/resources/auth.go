@@ -95,6 +95,32 @@ func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string, stillValid
 		WithData(map[string][]byte{AuthConfKey: []byte(conf)})
 }
 
+// OperatorUserName is the ACL user the operator logs in as.
+const OperatorUserName = "redis-operator"
+
+// operatorRules are the commands the operator sends, and nothing else: it reads INFO, moves
+// replication (REPLICAOF, CLIENT PAUSE/UNPAUSE/KILL), changes passwords and users (CONFIG SET
+// masterauth, ACL SETUSER/DELUSER/USERS), reloads TLS files (CONFIG GET/SET), names its
+// connections and subscribes to its watch channel. No key and no data command: the operator
+// cannot read or change the applications' data.
+const operatorRules = "resetchannels &redis-operator:watch -@all +auth +ping +info +client|setname +client|pause " +
+	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|setuser +acl|deluser +acl|users +subscribe"
+
+// OperatorUser is the operator's own user, with its password.
+func OperatorUser(password string) User {
+	return User{Name: OperatorUserName, Password: password, Rules: operatorRules}
+}
+
+// OperatorSecretName names the Secret holding the operator's own password, generated once.
+func OperatorSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-operator" }
+
+// OperatorSecret is the Secret of the operator's password.
+func OperatorSecret(rc *cachev1.RedisCluster, password string) *corev1.Secret {
+	s := GeneratedPasswordSecret(rc, password)
+	s.Name = OperatorSecretName(rc)
+	return s
+}
+
 // User is a user of spec.users with its password.
 type User struct {
 	Name, Password, Rules string

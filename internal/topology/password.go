@@ -1,21 +1,26 @@
 package topology
 
-import "context"
+import (
+	"context"
 
-// RotatePasswords gives the password current to every node of v that refused it but takes the
-// one previous dials with: the password Secret changed under running nodes. The node keeps the
-// previous one too, until RemovePassword: clients move to the new one without an error. The
-// change is live, so no pod restarts for it. It returns the nodes it changed.
-func RotatePasswords(ctx context.Context, v View, current string, previous Dialer) []string {
-	var rotated []string
+	"github.com/org/redis-operator/internal/redis"
+)
+
+// RepairLogins reaches every node of v that refused the operator's login with dial (another
+// login that may still work: the default user with a previous password) and runs repair on it:
+// the password Secret changed under running nodes, or a node started before its file listed
+// the operator's user. The changes are live, so no pod restarts for them. It returns the nodes
+// it repaired.
+func RepairLogins(ctx context.Context, v View, dial Dialer, repair func(context.Context, redis.Node) error) []string {
+	var repaired []string
 	for _, o := range v.AuthRefused() {
-		n := previous(o.Addr)
+		n := dial(o.Addr)
 		if _, err := n.Replication(ctx); err == nil {
-			if err := n.AddPassword(ctx, current); err == nil {
-				rotated = append(rotated, o.Name)
+			if err := repair(ctx, n); err == nil {
+				repaired = append(repaired, o.Name)
 			}
 		}
 		n.Close()
 	}
-	return rotated
+	return repaired
 }
