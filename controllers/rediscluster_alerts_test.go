@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/tsdb"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -225,10 +226,16 @@ func TestAlertsFireOnWhatTheyDescribe(t *testing.T) {
 			assert.Empty(c, series.firing(c, "RedisClusterNoWritablePrimary"))
 		}, 5*time.Second, scrapeInterval)
 
-		// When every node's password is changed behind the operator's back
+		// When every node's password is changed behind the operator's back, and its own user
+		// deleted, at once
 		password := secretValue(t, ns, "sessions-auth", "password")
 		for _, pod := range []string{"sessions-0", "sessions-1", "sessions-2"} {
-			require.NoError(t, redisClient(t, node, pod, password).ConfigSet(context.Background(), "requirepass", "not-the-secret's").Err())
+			_, err := redisClient(t, node, pod, password).TxPipelined(context.Background(), func(p goredis.Pipeliner) error {
+				p.ConfigSet(context.Background(), "requirepass", "not-the-secret's")
+				p.Do(context.Background(), "ACL", "DELUSER", "redis-operator")
+				return nil
+			})
+			require.NoError(t, err)
 		}
 
 		// Then the password and the Degraded alerts fire for the cluster

@@ -105,9 +105,28 @@ type clusterState struct {
 	// acceptedUsers are the user lines Redis took.
 	users         map[string]string
 	acceptedUsers map[string]bool
+	// statusWrittenOver is the resourceVersion of the RedisCluster as it was read before this
+	// operator's last status write: a cached copy still at it is behind.
+	statusWrittenOver string
 	// passwordOn is the hash of the default user's password each node was last given (again
 	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
 	passwordOn, passwordAnnounced map[string]string
+}
+
+// staleCacheRetry is how soon a reconcile that found the cache behind this operator's own
+// status write runs again (the watch event usually comes first).
+const staleCacheRetry = 100 * time.Millisecond
+
+func (cs *clusterState) cacheBehind(resourceVersion string) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return resourceVersion != "" && resourceVersion == cs.statusWrittenOver
+}
+
+func (cs *clusterState) wroteStatusOver(resourceVersion string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.statusWrittenOver = resourceVersion
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -217,6 +236,14 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 
+	cs := r.clusterState(rc)
+	if cs.cacheBehind(rc.ResourceVersion) {
+		// The cache still holds the RedisCluster as it was before this operator's last status
+		// write: its recorded primary may be the old one. Deciding on it would change the
+		// primary a second time; the watch brings the new status within moments.
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
+	startVersion := rc.ResourceVersion
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
 	state.childrenKnown = r.clusterState(rc).children.unchanged(rc.ResourceVersion)
 	phases := []phase{
@@ -262,7 +289,11 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordNodeMetrics(rc, state, time.Now())
 	recordConditions(rc)
 	r.recordStatusEvents(state.written, rc)
-	if err := r.patchStatus(ctx, state.written, rc); err != nil {
+	err := r.patchStatus(ctx, state.written, rc)
+	if rc.ResourceVersion != startVersion {
+		cs.wroteStatusOver(startVersion)
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	// Counted once the status records the new primary: a status write that fails leaves the
