@@ -95,46 +95,13 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 
 	readCtx, cancel := context.WithTimeout(ctx, secretReadTimeout)
 	defer cancel()
-	password, generated, err := r.readPassword(readCtx, rc, state)
-	if errors.Is(err, errSecret) {
-		return failed(cachev1.ReasonSecretNotFound, err)
-	}
-	if err != nil && inHand {
-		// The API server does not answer (its etcd may be down): go on with the password the
-		// nodes have, so that Redis is still looked after, and read it again a resync period
-		// later, not at every health check.
-		log.FromContext(ctx).Info("Could not read the password Secret again; using the one read before", "error", err.Error())
-		creds.syncedAt = time.Now()
-		keep(creds)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	operatorPassword, err := r.readOperatorPassword(readCtx, rc, state)
-	if err != nil && inHand {
-		log.FromContext(ctx).Info("Could not read the operator's password Secret again; using the one read before", "error", err.Error())
-		creds.syncedAt = time.Now()
-		keep(creds)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	users, userProblems, err := r.readUsers(readCtx, rc)
-	if err != nil && inHand {
-		log.FromContext(ctx).Info("Could not read the users' password Secrets again; using the ones read before", "error", err.Error())
-		creds.syncedAt = time.Now()
-		keep(creds)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	tlsCreds, err := r.readTLS(readCtx, rc, creds.tls)
+	read, err := r.readSecrets(readCtx, rc, state, creds.tls)
 	var invalid *phaseError
 	if err != nil && !errors.As(err, &invalid) && inHand {
-		log.FromContext(ctx).Info("Could not read the TLS Secret again; using the one read before", "error", err.Error())
+		// The API server does not answer (its etcd may be down): go on with the passwords the
+		// nodes have, so that Redis is still looked after, and read them again a resync period
+		// later, not at every health check.
+		log.FromContext(ctx).Info("Could not read the Secrets again; using the ones read before", "error", err.Error())
 		creds.syncedAt = time.Now()
 		keep(creds)
 		return nil
@@ -142,6 +109,8 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
+	password, generated, operatorPassword, users, userProblems, tlsCreds :=
+		read.password, read.generated, read.operatorPassword, read.users, read.userProblems, read.tls
 	// The nodes' password file as it is. A password that did not exist a moment ago is in no
 	// password file yet.
 	authConf := &corev1.Secret{}
@@ -197,6 +166,38 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	cs.users, cs.passwordOn = nil, nil
 	cs.mu.Unlock()
 	return nil
+}
+
+// secretsRead is what one read of the RedisCluster's Secrets found.
+type secretsRead struct {
+	password         string
+	generated        bool
+	operatorPassword string
+	users            []resources.User
+	userProblems     []string
+	tls              *tlsCredentials
+}
+
+// readSecrets reads the password, the operator's own, the users' and the TLS Secret. An error
+// the user must fix is a phaseError with its reason; any other is the API server's.
+func (r *RedisClusterReconciler) readSecrets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, lastTLS *tlsCredentials) (secretsRead, error) {
+	var out secretsRead
+	var err error
+	out.password, out.generated, err = r.readPassword(ctx, rc, state)
+	if errors.Is(err, errSecret) {
+		return out, failed(cachev1.ReasonSecretNotFound, err)
+	}
+	if err != nil {
+		return out, err
+	}
+	if out.operatorPassword, err = r.readOperatorPassword(ctx, rc, state); err != nil {
+		return out, err
+	}
+	if out.users, out.userProblems, err = r.readUsers(ctx, rc); err != nil {
+		return out, err
+	}
+	out.tls, err = r.readTLS(ctx, rc, lastTLS)
+	return out, err
 }
 
 // readPassword reads the password from its Secret. Without spec.auth it creates the Secret
