@@ -186,8 +186,9 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 }
 
 // givePassword is step 3: each running node takes the default user's current password beside
-// the ones it has, once per password (and again after each read of the Secrets: a node that
-// restarted before its file changed gets it then).
+// the ones it has. Checked once per password, and again after each read of the Secrets (a node
+// that restarted before its file changed, or whose password was changed behind our back); given
+// only when the node does not take it yet.
 func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	want := resources.PasswordHash(state.creds.password)
 	cs := r.clusterState(rc)
@@ -199,7 +200,10 @@ func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.R
 			continue
 		}
 		n := state.dial(o.Addr)
-		err := n.AddPassword(ctx, state.creds.password)
+		takes, err := n.TakesPassword(ctx, state.creds.password)
+		if err == nil && !takes {
+			err = n.AddPassword(ctx, state.creds.password)
+		}
 		n.Close()
 		if err != nil {
 			return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)

@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -95,6 +97,9 @@ type Node interface {
 	AddPassword(ctx context.Context, password string) error
 	// RemovePassword makes the node refuse password; a password it does not take is no error.
 	RemovePassword(ctx context.Context, password string) error
+	// TakesPassword is true when the node's default user takes password and the node gives it
+	// to its primary (masterauth): AddPassword would change nothing.
+	TakesPassword(ctx context.Context, password string) (bool, error)
 	// SetUser defines the ACL user name with these ACL SETUSER arguments, live. ErrRejected
 	// when Redis refuses them (an unknown command in the rules).
 	SetUser(ctx context.Context, name string, args []string) error
@@ -280,6 +285,34 @@ func (n *node) AddPassword(ctx context.Context, password string) error {
 		return n.classify(err)
 	}
 	return n.classify(n.client().Do(ctx, "ACL", "SETUSER", "default", "on", ">"+password).Err())
+}
+
+func (n *node) TakesPassword(ctx context.Context, password string) (bool, error) {
+	masterauth, err := n.client().ConfigGet(ctx, "masterauth").Result()
+	if err != nil {
+		return false, n.classify(err)
+	}
+	if masterauth["masterauth"] != password {
+		return false, nil
+	}
+	user, err := n.client().Do(ctx, "ACL", "GETUSER", "default").Slice()
+	if err != nil {
+		return false, n.classify(err)
+	}
+	sum := sha256.Sum256([]byte(password))
+	want := hex.EncodeToString(sum[:])
+	for i := 0; i+1 < len(user); i += 2 {
+		if fmt.Sprint(user[i]) != "passwords" {
+			continue
+		}
+		hashes, _ := user[i+1].([]any)
+		for _, h := range hashes {
+			if fmt.Sprint(h) == want {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func (n *node) RemovePassword(ctx context.Context, password string) error {
