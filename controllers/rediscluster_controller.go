@@ -6,6 +6,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -105,9 +106,9 @@ type clusterState struct {
 	// acceptedUsers are the user lines Redis took.
 	users         map[string]string
 	acceptedUsers map[string]bool
-	// statusWrittenOver is the resourceVersion of the RedisCluster as it was read before this
-	// operator's last status write: a cached copy still at it is behind.
-	statusWrittenOver string
+	// statusWrittenOver are the resourceVersions the RedisCluster had before this operator's
+	// last status write, in the reconcile that made it: a cached copy still at one is behind.
+	statusWrittenOver []string
 	// passwordOn is the hash of the default user's password each node was last given (again
 	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
 	passwordOn, passwordAnnounced map[string]string
@@ -120,13 +121,13 @@ const staleCacheRetry = 100 * time.Millisecond
 func (cs *clusterState) cacheBehind(resourceVersion string) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return resourceVersion != "" && resourceVersion == cs.statusWrittenOver
+	return resourceVersion != "" && slices.Contains(cs.statusWrittenOver, resourceVersion)
 }
 
-func (cs *clusterState) wroteStatusOver(resourceVersion string) {
+func (cs *clusterState) wroteStatusOver(resourceVersions ...string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.statusWrittenOver = resourceVersion
+	cs.statusWrittenOver = resourceVersions
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -289,9 +290,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordNodeMetrics(rc, state, time.Now())
 	recordConditions(rc)
 	r.recordStatusEvents(state.written, rc)
+	// The versions the cache may still hold once this reconcile's writes are done: the one it
+	// started from, and the one an announcement of a primary change wrote meanwhile.
+	before := []string{startVersion, rc.ResourceVersion}
 	err := r.patchStatus(ctx, state.written, rc)
 	if rc.ResourceVersion != startVersion {
-		cs.wroteStatusOver(startVersion)
+		cs.wroteStatusOver(before...)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
