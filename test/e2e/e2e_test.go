@@ -333,6 +333,12 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		assert.Contains(t, out, `redis_operator_node_up{namespace="default",pod="sessions-0",rediscluster="sessions"} 1`)
 	})
 
+	t.Run("the README's alerts example, run as written, applies the ServiceMonitor and PrometheusRule", func(t *testing.T) {
+		out := runExample(t, root, "alerts-example", root, "make prometheus-crds")
+		assert.Contains(t, out, "servicemonitor.monitoring.coreos.com/redis-operator-controller-manager-metrics-monitor")
+		assert.Contains(t, out, "prometheusrule.monitoring.coreos.com/redis-operator-rules")
+	})
+
 	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
