@@ -288,7 +288,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordChildEvents(rc, state)
 	setStatus(rc, state)
 	r.recordNodeMetrics(rc, state, time.Now())
-	recordConditions(rc)
+	r.recordConditions(rc)
 	r.recordStatusEvents(state.written, rc)
 	// The versions the cache may still hold once this reconcile's writes are done: the one it
 	// started from, and the one an announcement of a primary change wrote meanwhile.

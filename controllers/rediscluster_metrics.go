@@ -164,6 +164,8 @@ type clusterMetrics struct {
 	checkedAt time.Time
 	// statsAt is when each node's load was last read.
 	statsAt map[string]time.Time
+	// conditions are the conditions' reasons and statuses as their series show them.
+	conditions map[string]metav1.Condition
 }
 
 // recordNodeMetrics sets the RedisCluster's series from this reconcile's view of its nodes.
@@ -228,12 +230,26 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 
 // recordConditions sets one series per condition of the status, with its current reason; a
 // reason that changes replaces its series, so that an alert on a reason ends with it.
-func recordConditions(rc *cachev1.RedisCluster) {
+// Only a condition whose reason or status changed touches the series: the health check runs
+// this every second for every RedisCluster.
+func (r *RedisClusterReconciler) recordConditions(rc *cachev1.RedisCluster) {
+	cs := r.clusterState(rc)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.metrics.conditions == nil {
+		cs.metrics.conditions = map[string]metav1.Condition{}
+	}
 	for _, c := range rc.Status.Conditions {
-		labels := prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "type": c.Type}
-		conditionStatus.DeletePartialMatch(labels)
-		labels["reason"] = c.Reason
-		conditionStatus.With(labels).Set(boolValue(c.Status == metav1.ConditionTrue))
+		last, seen := cs.metrics.conditions[c.Type]
+		if seen && last.Reason == c.Reason && last.Status == c.Status {
+			continue
+		}
+		if seen && last.Reason != c.Reason {
+			conditionStatus.Delete(prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "type": c.Type, "reason": last.Reason})
+		}
+		conditionStatus.With(prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "type": c.Type, "reason": c.Reason}).
+			Set(boolValue(c.Status == metav1.ConditionTrue))
+		cs.metrics.conditions[c.Type] = metav1.Condition{Reason: c.Reason, Status: c.Status}
 	}
 }
 
