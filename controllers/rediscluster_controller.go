@@ -246,7 +246,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	startVersion := rc.ResourceVersion
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
-	state.childrenKnown = r.clusterState(rc).children.unchanged(rc.ResourceVersion)
+	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
 	phases := []phase{
 		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
 		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},

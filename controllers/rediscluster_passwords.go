@@ -190,7 +190,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 // that restarted before its file changed, or whose password was changed behind our back); given
 // only when the node does not take it yet.
 func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	want := resources.PasswordHash(state.creds.password)
+	want := redis.PasswordHash(state.creds.password)
 	cs := r.clusterState(rc)
 	for _, o := range state.view.Nodes {
 		cs.mu.Lock()

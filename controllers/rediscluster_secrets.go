@@ -190,7 +190,11 @@ func (r *RedisClusterReconciler) readSecrets(ctx context.Context, rc *cachev1.Re
 	if err != nil {
 		return out, err
 	}
-	if out.operatorPassword, err = r.readOperatorPassword(ctx, rc, state); err != nil {
+	out.operatorPassword, err = r.readOperatorPassword(ctx, rc, state)
+	if errors.Is(err, errSecret) {
+		return out, failed(cachev1.ReasonSecretNotFound, err)
+	}
+	if err != nil {
 		return out, err
 	}
 	if out.users, out.userProblems, err = r.readUsers(ctx, rc); err != nil {
@@ -200,26 +204,15 @@ func (r *RedisClusterReconciler) readSecrets(ctx context.Context, rc *cachev1.Re
 	return out, err
 }
 
-// readPassword reads the password from its Secret. Without spec.auth it creates the Secret
-// with a random password when it is missing, and says so (generated).
+// readPassword reads the password from its Secret. Without spec.auth the operator generates it
+// (generatedPassword), and says so (generated).
 func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (password string, generated bool, err error) {
 	name, key := resources.PasswordSource(rc)
-	if rc.Spec.Auth == nil && rc.Status.ObservedGeneration == 0 {
-		// A RedisCluster that has never been reconciled has no password Secret yet, almost
-		// always: create it at once, and read it only when it is there after all. This saves
-		// a new RedisCluster two of its three Secret requests.
-		if password, created, err := r.createPasswordSecret(ctx, rc, state); err != nil || created {
-			return password, created, err
-		}
+	if rc.Spec.Auth == nil {
+		return r.generatedPassword(ctx, rc, state, name, resources.GeneratedPasswordSecret, "a random password", "")
 	}
 	secret := &corev1.Secret{}
 	err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
-	if apierrors.IsNotFound(err) && rc.Spec.Auth == nil {
-		if password, created, err := r.createPasswordSecret(ctx, rc, state); err != nil || created {
-			return password, created, err
-		}
-		err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
-	}
 	if apierrors.IsNotFound(err) {
 		return "", false, fmt.Errorf("%w %s not found in namespace %s", errSecret, name, rc.Namespace)
 	}
@@ -233,58 +226,54 @@ func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.R
 	return string(value), false, nil
 }
 
-// readOperatorPassword reads the operator's own password, creating its Secret with a random
-// one the first time. A new RedisCluster's is created at once, without a read first.
+// readOperatorPassword reads the operator's own password, which it generates once.
 func (r *RedisClusterReconciler) readOperatorPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (string, error) {
-	name := resources.OperatorSecretName(rc)
+	password, _, err := r.generatedPassword(ctx, rc, state, resources.OperatorSecretName(rc), resources.OperatorSecret,
+		"the operator's own password", ": delete it, and the operator makes a new one")
+	return password, err
+}
+
+// generatedPassword reads the password of a Secret the operator generates (name, made by
+// build), creating it with a random password when it is missing; generated says it was created
+// now. A RedisCluster that has never been reconciled has none yet, almost always: it is created
+// at once and read only when it is there after all, which saves a new RedisCluster two of its
+// requests for each. note names the Secret in the Created Event; hint follows a missing key.
+func (r *RedisClusterReconciler) generatedPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
+	name string, build func(*cachev1.RedisCluster, string) *corev1.Secret, note, hint string) (password string, generated bool, err error) {
 	create := func() (string, bool, error) {
 		password := resources.RandomPassword()
-		secret := resources.OperatorSecret(rc, password)
+		secret := build(rc, password)
 		switch err := r.Create(ctx, secret); {
 		case apierrors.IsAlreadyExists(err):
-			return "", false, nil
+			return "", false, nil // there after all: its password is the one to read
 		case err != nil:
-			return "", false, fmt.Errorf("creating Secret %s: %w", name, err)
+			return "", false, fmt.Errorf("creating password Secret %s: %w", name, err)
 		}
-		state.created = append(state.created, "Secret "+name+" (the operator's own password)")
+		state.created = append(state.created, "Secret "+name+" ("+note+")")
+		log.FromContext(ctx).Info("Created child", "kind", "Secret", "child", klog.KObj(secret))
 		return password, true, nil
 	}
 	if rc.Status.ObservedGeneration == 0 {
 		if password, created, err := create(); err != nil || created {
-			return password, err
+			return password, created, err
 		}
 	}
 	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
 	if apierrors.IsNotFound(err) {
 		if password, created, err := create(); err != nil || created {
-			return password, err
+			return password, created, err
 		}
 		err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading Secret %s: %w", name, err)
+		return "", false, fmt.Errorf("reading password Secret %s: %w", name, err)
 	}
-	if len(secret.Data[resources.PasswordKey]) == 0 {
-		return "", failed(cachev1.ReasonSecretNotFound, fmt.Errorf("%w %s has no key %q: delete it, and the operator makes a new one", errSecret, name, resources.PasswordKey))
+	value := secret.Data[resources.PasswordKey]
+	if len(value) == 0 {
+		return "", false, fmt.Errorf("%w %s has no key %q%s", errSecret, name, resources.PasswordKey, hint)
 	}
-	return string(secret.Data[resources.PasswordKey]), nil
-}
-
-// createPasswordSecret creates the generated password Secret. created is false, with no error,
-// when the Secret is already there: its password is the one to read.
-func (r *RedisClusterReconciler) createPasswordSecret(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (password string, created bool, err error) {
-	password = resources.RandomPassword()
-	secret := resources.GeneratedPasswordSecret(rc, password)
-	switch err := r.Create(ctx, secret); {
-	case apierrors.IsAlreadyExists(err):
-		return "", false, nil
-	case err != nil:
-		return "", false, fmt.Errorf("creating password Secret %s: %w", secret.Name, err)
-	}
-	state.created = append(state.created, "Secret "+secret.Name+" (a random password)")
-	log.FromContext(ctx).Info("Created child", "kind", "Secret", "child", klog.KObj(secret))
-	return password, true, nil
+	return string(value), false, nil
 }
 
 func passwordSecretName(rc *cachev1.RedisCluster) string {

@@ -299,8 +299,7 @@ func (n *node) TakesPassword(ctx context.Context, password string) (bool, error)
 	if err != nil {
 		return false, n.classify(err)
 	}
-	sum := sha256.Sum256([]byte(password))
-	want := hex.EncodeToString(sum[:])
+	want := PasswordHash(password)
 	for i := 0; i+1 < len(user); i += 2 {
 		if fmt.Sprint(user[i]) != "passwords" {
 			continue
@@ -313,6 +312,12 @@ func (n *node) TakesPassword(ctx context.Context, password string) (bool, error)
 		}
 	}
 	return false, nil
+}
+
+// PasswordHash is how Redis's ACL names a password: its SHA-256, in hex.
+func PasswordHash(password string) string {
+	sum := sha256.Sum256([]byte(password))
+	return hex.EncodeToString(sum[:])
 }
 
 func (n *node) RemovePassword(ctx context.Context, password string) error {

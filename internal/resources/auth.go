@@ -2,7 +2,6 @@ package resources
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 )
 
 const (
@@ -135,7 +135,7 @@ func (u User) Line() string {
 
 // SetUserArgs are the ACL SETUSER arguments after the name.
 func (u User) SetUserArgs() []string {
-	return append([]string{"reset", "on", "#" + PasswordHash(u.Password)}, strings.Fields(u.Rules)...)
+	return append([]string{"reset", "on", "#" + redis.PasswordHash(u.Password)}, strings.Fields(u.Rules)...)
 }
 
 // AnnotationPreviousValidUntil on the previous password's Secret is when that password stops
@@ -203,17 +203,11 @@ func AuthConf(password string, stillValid ...string) string {
 			b.WriteString(" nopass") // no password: auth off (the operator never has an empty one)
 			continue
 		}
-		b.WriteString(" #" + PasswordHash(p))
+		b.WriteString(" #" + redis.PasswordHash(p))
 	}
 	b.WriteString(" ~* &* +@all\n")
 	b.WriteString("masterauth " + quoteConfValue(password) + "\n")
 	return b.String()
-}
-
-// PasswordHash is how Redis's ACL names a password: its SHA-256, in hex.
-func PasswordHash(password string) string {
-	sum := sha256.Sum256([]byte(password))
-	return hex.EncodeToString(sum[:])
 }
 
 func quoteConfValue(v string) string {

@@ -142,24 +142,11 @@ type Process struct {
 func (p *Process) RefreshVolumes(ctx context.Context, src Sources, pod *corev1.Pod) error {
 	for _, v := range pod.Spec.Volumes {
 		dir := filepath.Join(p.podDir, "volumes", v.Name)
-		var files map[string][]byte
-		switch {
-		case v.ConfigMap != nil:
-			data, err := src.ConfigMap(ctx, pod.Namespace, v.ConfigMap.Name)
-			if err != nil {
-				return err
-			}
-			files = map[string][]byte{}
-			for k, v := range data {
-				files[k] = []byte(v)
-			}
-		case v.Secret != nil:
-			data, err := src.Secret(ctx, pod.Namespace, v.Secret.SecretName)
-			if err != nil {
-				return err
-			}
-			files = data
-		default:
+		files, ok, err := objectFiles(ctx, src, pod.Namespace, v)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
 		for name, content := range files {
@@ -281,15 +268,10 @@ func layOutVolumes(ctx context.Context, src Sources, pod *corev1.Pod, podDir str
 		dir := filepath.Join(podDir, "volumes", v.Name)
 		var err error
 		switch {
-		case v.ConfigMap != nil:
-			var data map[string]string
-			if data, err = src.ConfigMap(ctx, pod.Namespace, v.ConfigMap.Name); err == nil {
-				err = writeFiles(dir, data, nil)
-			}
-		case v.Secret != nil:
-			var data map[string][]byte
-			if data, err = src.Secret(ctx, pod.Namespace, v.Secret.SecretName); err == nil {
-				err = writeFiles(dir, nil, data)
+		case v.ConfigMap != nil || v.Secret != nil:
+			var files map[string][]byte
+			if files, _, err = objectFiles(ctx, src, pod.Namespace, v); err == nil {
+				err = writeFiles(dir, files)
 			}
 		case v.EmptyDir != nil:
 			emptyDirs = append(emptyDirs, dir)
@@ -361,16 +343,32 @@ func hostPaths(container corev1.Container, volumeDirs map[string]string) func(st
 	}
 }
 
-func writeFiles(dir string, text map[string]string, binary map[string][]byte) error {
+// objectFiles are the files of a ConfigMap or Secret volume, from its object; ok is false for
+// any other volume.
+func objectFiles(ctx context.Context, src Sources, namespace string, v corev1.Volume) (files map[string][]byte, ok bool, err error) {
+	switch {
+	case v.ConfigMap != nil:
+		data, err := src.ConfigMap(ctx, namespace, v.ConfigMap.Name)
+		if err != nil {
+			return nil, true, err
+		}
+		files = map[string][]byte{}
+		for k, v := range data {
+			files[k] = []byte(v)
+		}
+		return files, true, nil
+	case v.Secret != nil:
+		data, err := src.Secret(ctx, namespace, v.Secret.SecretName)
+		return data, true, err
+	}
+	return nil, false, nil
+}
+
+func writeFiles(dir string, files map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for k, v := range text {
-		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
-			return err
-		}
-	}
-	for k, v := range binary {
+	for k, v := range files {
 		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
 			return err
 		}
