@@ -67,7 +67,7 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest kustomize opm prometheus-crds bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
+test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
 .PHONY: bench
@@ -227,6 +227,13 @@ $(PROMETHEUS_CRDS)/monitoring.coreos.com_servicemonitors.yaml: $(CONTROLLER_GEN)
 		paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir=$(PROMETHEUS_CRDS).tmp
 	cp $(PROMETHEUS_CRDS).tmp/monitoring.coreos.com_prometheusrules.yaml $(PROMETHEUS_CRDS).tmp/monitoring.coreos.com_servicemonitors.yaml $(PROMETHEUS_CRDS)/
 	rm -rf $(PROMETHEUS_CRDS).tmp
+
+# SeaweedFS (Apache-2.0): its S3 gateway is the real S3 server the backup tests store in.
+WEED ?= $(LOCALBIN)/weed
+.PHONY: seaweedfs
+seaweedfs: $(WEED) ## Build SeaweedFS (bin/weed): the S3 server of the backup tests.
+$(WEED): hack/tools/seaweedfs/go.mod hack/tools/seaweedfs/go.sum
+	cd hack/tools/seaweedfs && go build -o $(LOCALBIN)/ github.com/seaweedfs/seaweedfs/weed
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE)

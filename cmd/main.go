@@ -2,8 +2,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -13,12 +18,16 @@ import (
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/resources"
 )
 
 // version is the release this binary is, set at build time (-ldflags -X main.version=...).
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == resources.RestoreCommand {
+		os.Exit(restoreMain(os.Args[2:]))
+	}
 	var opts operator.Options
 	var qps float64
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", operator.DefaultMetricsAddr, `The address the metrics endpoint binds to; "0" disables it.`)
@@ -36,6 +45,7 @@ func main() {
 	flag.DurationVar(&opts.RedisTimeout, "redis-timeout", redis.DefaultTimeout, "How long a Redis node may take to answer before it counts as unreachable.")
 	var installMonitoring bool
 	flag.BoolVar(&installMonitoring, "install-monitoring", true, "Install a ServiceMonitor and a PrometheusRule in the operator's namespace (POD_NAMESPACE) when the Prometheus Operator's CRDs exist.")
+	flag.StringVar(&opts.OperatorImage, "operator-image", os.Getenv("OPERATOR_IMAGE"), "The operator's own image, which restores backups into new RedisClusters (an init container runs it); by default OPERATOR_IMAGE, or the image of the operator's pod (POD_NAME, POD_NAMESPACE).")
 	flag.StringVar(&opts.MetricsService, "metrics-service-name", operator.DefaultMetricsService, "The operator's metrics Service, in its namespace: it owns the ServiceMonitor and the PrometheusRule.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -53,7 +63,11 @@ func main() {
 	}
 	log.Info("Starting redis-operator", "version", version, "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection)
 
-	mgr, err := operator.NewManager(ctrl.GetConfigOrDie(), opts)
+	cfg := ctrl.GetConfigOrDie()
+	if opts.OperatorImage == "" {
+		opts.OperatorImage = ownImage(cfg)
+	}
+	mgr, err := operator.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)
@@ -81,4 +95,31 @@ func leaseNamespace() string {
 		return ""
 	}
 	return ns
+}
+
+// ownImage is the image of the operator's own container, read from its pod (POD_NAME and
+// POD_NAMESPACE, from the downward API); empty outside a pod or without the right to read it.
+// OLM and kustomize set the container's image, so the pod knows it best.
+func ownImage(cfg *rest.Config) string {
+	name, namespace := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	if name == "" || namespace == "" {
+		return ""
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		ctrl.Log.WithName("setup").Info("Could not read the operator's own pod for its image; restores need --operator-image", "error", err.Error())
+		return ""
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == "manager" || len(pod.Spec.Containers) == 1 {
+			return c.Image
+		}
+	}
+	return ""
 }

@@ -70,6 +70,9 @@ type RedisClusterReconciler struct {
 	SecretResync time.Duration
 	// MaxRetryDelay caps the back-off after a failed reconcile; DefaultMaxRetryDelay when zero.
 	MaxRetryDelay time.Duration
+	// OperatorImage is the operator's own image: the restore init container of a RedisCluster
+	// created from a backup runs it.
+	OperatorImage string
 
 	clusters sync.Map // types.NamespacedName -> *clusterState
 
@@ -109,6 +112,8 @@ type clusterState struct {
 	// statusWrittenOver are the resourceVersions the RedisCluster had before this operator's
 	// last status write, in the reconcile that made it: a cached copy still at one is behind.
 	statusWrittenOver []string
+	// view is what the last reconcile observed of the nodes: where backups are taken from.
+	view topology.View
 	// passwordOn is the hash of the default user's password each node was last given (again
 	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
 	passwordOn, passwordAnnounced map[string]string
@@ -174,6 +179,10 @@ type reconcileState struct {
 	rolled bool
 	// err is the phase that failed, with its reason.
 	err *phaseError
+	// restore is the backup of spec.restore, as recorded (status.restore); nil without one.
+	restore *cachev1.RestoreStatus
+	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
+	backupScheduled *metav1.Time
 }
 
 // primaryMove is a change of primary: announced (FailingOver True) before it starts, done once
@@ -249,6 +258,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
 	phases := []phase{
 		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
+		{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
 		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
 		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
 		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
@@ -257,9 +267,11 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
 		{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
 		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
+		{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
 		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
 		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
 		{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
+		{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
 	}
 	var failedKind phaseKind
 	for _, p := range phases {
@@ -286,6 +298,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	r.recordChildEvents(rc, state)
+	cs.mu.Lock()
+	cs.view = state.view
+	cs.mu.Unlock()
 	setStatus(rc, state)
 	r.recordNodeMetrics(rc, state, time.Now())
 	r.recordConditions(rc)
@@ -375,8 +390,10 @@ func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Contex
 func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	conf := resources.RedisConf(rc)
 	desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{
-		Replicas:   statefulSetReplicas(rc),
-		ConfigHash: resources.ConfigHash(conf),
+		Replicas:      statefulSetReplicas(rc),
+		ConfigHash:    resources.ConfigHash(conf),
+		OperatorImage: r.OperatorImage,
+		Restore:       state.restore,
 	})
 	live := &appsv1.StatefulSet{}
 	if state.childrenKnown {
@@ -482,6 +499,8 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&policyv1.PodDisruptionBudget{}, r.childEvents(mgr)).
 		// Pods belong to the StatefulSet; their instance label leads back to the RedisCluster.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisCluster)).
+		// A RedisCluster restoring a backup starts once the backup completes.
+		Watches(&cachev1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.clustersWaitingFor)).
 		Named("rediscluster").
 		Complete(r)
 }

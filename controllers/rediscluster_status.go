@@ -27,8 +27,15 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 	if len(state.view.Nodes) > 0 {
 		rc.Status.Nodes = nodeStatuses(state.view)
 	}
+	if state.restore != nil {
+		rc.Status.Restore = state.restore
+	}
+	if state.backupScheduled != nil {
+		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
+	}
 	degraded := degradedCondition(rc, state)
 	for _, c := range []*metav1.Condition{
+		restoredCondition(rc, state),
 		persistentCondition(rc),
 		failingOverCondition(rc, state),
 		progressingCondition(state),
@@ -109,6 +116,9 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
 	case state.failedToStart != "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
+	case len(state.view.Nodes) > 0 && plan.Primary == "" && state.restore != nil && state.restore.CompletedAt == nil:
+		// Not degraded: the first primary waits for the node that restores the data.
+		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, plan.Reason)
 	case len(state.view.Nodes) > 0 && plan.Primary == "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonNoPrimary,
 			"No Redis node answers; no primary can be chosen")

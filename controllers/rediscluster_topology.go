@@ -89,6 +89,9 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	}
 	exec := topology.Executor{Dial: state.dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
+	if state.restore != nil && state.restore.CompletedAt == nil {
+		policy.Bootstrap = restoredNode(rc)
+	}
 	announce := func(plan topology.Plan) error {
 		// Best effort, and bounded: Redis needs a primary even when the API server cannot
 		// write (its etcd down). The status says it at the end of this reconcile, or of a

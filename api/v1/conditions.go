@@ -12,6 +12,15 @@ const (
 	ConditionFailingOver = "FailingOver"
 	// ConditionPersistent is True when every node keeps its data on a PersistentVolumeClaim.
 	ConditionPersistent = "Persistent"
+	// ConditionRestored is True once the first node serves the data of spec.restore's backup.
+	ConditionRestored = "Restored"
+)
+
+// Condition types on a RedisBackup.
+const (
+	// ConditionCompleted is True when the snapshot is stored whole with its checksum; False
+	// while it runs, or with the reason it failed.
+	ConditionCompleted = "Completed"
 )
 
 // Condition reasons. They are API: users grep for them and alerts match them.
@@ -69,6 +78,37 @@ const (
 	ReasonPersistentVolumeClaims = "PersistentVolumeClaims"
 	// ReasonEmptyDir (Persistent=False): data lives in emptyDir and is lost with the pod.
 	ReasonEmptyDir = "EmptyDir"
+
+	// ReasonBackupNotReady (Restored=False): spec.restore's RedisBackup does not exist or has
+	// not completed; no pod starts until it has.
+	ReasonBackupNotReady = "BackupNotReady"
+	// ReasonRestoring (Restored=False): the first node is fetching and checking the snapshot.
+	ReasonRestoring = "Restoring"
+	// ReasonRestoreFailed (Restored=False, Degraded=True): the snapshot could not be restored:
+	// missing, corrupt (checksum mismatch), unreachable storage, or a data directory that
+	// already holds data. The message is the restore's own; Redis did not start on that data.
+	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonRestoreComplete (Restored=True): the first node serves the restored data.
+	ReasonRestoreComplete = "RestoreComplete"
+	// ReasonBackupScheduleInvalid (Degraded=True): spec.backup.schedule does not parse.
+	ReasonBackupScheduleInvalid = "BackupScheduleInvalid"
+
+	// RedisBackup reasons (condition Completed).
+
+	// ReasonBackupPending (Completed=False): the cluster does not exist yet or has no node
+	// that answers.
+	ReasonBackupPending = "Pending"
+	// ReasonBackupRunning (Completed=False): the snapshot is streaming to the destination.
+	ReasonBackupRunning = "Running"
+	// ReasonBackupStored (Completed=True): the snapshot is stored whole, with its checksum.
+	ReasonBackupStored = "Stored"
+	// ReasonStorageFailed (Completed=False): the destination refused or did not answer:
+	// wrong credentials, a missing bucket, the store down mid-upload. Nothing partial is kept.
+	ReasonStorageFailed = "StorageFailed"
+	// ReasonSnapshotFailed (Completed=False): the node could not produce the snapshot.
+	ReasonSnapshotFailed = "SnapshotFailed"
+	// ReasonCredentialsNotFound (Completed=False): the credentials Secret or a key is missing.
+	ReasonCredentialsNotFound = "CredentialsNotFound"
 )
 
 // Event reasons recorded on a RedisCluster. A failed reconcile phase records a Warning whose
@@ -110,4 +150,13 @@ const (
 	EventPreviousPasswordRemoved = "PreviousPasswordRemoved"
 	// EventReplacingPod (Normal): a pod is deleted so that it comes back with the current spec.
 	EventReplacingPod = "ReplacingPod"
+	// EventBackupScheduled (Normal): spec.backup's schedule created a RedisBackup.
+	EventBackupScheduled = "BackupScheduled"
+	// EventBackupPruned (Normal): retention deleted a scheduled RedisBackup.
+	EventBackupPruned = "BackupPruned"
+	// EventRestored (Normal): the first node serves the restored data.
+	EventRestored = "Restored"
+	// EventBackupCompleted (Normal) and EventBackupFailed (Warning), on a RedisBackup.
+	EventBackupCompleted = "BackupCompleted"
+	EventBackupFailed    = "BackupFailed"
 )

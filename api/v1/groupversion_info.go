@@ -21,7 +21,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &RedisCluster{}, &RedisClusterList{})
+	scheme.AddKnownTypes(GroupVersion, &RedisCluster{}, &RedisClusterList{}, &RedisBackup{}, &RedisBackupList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

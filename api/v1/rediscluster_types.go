@@ -14,6 +14,7 @@ const DefaultVersion = "7.2"
 // RedisClusterSpec is what the user wants: how many Redis nodes, of which version.
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || self.failover.minReplicasToWrite < self.replicas",message="spec.failover.minReplicasToWrite must be less than spec.replicas: the primary would never take a write",fieldPath=".failover.minReplicasToWrite"
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || !has(self.config) || !self.config.exists(k, k in ['min-replicas-to-write','min-slaves-to-write','min-replicas-max-lag','min-slaves-max-lag'])",message="set spec.failover.minReplicasToWrite or the min-replicas directives in spec.config, not both",fieldPath=".failover.minReplicasToWrite"
+// +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas.
@@ -80,6 +81,14 @@ type RedisClusterSpec struct {
 	// Failover tunes when a replica replaces an unanswering primary.
 	// +optional
 	Failover *FailoverSpec `json:"failover,omitempty"`
+
+	// Backup takes a RedisBackup on a schedule and deletes old ones (retention).
+	// +optional
+	Backup *BackupScheduleSpec `json:"backup,omitempty"`
+
+	// Restore creates the RedisCluster with a backup's data. Set at creation only.
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 
 	// NodeSelector constrains the nodes the pods run on.
 	// +optional
@@ -275,7 +284,16 @@ type RedisClusterStatus struct {
 	// +optional
 	Nodes []NodeStatus `json:"nodes,omitempty"`
 
-	// Conditions: Ready, Progressing, Degraded, FailingOver and Persistent.
+	// Backup is what the schedule of spec.backup did.
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// Restore is the backup of spec.restore, as read when the cluster was created.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
+
+	// Conditions: Ready, Progressing, Degraded, FailingOver, Persistent and, with spec.restore,
+	// Restored.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

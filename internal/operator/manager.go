@@ -103,6 +103,8 @@ type Options struct {
 	MetricsService string
 	// MonitoringInterval is how often the CRDs are looked for (monitoring.DefaultInterval when 0).
 	MonitoringInterval time.Duration
+	// OperatorImage is the operator's own image, which restores backups into new RedisClusters.
+	OperatorImage string
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
 	SkipNameValidation bool
 }
@@ -224,6 +226,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		CheckInterval: opts.CheckInterval,
 		SecretResync:  opts.SecretResync,
 		MaxRetryDelay: opts.MaxRetryDelay,
+		OperatorImage: opts.OperatorImage,
 	}
 	reconciler.Connections = redis.NewPool(redisOpts, reconciler.Wake)
 	// The connections are opened by reconciles, which only the leader runs, and closed when
@@ -237,6 +240,16 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)
+	}
+	backups := &controllers.RedisBackupReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("redisbackup-controller"),
+		Sources:   reconciler,
+		Redis:     redisOpts,
+	}
+	if err := backups.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up RedisBackup controller: %w", err)
 	}
 	if opts.MonitoringNamespace != "" && opts.MetricsAddr != "0" {
 		disc, err := discovery.NewDiscoveryClientForConfig(cfg)

@@ -101,10 +101,11 @@ const OperatorUserName = "redis-operator"
 // operatorRules are the commands the operator sends, and nothing else: it reads INFO, moves
 // replication (REPLICAOF, CLIENT PAUSE/UNPAUSE/KILL), changes passwords and users (CONFIG SET
 // masterauth, ACL GETUSER/SETUSER/DELUSER/USERS), reloads TLS files (CONFIG GET/SET), names its
-// connections and subscribes to its watch channel. No key and no data command: the operator
-// cannot read or change the applications' data.
+// connections and subscribes to its watch channel; it takes backups as a replica would (SYNC,
+// REPLCONF), which hands it a snapshot of the data, and nothing else: no key and no data
+// command, so it cannot change the applications' data.
 const operatorRules = "resetchannels &redis-operator:watch -@all +auth +ping +info +client|setname +client|pause " +
-	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe"
+	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe +sync +replconf"
 
 // OperatorUser is the operator's own user, with its password.
 func OperatorUser(password string) User {

@@ -31,6 +31,11 @@ type StatefulSetOptions struct {
 	Replicas int32
 	// ConfigHash is ConfigHash of what the nodes read at start.
 	ConfigHash string
+	// OperatorImage runs the restore init container of a RedisCluster created from a backup.
+	OperatorImage string
+	// Restore is the backup a RedisCluster with spec.restore is created from, as recorded in
+	// its status; nil until it is read.
+	Restore *cachev1.RestoreStatus
 }
 
 // DesiredStatefulSet runs the Redis nodes of a RedisCluster: one pod per replica, each with a
@@ -48,7 +53,7 @@ func DesiredStatefulSet(rc *cachev1.RedisCluster, opts StatefulSetOptions) *apps
 		WithTemplate(corev1ac.PodTemplateSpec().
 			WithLabels(Labels(rc)).
 			WithAnnotations(map[string]string{ConfigHashAnnotation: opts.ConfigHash}).
-			WithSpec(podSpec(rc)))
+			WithSpec(podSpec(rc, opts)))
 	if st := rc.Spec.Storage; st != nil {
 		claim := corev1ac.PersistentVolumeClaimSpec().
 			WithAccessModes(corev1.ReadWriteOnce).
@@ -77,7 +82,7 @@ func retention(r cachev1.PVCRetention) appsv1.PersistentVolumeClaimRetentionPoli
 	return appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 }
 
-func podSpec(rc *cachev1.RedisCluster) *corev1ac.PodSpecApplyConfiguration {
+func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpecApplyConfiguration {
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
@@ -97,6 +102,9 @@ func podSpec(rc *cachev1.RedisCluster) *corev1ac.PodSpecApplyConfiguration {
 		)
 	if rc.Spec.Storage == nil {
 		pod.WithVolumes(corev1ac.Volume().WithName(dataVolume).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
+	if c := restoreContainer(rc, opts.Restore, opts.OperatorImage); c != nil {
+		pod.WithInitContainers(c).WithVolumes(restoreVolumes(rc, opts.Restore)...)
 	}
 	if rc.Spec.TLS != nil {
 		// The kubelet keeps the files in step with the Secret; the operator then has each

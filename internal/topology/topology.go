@@ -28,6 +28,9 @@ type Policy struct {
 	// primary whose port refuses connections while every replica has lost its link is gone,
 	// and is replaced without waiting.
 	FailoverTimeout time.Duration
+	// Bootstrap, when set, is the only node that may be the first primary: the one holding a
+	// restored backup's data. Until it answers, no primary is chosen.
+	Bootstrap string
 }
 
 // Plan is what Decide wants done.
@@ -66,7 +69,9 @@ const RefusedRecheck = 50 * time.Millisecond
 //
 // Safety: a primary that answers as primary is never replaced here, so there are never two
 // primaries by our hand; an unreachable one is replaced only when it is gone or the timeout
-// passed, and by the node holding the most data.
+// passed, and by the node holding the most data. The first primary of a restored cluster is
+// the node holding the restored data (Policy.Bootstrap), never an empty one that answered
+// first: its replicas would copy its emptiness.
 func Decide(v View, downFor time.Duration, policy Policy) Plan {
 	current := v.Primary
 	reachable := v.reachable()
@@ -79,7 +84,15 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 			return Plan{Reason: "no Redis node answers yet"}
 		}
 		target := elect(reachable, "")
-		plan = Plan{Primary: target.Name, Promote: !target.IsPrimary(), Reason: "bootstrap: " + target.Name + " holds the most data"}
+		reason := "bootstrap: " + target.Name + " holds the most data"
+		if policy.Bootstrap != "" {
+			var ok bool
+			if target, ok = v.Find(policy.Bootstrap); !ok || !target.Reachable() {
+				return Plan{Reason: "waiting for " + policy.Bootstrap + ", which holds the restored data"}
+			}
+			reason = "bootstrap: " + target.Name + " holds the restored data"
+		}
+		plan = Plan{Primary: target.Name, Promote: !target.IsPrimary(), Reason: reason}
 	case cur.IsPrimary():
 		plan = Plan{Primary: current}
 	case cur.Reachable():

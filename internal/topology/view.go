@@ -205,6 +205,19 @@ func (v View) BestReplica(accept func(Observed) bool) (Observed, bool) {
 	return best, found
 }
 
+// SnapshotSource is the node a backup is taken from: the caught-up replica holding the most
+// data, so that the primary does not fork for it; the primary only when no replica is caught
+// up. False when neither answers.
+func (v View) SnapshotSource() (Observed, bool) {
+	if o, ok := v.BestReplica(func(Observed) bool { return true }); ok {
+		return o, true
+	}
+	if p, ok := v.Find(v.Primary); ok && p.IsPrimary() {
+		return p, true
+	}
+	return Observed{}, false
+}
+
 // AuthRefused are the nodes that refused the password.
 func (v View) AuthRefused() []Observed { return v.nodesWhere(Observed.AuthRefused) }
 

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -43,6 +44,9 @@ type Agent struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*runningPod
+	// initFailed is when each pod's init container last failed: it runs again 2s later, as
+	// after the kubelet's back-off.
+	initFailed map[types.UID]time.Time
 	// binaries maps container images to the local binaries that stand for them.
 	binaries map[string]string
 }
@@ -256,8 +260,22 @@ func (a *Agent) syncPod(ctx context.Context, pod *corev1.Pod) error {
 	p, ok := a.pods[pod.UID]
 	a.mu.Unlock()
 	if !ok {
+		a.mu.Lock()
+		failedAt, failed := a.initFailed[pod.UID]
+		a.mu.Unlock()
+		if failed && time.Since(failedAt) < 2*time.Second {
+			return nil
+		}
 		var err error
 		if p, err = a.startPod(ctx, pod); err != nil {
+			if initErr := (*podrunner.InitError)(nil); errors.As(err, &initErr) {
+				a.mu.Lock()
+				if a.initFailed == nil {
+					a.initFailed = map[types.UID]time.Time{}
+				}
+				a.initFailed[pod.UID] = time.Now()
+				a.mu.Unlock()
+			}
 			return err
 		}
 	} else if p.Unhealthy() || (!p.Alive() && pod.Spec.RestartPolicy != corev1.RestartPolicyNever && p.restartDue(time.Now())) {
@@ -406,6 +424,10 @@ func (a *Agent) reportFailure(ctx context.Context, pod *corev1.Pod, err error) {
 	msg := err.Error()
 	if pod.Status.Message == msg {
 		return
+	}
+	if initErr := (*podrunner.InitError)(nil); errors.As(err, &initErr) {
+		// Init:CrashLoopBackOff: the kubelet reports the init container's exit.
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{initErr.InitContainerStatus(pod)}
 	}
 	pod.Status.Phase = corev1.PodPending
 	pod.Status.Message = msg

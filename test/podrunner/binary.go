@@ -1,13 +1,16 @@
 package podrunner
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // BinaryProcess is a container whose image stands for a local binary (the operator's manager
@@ -38,11 +42,7 @@ type BinaryProcess struct {
 // pod that is the pod's own network; here pods share the host's, so it becomes the pod IP.
 var bindFlag = regexp.MustCompile(`^(--?[a-z-]*addr(?:ess)?=):(\d+)$`)
 
-func startBinary(pod *corev1.Pod, c corev1.Container, ip, binary, podDir string, hostPath func(string) string, kubeconfig string) (*BinaryProcess, error) {
-	env, err := containerEnv(pod, c, ip)
-	if err != nil {
-		return nil, err
-	}
+func startBinary(pod *corev1.Pod, c corev1.Container, env []string, ip, binary, podDir string, hostPath func(string) string, kubeconfig string) (*BinaryProcess, error) {
 	tmp := filepath.Join(podDir, "tmp")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
@@ -77,18 +77,53 @@ func startBinary(pod *corev1.Pod, c corev1.Container, ip, binary, podDir string,
 	return p, p.start(false)
 }
 
-// containerEnv resolves the container's environment: values, and the downward API fields
-// OLM and our manifests use.
-func containerEnv(pod *corev1.Pod, c corev1.Container, ip string) ([]string, error) {
+// containerEnv resolves the container's environment: values, the downward API fields OLM and
+// our manifests use, Secret and ConfigMap keys, and whole ConfigMaps (envFrom). A missing
+// optional source is left out, as the kubelet does.
+func containerEnv(ctx context.Context, src Sources, pod *corev1.Pod, c corev1.Container, ip string) ([]string, error) {
 	var env []string
+	for _, from := range c.EnvFrom {
+		ref := from.ConfigMapRef
+		if ref == nil {
+			return nil, fmt.Errorf("envFrom: only configMapRef runs here")
+		}
+		data, err := src.ConfigMap(ctx, pod.Namespace, ref.Name)
+		if err != nil {
+			if ptr.Deref(ref.Optional, false) {
+				continue
+			}
+			return nil, fmt.Errorf("envFrom: %w", err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			env = append(env, from.Prefix+k+"="+data[k])
+		}
+	}
 	for _, e := range c.Env {
 		value := e.Value
-		if e.ValueFrom != nil {
-			if e.ValueFrom.FieldRef == nil {
-				return nil, fmt.Errorf("env %s: only values and fieldRefs run here", e.Name)
-			}
+		if from := e.ValueFrom; from != nil {
 			var err error
-			if value, err = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, ip); err != nil {
+			var ok bool
+			switch {
+			case from.FieldRef != nil:
+				value, err = fieldValue(pod, from.FieldRef.FieldPath, ip)
+				ok = true
+			case from.SecretKeyRef != nil:
+				var data map[string][]byte
+				if data, err = src.Secret(ctx, pod.Namespace, from.SecretKeyRef.Name); err == nil {
+					var raw []byte
+					raw, ok = data[from.SecretKeyRef.Key]
+					value = string(raw)
+				}
+				if !ok && ptr.Deref(from.SecretKeyRef.Optional, false) {
+					continue
+				}
+			default:
+				return nil, fmt.Errorf("env %s: only values, fieldRefs and secretKeyRefs run here", e.Name)
+			}
+			if err == nil && !ok {
+				err = fmt.Errorf("no key %s", from.SecretKeyRef.Key)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		}

@@ -84,7 +84,7 @@ func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
 	}
 	c := pod.Spec.Containers[0]
 	if len(c.Command) >= 2 && c.Command[0] == "redis-server" {
-		return Start(ctx, r.Sources, r.Dir, pod)
+		return StartPod(ctx, r.Sources, r.Dir, pod, r.Binaries)
 	}
 	binary, ok := r.Binaries[c.Image]
 	if !ok {
@@ -103,27 +103,70 @@ func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
 		}
 	}
 	ip := redistest.AllocateIP()
-	// Init containers run to completion, in order, before the container starts.
-	for _, ic := range pod.Spec.InitContainers {
-		initBinary, ok := r.Binaries[ic.Image]
-		if !ok {
-			return nil, fmt.Errorf("pod %s: init container image %s has no local binary", pod.Name, ic.Image)
-		}
-		p, err := startBinary(pod, ic, ip, initBinary, podDir, hostPaths(ic, volumeDirs), kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s: init container %s: %w", pod.Name, ic.Name, err)
-		}
-		if code := p.wait(); code != 0 {
-			log, _ := os.ReadFile(p.LogPath())
-			return nil, fmt.Errorf("pod %s: init container %s exited with %d: %s", pod.Name, ic.Name, code, log)
-		}
+	if err := runInitContainers(ctx, r.Sources, r.Binaries, pod, ip, podDir, volumeDirs, kubeconfig); err != nil {
+		return nil, err
 	}
-	p, err := startBinary(pod, c, ip, binary, podDir, hostPaths(c, volumeDirs), kubeconfig)
+	env, err := containerEnv(ctx, r.Sources, pod, c, ip)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	p, err := startBinary(pod, c, env, ip, binary, podDir, hostPaths(c, volumeDirs), kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
 	p.emptyDirs = emptyDirs
 	return p, nil
+}
+
+// InitError is an init container that exited with an error: the pod's container does not
+// start, and the kubelet reports the init container's exit and termination message.
+type InitError struct {
+	Container string
+	ExitCode  int
+	// Message is the end of its log (terminationMessagePolicy FallbackToLogsOnError).
+	Message string
+}
+
+func (e *InitError) Error() string {
+	return fmt.Sprintf("init container %s exited with %d: %s", e.Container, e.ExitCode, e.Message)
+}
+
+// InitContainerStatus is what the kubelet reports of an init container that failed: waiting to
+// run again, its last run terminated with its exit code and message.
+func (e *InitError) InitContainerStatus(pod *corev1.Pod) corev1.ContainerStatus {
+	status := corev1.ContainerStatus{Name: e.Container}
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == e.Container {
+			status.Image, status.ImageID = c.Image, "local://"+c.Image
+		}
+	}
+	status.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+	status.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: int32(e.ExitCode), Reason: "Error", Message: e.Message}
+	return status
+}
+
+// runInitContainers runs the pod's init containers to completion, in order, each as the binary
+// that stands for its image.
+func runInitContainers(ctx context.Context, src Sources, binaries map[string]string, pod *corev1.Pod, ip, podDir string,
+	volumeDirs map[string]string, kubeconfig string) error {
+	for _, ic := range pod.Spec.InitContainers {
+		initBinary, ok := binaries[ic.Image]
+		if !ok {
+			return fmt.Errorf("pod %s: init container image %s has no local binary", pod.Name, ic.Image)
+		}
+		env, err := containerEnv(ctx, src, pod, ic, ip)
+		if err != nil {
+			return fmt.Errorf("pod %s: init container %s: %w", pod.Name, ic.Name, err)
+		}
+		p, err := startBinary(pod, ic, env, ip, initBinary, podDir, hostPaths(ic, volumeDirs), kubeconfig)
+		if err != nil {
+			return fmt.Errorf("pod %s: init container %s: %w", pod.Name, ic.Name, err)
+		}
+		if code := p.wait(); code != 0 {
+			return &InitError{Container: ic.Name, ExitCode: code, Message: p.TerminationMessage()}
+		}
+	}
+	return nil
 }
 
 // Process is a pod's redis-server container, running as a local process.
@@ -168,6 +211,12 @@ func (p *Process) RefreshVolumes(ctx context.Context, src Sources, pod *corev1.P
 // Start lays out the pod's volumes under dir/<pod UID> and starts its container. The pod must
 // have one container, whose command is redis-server and the path of its redis.conf.
 func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Process, error) {
+	return StartPod(ctx, src, dir, pod, nil)
+}
+
+// StartPod is Start for a pod with init containers too: each runs to completion first, as the
+// binary of binaries that stands for its image; one that fails is an *InitError.
+func StartPod(ctx context.Context, src Sources, dir string, pod *corev1.Pod, binaries map[string]string) (*Process, error) {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) < 2 || pod.Spec.Containers[0].Command[0] != "redis-server" {
 		return nil, fmt.Errorf("pod %s: only pods of one redis-server container run here", pod.Name)
 	}
@@ -179,6 +228,9 @@ func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Proc
 	conf, dataDir, err := containerConf(pod.Spec.Containers[0], volumeDirs, filepath.Join(podDir, "data"))
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
+	}
+	if err := runInitContainers(ctx, src, binaries, pod, "", podDir, volumeDirs, ""); err != nil {
+		return nil, err
 	}
 	server, err := redistest.StartIn(dataDir, pod.Name, conf)
 	if err != nil && !errors.Is(err, redistest.ErrExitedAtStart) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,9 +42,15 @@ type LocalNode struct {
 	// again from their objects, as the kubelet's sync does (about a minute there): a changed
 	// Secret reaches the running pods' files.
 	VolumeSync time.Duration
+	// Binaries maps the images of init containers to the local binaries that stand for them:
+	// the operator's image, whose restore subcommand fills a restored cluster's first node.
+	Binaries map[string]string
 
 	mu    sync.Mutex
 	procs map[string]*podProcess // pod name -> process
+	// initFailed is when each pod's init container last failed: it runs again after
+	// initRetry, as the kubelet's back-off does.
+	initFailed map[string]time.Time
 	// volumesSynced is when the volumes were last written again.
 	volumesSynced time.Time
 }
@@ -214,8 +221,26 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 	p, ok := n.procs[pod.Name]
 	n.mu.Unlock()
 	if !ok {
+		n.mu.Lock()
+		failedAt, failed := n.initFailed[string(pod.UID)]
+		n.mu.Unlock()
+		if failed && time.Since(failedAt) < initRetry {
+			return false, nil
+		}
 		src := podrunner.APISources{Client: n.Client, Claims: n.claimDir}
-		proc, err := podrunner.Start(ctx, src, filepath.Join(n.Dir, "pods"), pod)
+		proc, err := podrunner.StartPod(ctx, src, filepath.Join(n.Dir, "pods"), pod, n.Binaries)
+		if initErr := (*podrunner.InitError)(nil); errors.As(err, &initErr) {
+			n.mu.Lock()
+			if n.initFailed == nil {
+				n.initFailed = map[string]time.Time{}
+			}
+			n.initFailed[string(pod.UID)] = time.Now()
+			n.mu.Unlock()
+			pod.Status = corev1.PodStatus{Phase: corev1.PodPending,
+				InitContainerStatuses: []corev1.ContainerStatus{initErr.InitContainerStatus(pod)},
+				Conditions:            []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
+			return false, n.Client.Status().Update(ctx, pod)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -244,6 +269,9 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 	}
 	return ready, nil
 }
+
+// initRetry is how long a pod whose init container failed waits before it runs again.
+const initRetry = 2 * time.Second
 
 // claimDir is a claim's volume: envtest runs no volume binder, so each claim is a directory of
 // its own, kept across its pod's replacements as a PersistentVolume would be.

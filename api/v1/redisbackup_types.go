@@ -1,0 +1,248 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackupDestination is where a backup's RDB snapshot is stored.
+type BackupDestination struct {
+	// S3 is an S3-compatible object store: AWS S3, SeaweedFS, Ceph RGW, ...
+	// +required
+	S3 S3Destination `json:"s3"`
+}
+
+// S3Destination is a bucket of an S3-compatible object store.
+type S3Destination struct {
+	// Endpoint is the store's URL, https://host[:port] (http:// for a store without TLS).
+	// Without it, AWS S3 in Region. With it, requests use path-style addressing
+	// (endpoint/bucket/key), which every S3-compatible store takes.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#\s]+/?$`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Bucket holds the backups; it must exist.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	// +required
+	Bucket string `json:"bucket"`
+
+	// Prefix goes before each object's key: <prefix>/<namespace>/<cluster>/<backup>.rdb.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9!_.*'()/-]*$`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// Region of the bucket. Default us-east-1.
+	// +kubebuilder:default=us-east-1
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// CredentialsSecret is a Secret in the same namespace with the keys AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	CredentialsSecret string `json:"credentialsSecret"`
+
+	// CABundle is a Secret key holding the PEM certificates that sign the endpoint's
+	// certificate, when the system's do not.
+	// +optional
+	CABundle *SecretKeyRef `json:"caBundle,omitempty"`
+}
+
+// The keys of a backup destination's credentials Secret.
+const (
+	S3AccessKeyIDKey     = "AWS_ACCESS_KEY_ID"
+	S3SecretAccessKeyKey = "AWS_SECRET_ACCESS_KEY"
+)
+
+// BackupDeletionPolicy says what deleting a RedisBackup does to its stored snapshot.
+// +kubebuilder:validation:Enum=Retain;Delete
+type BackupDeletionPolicy string
+
+const (
+	// BackupRetain keeps the stored snapshot when the RedisBackup is deleted.
+	BackupRetain BackupDeletionPolicy = "Retain"
+	// BackupDelete deletes the stored snapshot with the RedisBackup.
+	BackupDelete BackupDeletionPolicy = "Delete"
+)
+
+// RedisBackupSpec says which RedisCluster to back up, and where to.
+// +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster && self.destination == oldSelf.destination",message="a RedisBackup's cluster and destination cannot change: create another RedisBackup"
+type RedisBackupSpec struct {
+	// Cluster is the RedisCluster to back up, in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=52
+	// +required
+	Cluster string `json:"cluster"`
+
+	// Destination is where the snapshot is stored.
+	// +required
+	Destination BackupDestination `json:"destination"`
+
+	// DeletionPolicy: keep (Retain, default) or delete (Delete) the stored snapshot when the
+	// RedisBackup is deleted. Scheduled backups are Delete, so that retention frees the storage.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy BackupDeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// BackupPhase is where a backup is in its life.
+type BackupPhase string
+
+const (
+	// BackupPending: not started yet (the cluster has no node to take it from).
+	BackupPending BackupPhase = "Pending"
+	// BackupRunning: the snapshot is being streamed to the destination.
+	BackupRunning BackupPhase = "Running"
+	// BackupCompleted: the snapshot is stored whole and its checksum recorded; it can be restored.
+	BackupCompleted BackupPhase = "Completed"
+	// BackupFailed: the backup did not complete; nothing stored counts as a backup. The
+	// Completed condition says why.
+	BackupFailed BackupPhase = "Failed"
+)
+
+// RedisBackupStatus is what the backup took and where it is.
+type RedisBackupStatus struct {
+	// Phase: Pending, Running, Completed or Failed.
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty"`
+
+	// Node is the pod the snapshot was taken from: a caught-up replica when one serves.
+	// +optional
+	Node string `json:"node,omitempty"`
+
+	// StartedAt is when the snapshot began.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// CompletedAt is when the snapshot was stored whole.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// ReplicationID and ReplicationOffset are the replication stream's position the snapshot
+	// holds: every write the primary had applied up to that offset, and none after.
+	// +optional
+	ReplicationID string `json:"replicationID,omitempty"`
+	// +optional
+	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
+
+	// Location is the stored object: s3://<bucket>/<key>.
+	// +optional
+	Location string `json:"location,omitempty"`
+
+	// Size of the snapshot in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+
+	// Checksum of the snapshot, sha256:<hex>; a restore checks it before Redis loads the data.
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+
+	// Conditions: Completed.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RedisBackup is one RDB snapshot of a RedisCluster, stored in object storage.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rdbk,categories=all;redis
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RedisBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   RedisBackupSpec   `json:"spec"`
+	Status RedisBackupStatus `json:"status,omitempty"`
+}
+
+// RedisBackupList is a list of RedisBackups.
+// +kubebuilder:object:root=true
+type RedisBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RedisBackup `json:"items"`
+}
+
+// BackupScheduleSpec takes RedisBackups of a RedisCluster on a schedule and deletes the old ones.
+type BackupScheduleSpec struct {
+	// Schedule in cron format (minute hour day-of-month month day-of-week, in UTC), or
+	// @hourly, @daily, @weekly, @every <duration>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').filter(f, f != '').size() == 5",message="spec.backup.schedule is 5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @every <duration>"
+	// +required
+	Schedule string `json:"schedule"`
+
+	// Destination of the scheduled backups.
+	// +required
+	Destination BackupDestination `json:"destination"`
+
+	// Retention says which scheduled backups to keep; older ones are deleted, their stored
+	// snapshots with them. The newest completed backup is always kept.
+	// +optional
+	Retention *BackupRetention `json:"retention,omitempty"`
+}
+
+// BackupRetention keeps the newest Count backups, and none older than MaxAge.
+type BackupRetention struct {
+	// Count of finished scheduled backups to keep.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Count *int32 `json:"count,omitempty"`
+
+	// MaxAge: scheduled backups older than this are deleted.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.backup.retention.maxAge must be positive"
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// RestoreSpec fills a new RedisCluster with a backup's data.
+type RestoreSpec struct {
+	// FromBackup is a Completed RedisBackup in the same namespace. Its snapshot is checked
+	// against its checksum and put in the first node's data directory before Redis starts; the
+	// cluster reports Ready only with that data. Afterwards the cluster does not depend on the
+	// RedisBackup.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	FromBackup string `json:"fromBackup"`
+}
+
+// BackupStatus is what the schedule of spec.backup did.
+type BackupStatus struct {
+	// LastScheduleTime is when the schedule last created a RedisBackup.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+}
+
+// RestoreStatus is the backup a RedisCluster was created from, as it was read at creation.
+type RestoreStatus struct {
+	// Backup is the RedisBackup's name.
+	Backup string `json:"backup"`
+	// Location, Checksum and Size of its snapshot; the restore reads them from here, so that
+	// the RedisBackup may go once the data is restored.
+	Location string `json:"location"`
+	Checksum string `json:"checksum"`
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Destination the snapshot is read from.
+	Destination BackupDestination `json:"destination"`
+	// CompletedAt is when the first node served the restored data; the restore is not done
+	// again after it.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}

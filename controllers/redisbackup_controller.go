@@ -1,0 +1,254 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/backup"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+// SnapshotSources say where a RedisCluster's backup is taken from, and how to log in there: the
+// RedisCluster's reconciler, which observes the nodes and holds their passwords.
+type SnapshotSources interface {
+	SnapshotSource(cluster types.NamespacedName) (topology.Observed, redis.Login, error)
+}
+
+// RedisBackupReconciler takes each RedisBackup once: it streams the snapshot of a caught-up
+// replica to the destination and records where it is, its size, checksum and replication
+// offset. A backup that fails is Failed for good, with the reason; nothing it stored counts.
+// Deleting a RedisBackup with deletionPolicy Delete deletes its stored snapshot first.
+type RedisBackupReconciler struct {
+	client.Client
+	// APIReader reads the credentials Secrets by name, uncached.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+	Sources   SnapshotSources
+	// Redis are the options of the connection a snapshot streams over (timeout, hook).
+	Redis redis.Options
+	// MaxConcurrentBackups is how many backups stream at once; 2 when zero.
+	MaxConcurrentBackups int
+}
+
+// backupFinalizer holds a RedisBackup with deletionPolicy Delete until its snapshot is deleted.
+const backupFinalizer = "cache.example.com/stored-snapshot"
+
+// backupWait is how soon a backup that cannot start yet is looked at again.
+const backupWait = 2 * time.Second
+
+// errCredentials is a destination whose credentials Secret or keys are missing.
+var errCredentials = errors.New("credentials")
+
+// +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups/status,verbs=patch
+// +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups/finalizers,verbs=update
+
+func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &cachev1.RedisBackup{}
+	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
+	}
+	if b.Status.Phase == cachev1.BackupCompleted || b.Status.Phase == cachev1.BackupFailed {
+		return ctrl.Result{}, nil
+	}
+	if b.Spec.DeletionPolicy == cachev1.BackupDelete && !controllerutil.ContainsFinalizer(b, backupFinalizer) {
+		// Before anything is stored: a RedisBackup deleted mid-upload still cleans up.
+		before := b.DeepCopy()
+		controllerutil.AddFinalizer(b, backupFinalizer)
+		if err := r.Patch(ctx, b, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+	store, err := r.store(ctx, b.Namespace, b.Spec.Destination.S3)
+	if errors.Is(err, errCredentials) {
+		return r.wait(ctx, b, cachev1.ReasonCredentialsNotFound, err.Error())
+	}
+	if err != nil {
+		return r.finish(ctx, b, nil, fmt.Errorf("%w: %w", backup.ErrStorage, err))
+	}
+	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
+	if err := r.Get(ctx, cluster, &cachev1.RedisCluster{}); apierrors.IsNotFound(err) {
+		return r.wait(ctx, b, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s does not exist", b.Spec.Cluster))
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	node, login, err := r.Sources.SnapshotSource(cluster)
+	if err != nil {
+		return r.wait(ctx, b, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err))
+	}
+
+	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
+	before := b.DeepCopy()
+	now := metav1.Now()
+	b.Status.Phase, b.Status.Node, b.Status.StartedAt, b.Status.Location = cachev1.BackupRunning, node.Name, &now, store.Location(key)
+	setBackupCondition(b, metav1.ConditionFalse, cachev1.ReasonBackupRunning,
+		fmt.Sprintf("Streaming the snapshot of %s to %s", node.Name, store.Location(key)))
+	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("recording the backup as running: %w", err)
+	}
+	opts := r.Redis.WithLogin(login)
+	result, err := backup.Take(ctx, node.Addr, opts, store, key)
+	if err != nil && strings.Contains(err.Error(), "NOPERM") {
+		// A node started by an operator whose own user could not sync yet: give it the user
+		// as this operator defines it, and try once more.
+		if gerr := r.giveOperatorUser(ctx, node.Addr, opts, login); gerr == nil {
+			result, err = backup.Take(ctx, node.Addr, opts, store, key)
+		}
+	}
+	return r.finish(ctx, b, &result, err)
+}
+
+// wait records why the backup cannot start yet, and looks again shortly.
+func (r *RedisBackupReconciler) wait(ctx context.Context, b *cachev1.RedisBackup, reason, msg string) (ctrl.Result, error) {
+	before := b.DeepCopy()
+	b.Status.Phase = cachev1.BackupPending
+	setBackupCondition(b, metav1.ConditionFalse, reason, msg)
+	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: backupWait}, nil
+}
+
+// finish records the outcome: Completed with what was stored, or Failed with why.
+func (r *RedisBackupReconciler) finish(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, err error) (ctrl.Result, error) {
+	before := b.DeepCopy()
+	now := metav1.Now()
+	b.Status.CompletedAt = &now
+	if err != nil {
+		reason := cachev1.ReasonSnapshotFailed
+		if errors.Is(err, backup.ErrStorage) {
+			reason = cachev1.ReasonStorageFailed
+		}
+		b.Status.Phase = cachev1.BackupFailed
+		b.Status.CompletedAt = nil
+		setBackupCondition(b, metav1.ConditionFalse, reason, err.Error())
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Backup", "%s", err.Error())
+	} else {
+		b.Status.Phase = cachev1.BackupCompleted
+		b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
+		b.Status.ReplicationID, b.Status.ReplicationOffset = res.ReplicationID, res.ReplicationOffset
+		setBackupCondition(b, metav1.ConditionTrue, cachev1.ReasonBackupStored,
+			fmt.Sprintf("Stored %d bytes from %s at replication offset %d", res.Size, b.Status.Node, res.ReplicationOffset))
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, cachev1.EventBackupCompleted, "Backup",
+			"Stored the snapshot of %s at %s (%d bytes, %s)", b.Status.Node, b.Status.Location, res.Size, res.Checksum)
+	}
+	if perr := r.Status().Patch(ctx, b, client.MergeFrom(before)); perr != nil {
+		return ctrl.Result{}, fmt.Errorf("recording the backup's outcome: %w", perr)
+	}
+	return ctrl.Result{}, nil
+}
+
+func setBackupCondition(b *cachev1.RedisBackup, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: cachev1.ConditionCompleted, Status: status,
+		Reason: reason, Message: msg, ObservedGeneration: b.Generation})
+}
+
+// giveOperatorUser sets the operator's own user on the node as this operator defines it.
+func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, opts redis.Options, login redis.Login) error {
+	n := redis.NewDialer(opts)(addr)
+	defer n.Close()
+	u := resources.OperatorUser(login.Password)
+	return n.SetUser(ctx, u.Name, u.SetUserArgs())
+}
+
+// store connects to the destination with the credentials of its Secret.
+func (r *RedisBackupReconciler) store(ctx context.Context, namespace string, dest cachev1.S3Destination) (*backup.Store, error) {
+	return destinationStore(ctx, r.APIReader, namespace, dest)
+}
+
+// destinationStore connects to an S3 destination with the credentials (and CA bundle) of its
+// Secrets, read by name.
+func destinationStore(ctx context.Context, reader client.Reader, namespace string, dest cachev1.S3Destination) (*backup.Store, error) {
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: dest.CredentialsSecret}, secret); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: Secret %s does not exist", errCredentials, dest.CredentialsSecret)
+	} else if err != nil {
+		return nil, fmt.Errorf("reading Secret %s: %w", dest.CredentialsSecret, err)
+	}
+	creds := backup.Credentials{AccessKeyID: string(secret.Data[cachev1.S3AccessKeyIDKey]), SecretAccessKey: string(secret.Data[cachev1.S3SecretAccessKeyKey])}
+	if creds.AccessKeyID == "" || creds.SecretAccessKey == "" {
+		return nil, fmt.Errorf("%w: Secret %s needs the keys %s and %s", errCredentials, dest.CredentialsSecret,
+			cachev1.S3AccessKeyIDKey, cachev1.S3SecretAccessKeyKey)
+	}
+	var caPEM []byte
+	if ca := dest.CABundle; ca != nil {
+		caSecret := &corev1.Secret{}
+		if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ca.Name}, caSecret); err != nil {
+			return nil, fmt.Errorf("%w: CA bundle Secret %s: %w", errCredentials, ca.Name, err)
+		}
+		key := ca.Key
+		if key == "" {
+			key = resources.PasswordKey
+		}
+		if caPEM = caSecret.Data[key]; len(caPEM) == 0 {
+			return nil, fmt.Errorf("%w: CA bundle Secret %s has no key %q", errCredentials, ca.Name, key)
+		}
+	}
+	return backup.NewStore(dest, creds, caPEM)
+}
+
+// deleteSnapshot deletes the stored snapshot of a RedisBackup with deletionPolicy Delete, then
+// lets the RedisBackup go. Without its credentials it cannot: the snapshot is left, said in an
+// Event, rather than holding the RedisBackup (and its namespace) for ever.
+func (r *RedisBackupReconciler) deleteSnapshot(ctx context.Context, b *cachev1.RedisBackup) error {
+	if !controllerutil.ContainsFinalizer(b, backupFinalizer) {
+		return nil
+	}
+	if b.Status.Location != "" {
+		store, err := r.store(ctx, b.Namespace, b.Spec.Destination.S3)
+		switch {
+		case errors.Is(err, errCredentials):
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Delete",
+				"The snapshot at %s is left in place: %s", b.Status.Location, err.Error())
+		case err != nil:
+			return err
+		default:
+			key, err := store.KeyOf(b.Status.Location)
+			if err != nil {
+				return err
+			}
+			if err := store.Delete(ctx, key); err != nil {
+				return err
+			}
+			log.FromContext(ctx).Info("Deleted the stored snapshot", "location", b.Status.Location)
+		}
+	}
+	before := b.DeepCopy()
+	controllerutil.RemoveFinalizer(b, backupFinalizer)
+	return r.Patch(ctx, b, client.MergeFrom(before))
+}
+
+// SetupWithManager runs the reconciler; a backup streams for as long as it takes, so a few run
+// at once.
+func (r *RedisBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	workers := r.MaxConcurrentBackups
+	if workers == 0 {
+		workers = 2
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1.RedisBackup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Named("redisbackup").
+		Complete(r)
+}

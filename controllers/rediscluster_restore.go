@@ -1,0 +1,193 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+// A restore (spec.restore) in three steps:
+//  1. reconcileRestoreSource reads the RedisBackup once, when the cluster is created, into
+//     status.restore; until the backup has completed, no pod is created.
+//  2. The first node's restore init container (internal/resources) fetches the snapshot
+//     recorded there, checks it, and lays it out before Redis starts; the first primary is
+//     that node (topology.Policy.Bootstrap).
+//  3. reconcileRestoreDone sees that node serve as primary, records the restore complete and
+//     deletes the <name>-restore ConfigMap, so that it is never restored again.
+
+// errRestoreWaiting is a restore whose backup is not there yet.
+var errRestoreWaiting = errors.New("waiting for the backup")
+
+// +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=get;list;watch
+
+// reconcileRestoreSource is step 1, and keeps the <name>-restore ConfigMap while the restore
+// is not done.
+func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if rc.Spec.Restore == nil {
+		return nil
+	}
+	if rc.Status.Restore != nil {
+		state.restore = rc.Status.Restore.DeepCopy()
+	} else {
+		name := rc.Spec.Restore.FromBackup
+		b := &cachev1.RedisBackup{}
+		switch err := r.Get(ctx, nameOf(rc, name), b); {
+		case apierrors.IsNotFound(err):
+			return failed(cachev1.ReasonBackupNotReady, fmt.Errorf("%w: RedisBackup %s does not exist; no node starts until it has completed", errRestoreWaiting, name))
+		case err != nil:
+			return fmt.Errorf("reading RedisBackup %s: %w", name, err)
+		case b.Status.Phase != cachev1.BackupCompleted:
+			return failed(cachev1.ReasonBackupNotReady, fmt.Errorf("%w: RedisBackup %s is %s; no node starts until it has completed", errRestoreWaiting, name, phaseOrPending(b)))
+		}
+		state.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
+			Size: b.Status.Size, Destination: b.Spec.Destination}
+	}
+	if state.restore.CompletedAt != nil {
+		return nil
+	}
+	if r.OperatorImage == "" {
+		return failed(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
+	}
+	if state.childrenKnown {
+		return nil
+	}
+	desired := resources.DesiredRestoreConfigMap(rc, state.restore)
+	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
+	})
+}
+
+func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
+	if b.Status.Phase == "" {
+		return cachev1.BackupPending
+	}
+	return b.Status.Phase
+}
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete
+
+// reconcileRestoreDone is step 3: the restore is done once the first node serves as primary.
+// A first node whose restore fails (its init container exits) is reported with the restore's
+// own words.
+func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if state.restore == nil || state.restore.CompletedAt != nil {
+		return nil
+	}
+	first := restoredNode(rc)
+	if why := restoreFailure(state.pods, first); why != "" {
+		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
+	}
+	if o, ok := state.view.Find(first); !ok || state.view.Primary != first || !o.IsPrimary() {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	cm.Name, cm.Namespace = resources.RestoreConfigMapName(rc), rc.Namespace
+	if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting ConfigMap %s: %w", cm.Name, err)
+	}
+	now := metav1.Now()
+	state.restore.CompletedAt = &now
+	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
+		"%s serves the data of RedisBackup %s (%s)", first, state.restore.Backup, state.restore.Location)
+	return nil
+}
+
+// restoredNode is the pod that restores the data: the first.
+func restoredNode(rc *cachev1.RedisCluster) string { return rc.Name + "-0" }
+
+// restoreFailure is why the pod's restore init container failed, from its termination message;
+// empty when it did not.
+func restoreFailure(pods []corev1.Pod, name string) string {
+	for _, p := range pods {
+		if p.Name != name {
+			continue
+		}
+		for _, c := range p.Status.InitContainerStatuses {
+			for _, t := range []*corev1.ContainerStateTerminated{c.State.Terminated, c.LastTerminationState.Terminated} {
+				if t != nil && t.ExitCode != 0 {
+					msg := strings.Join(strings.Fields(t.Message), " ")
+					if msg == "" {
+						msg = fmt.Sprintf("exit code %d", t.ExitCode)
+					}
+					return msg
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// restoredCondition says where the restore of spec.restore is; nil without one.
+func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
+	if rc.Spec.Restore == nil {
+		return nil
+	}
+	r := state.restore
+	switch {
+	case r != nil && r.CompletedAt != nil:
+		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
+			fmt.Sprintf("Restored from RedisBackup %s (%s, %s)", r.Backup, r.Location, r.Checksum))
+	case state.err != nil && (state.err.reason == cachev1.ReasonBackupNotReady || state.err.reason == cachev1.ReasonRestoreFailed):
+		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, state.err.reason, state.err.Error())
+	case r == nil:
+		// Another phase failed before the backup was read: keep what the status says.
+		if meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionRestored) != nil {
+			return nil
+		}
+		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonBackupNotReady, "The backup has not been read yet")
+	}
+	return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonRestoring,
+		fmt.Sprintf("%s restores RedisBackup %s before Redis starts", restoredNode(rc), r.Backup))
+}
+
+// errNoSnapshotSource is a RedisCluster that has no node a snapshot can be taken from yet.
+var errNoSnapshotSource = errors.New("no node to take a snapshot from")
+
+// SnapshotSource is where a backup of the RedisCluster is taken from, as the last health check
+// saw its nodes (topology.View.SnapshotSource), and the login the operator uses there: the
+// RedisCluster's reconciler owns both.
+func (r *RedisClusterReconciler) SnapshotSource(key types.NamespacedName) (topology.Observed, redis.Login, error) {
+	v, ok := r.clusters.Load(key)
+	if !ok {
+		return topology.Observed{}, redis.Login{}, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
+	}
+	cs := v.(*clusterState)
+	cs.mu.Lock()
+	view, creds := cs.view, cs.creds
+	cs.mu.Unlock()
+	node, ok := view.SnapshotSource()
+	if !ok || creds.operatorPassword == "" {
+		return topology.Observed{}, redis.Login{}, fmt.Errorf("%w: neither a caught-up replica nor the primary answers", errNoSnapshotSource)
+	}
+	return node, creds.login(), nil
+}
+
+// clustersWaitingFor are the RedisClusters whose restore waits for this RedisBackup.
+func (r *RedisClusterReconciler) clustersWaitingFor(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &cachev1.RedisClusterList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, rc := range list.Items {
+		if rc.Spec.Restore != nil && rc.Spec.Restore.FromBackup == obj.GetName() && rc.Status.Restore == nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rc)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package backup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/org/redis-operator/internal/redis"
+)
+
+// Result is a stored snapshot.
+type Result struct {
+	redis.SnapshotInfo
+	// Checksum is sha256:<hex> of the stored bytes.
+	Checksum string
+}
+
+// ChecksumPrefix starts every recorded checksum, naming its algorithm.
+const ChecksumPrefix = "sha256:"
+
+// Take streams the snapshot of the node at addr to key in the store, hashing it on the way:
+// the node's RDB flows through a pipe into the upload's parts, so no more than a part is held.
+// If either side fails, the other stops, and the upload is aborted: nothing is stored.
+func Take(ctx context.Context, addr string, opts redis.Options, store *Store, key string) (Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	hash := sha256.New()
+	type snapshot struct {
+		info redis.SnapshotInfo
+		err  error
+	}
+	done := make(chan snapshot, 1)
+	go func() {
+		info, err := redis.Snapshot(ctx, addr, opts, io.MultiWriter(pw, hash))
+		if err != nil {
+			pw.CloseWithError(err)
+		} else {
+			pw.Close()
+		}
+		done <- snapshot{info, err}
+	}()
+	size, uploadErr := store.Upload(ctx, key, pr)
+	// A failed upload stops reading: the snapshot's next write fails instead of blocking.
+	pr.CloseWithError(errors.New("the upload stopped"))
+	if uploadErr != nil {
+		cancel()
+	}
+	snap := <-done
+	switch {
+	case snap.err != nil:
+		return Result{}, snap.err
+	case uploadErr != nil:
+		return Result{}, uploadErr
+	case size != snap.info.Size:
+		// Cannot happen unless the pipe lies; never record such an object as a backup.
+		_ = store.Delete(context.WithoutCancel(ctx), key)
+		return Result{}, fmt.Errorf("stored %d bytes of a %d-byte snapshot", size, snap.info.Size)
+	}
+	return Result{SnapshotInfo: snap.info, Checksum: ChecksumPrefix + hex.EncodeToString(hash.Sum(nil))}, nil
+}
