@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,15 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.deleteSnapshot(ctx, b)
 	}
-	if b.Status.Phase == cachev1.BackupCompleted || b.Status.Phase == cachev1.BackupFailed {
+	if finished(b) {
+		return ctrl.Result{}, nil
+	}
+	// The cache may not hold this reconciler's own last write yet: a backup it just finished
+	// would be taken again, over the stored one. Read it fresh before anything is taken.
+	if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if finished(b) || !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
 	if b.Spec.DeletionPolicy == cachev1.BackupDelete && !controllerutil.ContainsFinalizer(b, backupFinalizer) {
@@ -119,11 +128,18 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return r.finish(ctx, b, &result, err)
 }
 
+func finished(b *cachev1.RedisBackup) bool {
+	return b.Status.Phase == cachev1.BackupCompleted || b.Status.Phase == cachev1.BackupFailed
+}
+
 // wait records why the backup cannot start yet, and looks again shortly.
 func (r *RedisBackupReconciler) wait(ctx context.Context, b *cachev1.RedisBackup, reason, msg string) (ctrl.Result, error) {
 	before := b.DeepCopy()
 	b.Status.Phase = cachev1.BackupPending
 	setBackupCondition(b, metav1.ConditionFalse, reason, msg)
+	if equality.Semantic.DeepEqual(before.Status, b.Status) {
+		return ctrl.Result{RequeueAfter: backupWait}, nil
+	}
 	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, err
 	}

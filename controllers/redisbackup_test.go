@@ -1,0 +1,392 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/test/s3server"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// operatorImage stands for the operator's image: the local node runs the operator's binary,
+// built from this tree, for it (the restore init container).
+const operatorImage = "example.com/redis-operator:test"
+
+// backupWait bounds a backup or a restore of a small dataset, with time for the S3 server.
+const backupWait = 60 * time.Second
+
+// backupEnv is a namespace with the operator, a local node that runs the operator's binary for
+// its image, and a real S3 server (SeaweedFS) with a bucket and a credentials Secret.
+type backupEnv struct {
+	ns   string
+	node *testenv.LocalNode
+	s3   *s3server.Server
+}
+
+func newBackupEnv(t *testing.T) *backupEnv {
+	t.Helper()
+	manager := filepath.Join(t.TempDir(), "manager")
+	build := exec.Command("go", "build", "-o", manager, "github.com/org/redis-operator/cmd")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building the operator: %s", out)
+	e := &backupEnv{ns: newNamespace(t), s3: s3server.Start(t)}
+	e.s3.CreateBucket(t, "backups")
+	require.NoError(t, k8sClient.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "s3-credentials"}, Data: s3server.CredentialsData()}))
+	startOperator(t, adminCfg, e.ns, func(o *operator.Options) { o.OperatorImage = operatorImage })
+	e.node = runLocalNodeWith(t, e.ns, func(n *testenv.LocalNode) { n.Binaries = map[string]string{operatorImage: manager} })
+	return e
+}
+
+func (e *backupEnv) destination() cachev1.BackupDestination {
+	return e.s3.Destination("backups", "s3-credentials")
+}
+
+func (e *backupEnv) createBackup(t *testing.T, name, cluster string, dest cachev1.BackupDestination) *cachev1.RedisBackup {
+	t.Helper()
+	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: cachev1.RedisBackupSpec{Cluster: cluster, Destination: dest}}
+	require.NoError(t, k8sClient.Create(context.Background(), b))
+	return b
+}
+
+// eventuallyBackup waits until the RedisBackup reaches phase, and returns it.
+func eventuallyBackup(t *testing.T, b *cachev1.RedisBackup, phase cachev1.BackupPhase) *cachev1.RedisBackup {
+	t.Helper()
+	got := &cachev1.RedisBackup{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(b), got))
+		assert.Equal(c, phase, got.Status.Phase, "conditions: %+v", got.Status.Conditions)
+	}, backupWait, tick)
+	return got
+}
+
+func restoringCluster(ns, name, backup string, replicas int32) *cachev1.RedisCluster {
+	rc := testenv.RedisCluster(ns, name, replicas)
+	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: backup}
+	return rc
+}
+
+func eventuallyReadyWithin(t *testing.T, rc *cachev1.RedisCluster, within time.Duration) *cachev1.RedisCluster {
+	t.Helper()
+	got := &cachev1.RedisCluster{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
+		assert.Equal(c, got.Generation, got.Status.ObservedGeneration)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "conditions: %+v", got.Status.Conditions)
+	}, within, tick)
+	return got
+}
+
+func TestABackupRestoresExactlyItsKeysIntoANewCluster(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t)
+	source := testenv.RedisCluster(e.ns, "source", 3)
+	require.NoError(t, k8sClient.Create(ctx, source))
+	source = eventuallyReadyWithin(t, source, waitFor)
+	password := secretValue(t, e.ns, "source-auth", "password")
+
+	// Given 500 keys, 50 of them expiring, acknowledged by both replicas
+	primary := redisClient(t, e.node, source.Status.Primary, password)
+	for i := range 500 {
+		ttl := time.Duration(0)
+		if i%10 == 0 {
+			ttl = time.Hour
+		}
+		require.NoError(t, primary.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl).Err())
+	}
+	require.Equal(t, int64(2), primary.Do(ctx, "WAIT", 2, 5000).Val())
+
+	// When a RedisBackup is taken, and more keys are written after it
+	b := eventuallyBackup(t, e.createBackup(t, "nightly", "source", e.destination()), cachev1.BackupCompleted)
+	for i := range 100 {
+		require.NoError(t, primary.Set(ctx, fmt.Sprintf("after:%d", i), i, 0).Err())
+	}
+
+	// Then it was taken from a replica, and says where it is and what it holds
+	assert.NotEqual(t, source.Status.Primary, b.Status.Node, "never from the primary while a replica serves")
+	assert.Equal(t, "s3://backups/"+e.ns+"/source/nightly.rdb", b.Status.Location)
+	assert.Positive(t, b.Status.Size)
+	assert.Positive(t, b.Status.ReplicationOffset)
+	assert.True(t, strings.HasPrefix(b.Status.Checksum, "sha256:"))
+	assert.True(t, meta.IsStatusConditionTrue(b.Status.Conditions, cachev1.ConditionCompleted))
+
+	// When a new, persistent RedisCluster restores it
+	restored := restoringCluster(e.ns, "restored", "nightly", 2)
+	restored.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(ctx, restored))
+	restored = eventuallyReadyWithin(t, restored, backupWait)
+
+	// Then, as soon as it is Ready, exactly the backup's keys are on its primary and its replica,
+	// with their TTLs, and none written after the backup
+	assert.Equal(t, "restored-0", restored.Status.Primary, "the node holding the restored data is the first primary")
+	assert.True(t, meta.IsStatusConditionTrue(restored.Status.Conditions, cachev1.ConditionRestored))
+	restoredPassword := secretValue(t, e.ns, "restored-auth", "password")
+	for _, pod := range []string{"restored-0", "restored-1"} {
+		c := redisClient(t, e.node, pod, restoredPassword)
+		assert.Equal(t, int64(500), c.DBSize(ctx).Val(), pod)
+		assert.Equal(t, "499", c.Get(ctx, "key:499").Val(), pod)
+		assert.Zero(t, c.Exists(ctx, "after:0").Val(), pod)
+		ttl := c.TTL(ctx, "key:10").Val()
+		assert.True(t, ttl > 50*time.Minute && ttl <= time.Hour, "%s: key:10 keeps its TTL, %s", pod, ttl)
+		assert.Equal(t, time.Duration(-1), c.TTL(ctx, "key:11").Val(), "%s: key:11 never expires", pod)
+	}
+	// And the restore is done once: what said what to restore is gone, the RedisBackup may go
+	require.Eventually(t, func() bool {
+		err := k8sClient.Get(ctx, key(e.ns, "restored-restore"), &corev1.ConfigMap{})
+		return apierrors.IsNotFound(err)
+	}, waitFor, tick)
+	got := getRC(t, restored)
+	require.NotNil(t, got.Status.Restore)
+	assert.NotNil(t, got.Status.Restore.CompletedAt)
+	assert.Equal(t, b.Status.Checksum, got.Status.Restore.Checksum)
+	require.NoError(t, k8sClient.Delete(ctx, b))
+	assert.Contains(t, eventReasons(t, got), cachev1.EventRestored)
+
+	// And the source is untouched: the backup took nothing from it
+	assert.Equal(t, int64(600), primary.DBSize(ctx).Val())
+}
+
+func TestABackupTakenWhileWritingIsOnePointInTime(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t)
+	source := testenv.RedisCluster(e.ns, "source", 2)
+	require.NoError(t, k8sClient.Create(ctx, source))
+	source = eventuallyReadyWithin(t, source, waitFor)
+	password := secretValue(t, e.ns, "source-auth", "password")
+	primary := redisClient(t, e.node, source.Status.Primary, password)
+
+	// Given a writer that sets seq:<i> and last=<i> in one transaction, as fast as it can
+	var acked atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int64(0); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, err := primary.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+				p.Set(ctx, fmt.Sprintf("seq:%d", i), i, 0)
+				p.Set(ctx, "last", i, 0)
+				return nil
+			})
+			if err != nil {
+				return
+			}
+			acked.Store(i + 1)
+		}
+	}()
+	require.Eventually(t, func() bool { return acked.Load() > 2000 }, waitFor, tick)
+
+	// When a backup is taken while it writes
+	b := eventuallyBackup(t, e.createBackup(t, "busy", "source", e.destination()), cachev1.BackupCompleted)
+	close(stop)
+	<-done
+	written := acked.Load()
+	primaryOffset, err := primary.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+
+	// Then the restored data is one moment of the writer's: seq:0..last, no gap, nothing after
+	restored := restoringCluster(e.ns, "restored", "busy", 1)
+	require.NoError(t, k8sClient.Create(ctx, restored))
+	eventuallyReadyWithin(t, restored, backupWait)
+	c := redisClient(t, e.node, "restored-0", secretValue(t, e.ns, "restored-auth", "password"))
+	last, err := c.Get(ctx, "last").Int64()
+	require.NoError(t, err)
+	assert.Positive(t, last)
+	assert.Less(t, last, written)
+	assert.Equal(t, last+2, c.DBSize(ctx).Val(), "seq:0..seq:last and last, nothing else")
+	for i := int64(0); i <= last; i += 500 {
+		keys := []string{}
+		for k := i; k <= min(i+499, last); k++ {
+			keys = append(keys, fmt.Sprintf("seq:%d", k))
+		}
+		values, err := c.MGet(ctx, keys...).Result()
+		require.NoError(t, err)
+		for k, v := range values {
+			require.NotNil(t, v, "%s is missing: the snapshot has a gap", keys[k])
+		}
+	}
+	// And its recorded offset is a position of the primary's stream no later than the end
+	assert.Positive(t, b.Status.ReplicationOffset)
+	assert.Contains(t, primaryOffset, "master_replid:"+b.Status.ReplicationID)
+	t.Logf("writes acknowledged %d, in the backup %d, at offset %d", written, last+1, b.Status.ReplicationOffset)
+}
+
+func TestBackupFailuresAreExplainedAndStoreNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t)
+	source := testenv.RedisCluster(e.ns, "source", 2)
+	require.NoError(t, k8sClient.Create(ctx, source))
+	eventuallyReadyWithin(t, source, waitFor)
+	require.NoError(t, k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "wrong-credentials"},
+		Data: map[string][]byte{cachev1.S3AccessKeyIDKey: []byte(s3server.AccessKeyID), cachev1.S3SecretAccessKeyKey: []byte("wrong")}}))
+
+	failedWith := func(t *testing.T, name string, dest cachev1.BackupDestination, reason, words string) {
+		t.Helper()
+		b := eventuallyBackup(t, e.createBackup(t, name, "source", dest), cachev1.BackupFailed)
+		c := meta.FindStatusCondition(b.Status.Conditions, cachev1.ConditionCompleted)
+		require.NotNil(t, c)
+		assert.Equal(t, reason, c.Reason)
+		assert.Contains(t, c.Message, words)
+		assert.Empty(t, b.Status.Checksum, "a failed backup records no checksum: it cannot be restored")
+	}
+	wrong := e.destination()
+	wrong.S3.CredentialsSecret = "wrong-credentials"
+	failedWith(t, "wrong-credentials", wrong, cachev1.ReasonStorageFailed, "refused the credentials")
+	noBucket := e.destination()
+	noBucket.S3.Bucket = "no-such-bucket"
+	failedWith(t, "no-bucket", noBucket, cachev1.ReasonStorageFailed, "bucket does not exist")
+
+	// A missing Secret waits (it may be created next), saying so
+	missing := e.destination()
+	missing.S3.CredentialsSecret = "not-yet"
+	b := e.createBackup(t, "no-secret", "source", missing)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &cachev1.RedisBackup{}
+		require.NoError(c, k8sClient.Get(ctx, client.ObjectKeyFromObject(b), got))
+		cond := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionCompleted)
+		require.NotNil(c, cond)
+		assert.Equal(c, cachev1.ReasonCredentialsNotFound, cond.Reason)
+		assert.Equal(c, cachev1.BackupPending, got.Status.Phase)
+	}, waitFor, tick)
+
+	// The store down: the backup fails, and once it is back no object exists for it
+	e.s3.Stop()
+	failedWith(t, "store-down", e.destination(), cachev1.ReasonStorageFailed, "object storage")
+	require.NoError(t, e.s3.Restart())
+	_, err := e.s3.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("backups"), Key: aws.String(e.ns + "/source/store-down.rdb")})
+	require.Error(t, err, "no object was stored")
+}
+
+func TestARestoreThatCannotBeDoneStartsNoRedis(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t)
+	source := testenv.RedisCluster(e.ns, "source", 1)
+	require.NoError(t, k8sClient.Create(ctx, source))
+	eventuallyReadyWithin(t, source, waitFor)
+	b := eventuallyBackup(t, e.createBackup(t, "b1", "source", e.destination()), cachev1.BackupCompleted)
+
+	restoredCondition := func(t *testing.T, rc *cachev1.RedisCluster, reason, words string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := getRC(c, rc)
+			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionRestored)
+			require.NotNil(c, cond)
+			assert.Equal(c, reason, cond.Reason)
+			assert.Contains(c, cond.Message, words)
+			assert.False(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady))
+		}, backupWait, tick)
+	}
+
+	t.Run("a backup that does not exist yet: no pod is created", func(t *testing.T) {
+		rc := restoringCluster(e.ns, "waits", "not-yet", 1)
+		require.NoError(t, k8sClient.Create(ctx, rc))
+		restoredCondition(t, rc, cachev1.ReasonBackupNotReady, "RedisBackup not-yet does not exist")
+		err := k8sClient.Get(ctx, key(e.ns, "waits"), &appsv1.StatefulSet{})
+		assert.True(t, apierrors.IsNotFound(err), "no StatefulSet while the backup is not there: %v", err)
+	})
+
+	t.Run("a corrupt object: the checksum stops it before Redis starts", func(t *testing.T) {
+		keyName := strings.TrimPrefix(b.Status.Location, "s3://backups/")
+		_, err := e.s3.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("backups"), Key: aws.String(keyName),
+			Body: strings.NewReader("REDIS0010 not the snapshot that was stored")})
+		require.NoError(t, err)
+		rc := restoringCluster(e.ns, "corrupt", "b1", 1)
+		require.NoError(t, k8sClient.Create(ctx, rc))
+		restoredCondition(t, rc, cachev1.ReasonRestoreFailed, "checksum mismatch")
+		assert.Nil(t, e.node.Server("corrupt-0"), "no Redis started on the corrupt data")
+	})
+
+	t.Run("a volume that already holds data is never overwritten", func(t *testing.T) {
+		claim := filepath.Join(e.node.Dir, "claims", e.ns, "data-full-0")
+		require.NoError(t, os.MkdirAll(claim, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(claim, "dump.rdb"), []byte("REDIS0010 someone's data"), 0o600))
+		rc := restoringCluster(e.ns, "full", "b1", 1)
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+		require.NoError(t, k8sClient.Create(ctx, rc))
+		restoredCondition(t, rc, cachev1.ReasonRestoreFailed, "already holds data")
+		data, err := os.ReadFile(filepath.Join(claim, "dump.rdb"))
+		require.NoError(t, err)
+		assert.Equal(t, "REDIS0010 someone's data", string(data))
+	})
+
+	t.Run("a running cluster cannot be given a restore", func(t *testing.T) {
+		got := getRC(t, source)
+		got.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b1"}
+		err := k8sClient.Update(ctx, got)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "spec.restore is set only when a RedisCluster is created")
+	})
+}
+
+func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t)
+	rc := testenv.RedisCluster(e.ns, "sessions", 2)
+	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@every 2s", Destination: e.destination(),
+		Retention: &cachev1.BackupRetention{Count: ptr.To[int32](2)}}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+	eventuallyReadyWithin(t, rc, waitFor)
+
+	// Once at least four were taken, two remain, and only their objects are stored
+	scheduled := func(c require.TestingT) []cachev1.RedisBackup {
+		list := &cachev1.RedisBackupList{}
+		require.NoError(c, k8sClient.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{controllers.LabelBackupCluster: "sessions"}))
+		return list.Items
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pruned := 0
+		for _, ev := range eventsFor(c, rc) {
+			if ev.Reason == cachev1.EventBackupPruned {
+				pruned++
+			}
+		}
+		assert.GreaterOrEqual(c, pruned, 2)
+	}, backupWait, tick)
+	require.NoError(t, k8sClient.Patch(ctx, getRC(t, rc), client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"backup":{"schedule":"0 0 1 1 *"}}}`))))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var completed []string
+		for _, b := range scheduled(c) {
+			assert.Equal(c, cachev1.BackupDelete, b.Spec.DeletionPolicy)
+			if b.Status.Phase == cachev1.BackupCompleted && b.DeletionTimestamp.IsZero() {
+				completed = append(completed, e.ns+"/sessions/"+b.Name+".rdb")
+			}
+		}
+		assert.Len(c, completed, 2)
+		out, err := e.s3.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("backups"), Prefix: aws.String(e.ns + "/sessions/")})
+		require.NoError(c, err)
+		var stored []string
+		for _, o := range out.Contents {
+			stored = append(stored, *o.Key)
+		}
+		assert.ElementsMatch(c, completed, stored, "the pruned backups' objects are deleted with them")
+	}, backupWait, tick)
+}
