@@ -307,3 +307,45 @@ func TestPodOrdinal(t *testing.T) {
 		}
 	}
 }
+
+func TestARestoredClusterGetsTheRestoreInitContainer(t *testing.T) {
+	restore := &cachev1.RestoreStatus{Backup: "nightly", Location: "s3://backups/team-a/src/nightly.rdb", Checksum: "sha256:ab",
+		Destination: cachev1.BackupDestination{S3: cachev1.S3Destination{Endpoint: "https://s3.example.com", Bucket: "backups",
+			CredentialsSecret: "s3", CABundle: &cachev1.SecretKeyRef{Name: "s3-ca", Key: "ca.crt"}}}}
+	opts := resources.StatefulSetOptions{Replicas: 3, OperatorImage: "example.com/redis-operator:v1", Restore: restore}
+
+	plain := resources.DesiredStatefulSet(redisCluster(nil), opts).Spec.Template.Spec
+	assert.Empty(t, plain.InitContainers, "without spec.restore, no init container")
+
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "nightly"}
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	})
+	pod := resources.DesiredStatefulSet(rc, opts).Spec.Template.Spec
+	require.Len(t, pod.InitContainers, 1)
+	c := pod.InitContainers[0]
+	assert.Equal(t, "example.com/redis-operator:v1", *c.Image)
+	assert.Equal(t, []string{"/manager", "restore"}, c.Command)
+	assert.Equal(t, []string{"--data-dir=/data", "--aof=true", "--ca-file=/etc/redis-restore-ca/ca.crt"}, c.Args)
+	// The credentials come from their Secret, optional: once restored, the Secret may go.
+	for _, e := range c.Env[1:] {
+		require.NotNil(t, e.ValueFrom.SecretKeyRef, *e.Name)
+		assert.Equal(t, "s3", *e.ValueFrom.SecretKeyRef.Name)
+		assert.True(t, *e.ValueFrom.SecretKeyRef.Optional)
+	}
+	// What to restore comes from the <name>-restore ConfigMap, optional: deleted once done.
+	require.Len(t, c.EnvFrom, 1)
+	assert.Equal(t, "sessions-restore", *c.EnvFrom[0].ConfigMapRef.Name)
+	assert.True(t, *c.EnvFrom[0].ConfigMapRef.Optional)
+	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+
+	cm := resources.DesiredRestoreConfigMap(rc, restore)
+	assert.Equal(t, map[string]string{"RESTORE_LOCATION": restore.Location, "RESTORE_CHECKSUM": "sha256:ab",
+		"RESTORE_ENDPOINT": "https://s3.example.com", "RESTORE_REGION": ""}, cm.Data)
+	assert.False(t, resources.AppendOnly(redisCluster(nil)))
+	assert.False(t, resources.AppendOnly(redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+		rc.Spec.Config = map[string]cachev1.ConfigValue{"appendonly": "no"}
+	})))
+}

@@ -149,3 +149,52 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestARestoredClusterBootstrapsOnTheNodeHoldingTheRestoredData(t *testing.T) {
+	restoring := Policy{FailoverTimeout: 5 * time.Second, Bootstrap: "r-0"}
+	tests := []struct {
+		name        string
+		observed    []Observed
+		wantPrimary string
+	}{
+		{
+			name:        "the restored node still restores: empty nodes that answer first are not made primary",
+			observed:    []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "", false, 0), replicaNode("r-2", 2, "", false, 0)},
+			wantPrimary: "",
+		},
+		{
+			name:        "the restored node answers: it leads, even against a node with a higher offset",
+			observed:    []Observed{replicaNode("r-0", 0, "", false, 0), replicaNode("r-1", 1, "", false, 99)},
+			wantPrimary: "r-0",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := Decide(View{Nodes: tt.observed}, 0, restoring)
+			assert.Equal(t, tt.wantPrimary, plan.Primary, plan.Reason)
+			if tt.wantPrimary == "" {
+				assert.Contains(t, plan.Reason, "holds the restored data")
+				assert.Empty(t, plan.Repoint)
+			}
+		})
+	}
+	// Once a primary is recorded, the policy no longer matters: failover works as ever.
+	plan := Decide(View{Nodes: []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "r-0", false, 50)}, Primary: "r-0"}, 10*time.Second, restoring)
+	assert.Equal(t, "r-1", plan.Primary)
+}
+
+func TestSnapshotSourceIsACaughtUpReplicaNeverThePrimaryWhileOneServes(t *testing.T) {
+	v := View{Primary: "r-0", Nodes: []Observed{primaryNode("r-0", 0, 100), replicaNode("r-1", 1, "r-0", true, 90), replicaNode("r-2", 2, "r-0", true, 100)}}
+	o, ok := v.SnapshotSource()
+	assert.True(t, ok)
+	assert.Equal(t, "r-2", o.Name, "the replica holding the most data")
+
+	v.Nodes[1].Info.LinkUp, v.Nodes[2].Info.LinkUp = false, false
+	o, ok = v.SnapshotSource()
+	assert.True(t, ok)
+	assert.Equal(t, "r-0", o.Name, "the primary only when no replica is caught up")
+
+	v.Nodes[0] = downNode("r-0", 0, errRefused)
+	_, ok = v.SnapshotSource()
+	assert.False(t, ok)
+}
