@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,19 +43,64 @@ const backupWait = 60 * time.Second
 // backupEnv is a namespace with the operator, a local node that runs the operator's binary for
 // its image, and a real S3 server (SeaweedFS) with a bucket and a credentials Secret.
 type backupEnv struct {
-	ns   string
-	node *testenv.LocalNode
-	s3   *s3server.Server
+	ns, bucket string
+	node       *testenv.LocalNode
+	s3         *s3server.Server
 }
 
-func newBackupEnv(t *testing.T) *backupEnv {
+// backupShared is what the backup tests share, made once: the operator's binary, and an S3
+// server (a test that stops its server has one of its own). TestMain removes them.
+var backupShared struct {
+	once    sync.Once
+	dir     string
+	manager string
+	s3      *s3server.Server
+	err     error
+}
+
+func sharedBackupParts(t *testing.T) (string, *s3server.Server) {
 	t.Helper()
-	manager := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", manager, "github.com/org/redis-operator/cmd")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the operator: %s", out)
-	e := &backupEnv{ns: newNamespace(t), s3: s3server.Start(t)}
-	e.s3.CreateBucket(t, "backups")
+	backupShared.once.Do(func() {
+		s := &backupShared
+		if s.dir, s.err = os.MkdirTemp("", "backup-tests-"); s.err != nil {
+			return
+		}
+		s.manager = filepath.Join(s.dir, "manager")
+		if out, err := exec.Command("go", "build", "-o", s.manager, "github.com/org/redis-operator/cmd").CombinedOutput(); err != nil {
+			s.err = fmt.Errorf("building the operator: %w: %s", err, out)
+			return
+		}
+		s3dir := filepath.Join(s.dir, "s3")
+		if s.err = os.MkdirAll(s3dir, 0o755); s.err == nil {
+			s.s3, s.err = s3server.StartIn(s3dir)
+		}
+	})
+	require.NoError(t, backupShared.err)
+	return backupShared.manager, backupShared.s3
+}
+
+// stopBackupShared ends what the backup tests shared.
+func stopBackupShared() {
+	if backupShared.s3 != nil {
+		backupShared.s3.Stop()
+	}
+	if backupShared.dir != "" {
+		_ = os.RemoveAll(backupShared.dir)
+	}
+}
+
+// newBackupEnv runs alongside the other backup tests: they wait on Redis, S3 and the API
+// server more than they use the CPU. ownStore gives the test an S3 server of its own.
+func newBackupEnv(t *testing.T, ownStore bool) *backupEnv {
+	t.Helper()
+	t.Parallel()
+	manager, store := sharedBackupParts(t)
+	if ownStore {
+		store = s3server.Start(t)
+	}
+	e := &backupEnv{ns: newNamespace(t), s3: store}
+	e.bucket = e.ns
+	e.s3.CreateBucket(t, e.bucket)
 	require.NoError(t, k8sClient.Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "s3-credentials"}, Data: s3server.CredentialsData()}))
 	startOperator(t, adminCfg, e.ns, func(o *operator.Options) { o.OperatorImage = operatorImage })
@@ -63,7 +109,7 @@ func newBackupEnv(t *testing.T) *backupEnv {
 }
 
 func (e *backupEnv) destination() cachev1.BackupDestination {
-	return e.s3.Destination("backups", "s3-credentials")
+	return e.s3.Destination(e.bucket, "s3-credentials")
 }
 
 func (e *backupEnv) createBackup(t *testing.T, name, cluster string, dest cachev1.BackupDestination) *cachev1.RedisBackup {
@@ -104,7 +150,7 @@ func eventuallyReadyWithin(t *testing.T, rc *cachev1.RedisCluster, within time.D
 
 func TestABackupRestoresExactlyItsKeysIntoANewCluster(t *testing.T) {
 	ctx := context.Background()
-	e := newBackupEnv(t)
+	e := newBackupEnv(t, false)
 	source := testenv.RedisCluster(e.ns, "source", 3)
 	require.NoError(t, k8sClient.Create(ctx, source))
 	source = eventuallyReadyWithin(t, source, waitFor)
@@ -129,7 +175,7 @@ func TestABackupRestoresExactlyItsKeysIntoANewCluster(t *testing.T) {
 
 	// Then it was taken from a replica, and says where it is and what it holds
 	assert.NotEqual(t, source.Status.Primary, b.Status.Node, "never from the primary while a replica serves")
-	assert.Equal(t, "s3://backups/"+e.ns+"/source/nightly.rdb", b.Status.Location)
+	assert.Equal(t, "s3://"+e.bucket+"/"+e.ns+"/source/nightly.rdb", b.Status.Location)
 	assert.Positive(t, b.Status.Size)
 	assert.Positive(t, b.Status.ReplicationOffset)
 	assert.True(t, strings.HasPrefix(b.Status.Checksum, "sha256:"))
@@ -173,7 +219,7 @@ func TestABackupRestoresExactlyItsKeysIntoANewCluster(t *testing.T) {
 
 func TestABackupTakenWhileWritingIsOnePointInTime(t *testing.T) {
 	ctx := context.Background()
-	e := newBackupEnv(t)
+	e := newBackupEnv(t, false)
 	source := testenv.RedisCluster(e.ns, "source", 2)
 	require.NoError(t, k8sClient.Create(ctx, source))
 	source = eventuallyReadyWithin(t, source, waitFor)
@@ -219,7 +265,7 @@ func TestABackupTakenWhileWritingIsOnePointInTime(t *testing.T) {
 	eventuallyReadyWithin(t, restored, backupWait)
 	c := redisClient(t, e.node, "restored-0", secretValue(t, e.ns, "restored-auth", "password"))
 	last, err := c.Get(ctx, "last").Int64()
-	require.NoError(t, err)
+	require.NoError(t, err, "restored: %d keys, backup: %+v", c.DBSize(ctx).Val(), b.Status)
 	assert.Positive(t, last)
 	assert.Less(t, last, written)
 	assert.Equal(t, last+2, c.DBSize(ctx).Val(), "seq:0..seq:last and last, nothing else")
@@ -242,7 +288,7 @@ func TestABackupTakenWhileWritingIsOnePointInTime(t *testing.T) {
 
 func TestBackupFailuresAreExplainedAndStoreNothing(t *testing.T) {
 	ctx := context.Background()
-	e := newBackupEnv(t)
+	e := newBackupEnv(t, true) // it stops its store
 	source := testenv.RedisCluster(e.ns, "source", 2)
 	require.NoError(t, k8sClient.Create(ctx, source))
 	eventuallyReadyWithin(t, source, waitFor)
@@ -282,13 +328,13 @@ func TestBackupFailuresAreExplainedAndStoreNothing(t *testing.T) {
 	e.s3.Stop()
 	failedWith(t, "store-down", e.destination(), cachev1.ReasonStorageFailed, "object storage")
 	require.NoError(t, e.s3.Restart())
-	_, err := e.s3.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("backups"), Key: aws.String(e.ns + "/source/store-down.rdb")})
+	_, err := e.s3.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(e.bucket), Key: aws.String(e.ns + "/source/store-down.rdb")})
 	require.Error(t, err, "no object was stored")
 }
 
 func TestARestoreThatCannotBeDoneStartsNoRedis(t *testing.T) {
 	ctx := context.Background()
-	e := newBackupEnv(t)
+	e := newBackupEnv(t, false)
 	source := testenv.RedisCluster(e.ns, "source", 1)
 	require.NoError(t, k8sClient.Create(ctx, source))
 	eventuallyReadyWithin(t, source, waitFor)
@@ -315,8 +361,8 @@ func TestARestoreThatCannotBeDoneStartsNoRedis(t *testing.T) {
 	})
 
 	t.Run("a corrupt object: the checksum stops it before Redis starts", func(t *testing.T) {
-		keyName := strings.TrimPrefix(b.Status.Location, "s3://backups/")
-		_, err := e.s3.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("backups"), Key: aws.String(keyName),
+		keyName := strings.TrimPrefix(b.Status.Location, "s3://"+e.bucket+"/")
+		_, err := e.s3.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.bucket), Key: aws.String(keyName),
 			Body: strings.NewReader("REDIS0010 not the snapshot that was stored")})
 		require.NoError(t, err)
 		rc := restoringCluster(e.ns, "corrupt", "b1", 1)
@@ -349,7 +395,7 @@ func TestARestoreThatCannotBeDoneStartsNoRedis(t *testing.T) {
 
 func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	ctx := context.Background()
-	e := newBackupEnv(t)
+	e := newBackupEnv(t, false)
 	rc := testenv.RedisCluster(e.ns, "sessions", 2)
 	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@every 2s", Destination: e.destination(),
 		Retention: &cachev1.BackupRetention{Count: ptr.To[int32](2)}}
@@ -381,7 +427,7 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 			}
 		}
 		assert.Len(c, completed, 2)
-		out, err := e.s3.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("backups"), Prefix: aws.String(e.ns + "/sessions/")})
+		out, err := e.s3.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(e.bucket), Prefix: aws.String(e.ns + "/sessions/")})
 		require.NoError(c, err)
 		var stored []string
 		for _, o := range out.Contents {

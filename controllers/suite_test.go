@@ -74,6 +74,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopBackupShared()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/redistest"
@@ -71,43 +73,55 @@ func Binary() (string, error) {
 // Start runs a server until the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	binary, err := Binary()
+	s, err := StartIn(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	config := filepath.Join(dir, "s3.json")
-	identities := fmt.Sprintf(`{"identities":[{"name":"test","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`,
-		AccessKeyID, SecretAccessKey)
-	if err := os.WriteFile(config, []byte(identities), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ip := redistest.AllocateIP()
-	// The admin server's gRPC ports listen on 127.0.0.1 whatever -ip says: free ones of its own.
-	admin, adminGRPC := freePort(t), freePort(t)
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Endpoint: "http://" + net.JoinHostPort(ip, "8333"), ip: ip, dir: dir, args: []string{
-		binary, "mini", "-dir=" + data, "-ip=" + ip, "-ip.bind=" + ip, "-s3.config=" + config,
-		"-master.telemetry=false", "-admin.ui=false", "-s3.autoCreateBucket=false",
-		"-admin.port=" + strconv.Itoa(admin), "-admin.port.grpc=" + strconv.Itoa(adminGRPC), "-admin.port.legacy=0",
-	}}
-	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
 	return s
 }
 
-func freePort(t testing.TB) int {
+// StartIn runs a server with its data and log under dir, until Stop.
+func StartIn(dir string) (*Server, error) {
+	binary, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	config := filepath.Join(dir, "s3.json")
+	identities := fmt.Sprintf(`{"identities":[{"name":"test","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`,
+		AccessKeyID, SecretAccessKey)
+	if err := os.WriteFile(config, []byte(identities), 0o600); err != nil {
+		return nil, err
+	}
+	ip := redistest.AllocateIP()
+	// The admin server's gRPC ports listen on 127.0.0.1 whatever -ip says: free ones of its own.
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	adminGRPC, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Server{Endpoint: "http://" + net.JoinHostPort(ip, "8333"), ip: ip, dir: dir, args: []string{
+		binary, "mini", "-dir=" + data, "-ip=" + ip, "-ip.bind=" + ip, "-s3.config=" + config,
+		"-master.telemetry=false", "-admin.ui=false", "-s3.autoCreateBucket=false",
+		"-admin.port=" + strconv.Itoa(admin), "-admin.port.grpc=" + strconv.Itoa(adminGRPC), "-admin.port.legacy=0",
+	}}
+	return s, s.start()
+}
+
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (s *Server) start() error {
@@ -134,17 +148,37 @@ func (s *Server) start() error {
 			return fmt.Errorf("weed mini exited at start: %s", tail[max(0, len(tail)-2000):])
 		default:
 		}
-		// Any S3 answer (AccessDenied to an unsigned request) means the gateway serves.
-		if resp, err := http.Get(s.Endpoint + "/"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusForbidden {
-				return nil
-			}
+		// The gateway answers before the volume server has joined: ready once an object can be
+		// stored.
+		if s.storesObjects() {
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	s.Stop()
 	return errors.New("weed mini did not serve S3 within 60s")
+}
+
+// readyBucket holds the object that shows the server stores objects.
+const readyBucket = "s3server-ready"
+
+func (s *Server) storesObjects() bool {
+	resp, err := http.Get(s.Endpoint + "/")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := s.Client()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(readyBucket)}); err != nil {
+		var owned *types.BucketAlreadyOwnedByYou
+		if !errors.As(err, &owned) {
+			return false
+		}
+	}
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(readyBucket), Key: aws.String("ready"), Body: strings.NewReader("ready")})
+	return err == nil
 }
 
 // Stop kills the server: the store is down, as if its machine went.
