@@ -93,7 +93,7 @@ bench-failover: ## Failover time with real redis-server processes: p50 and p95 o
 	go test ./test/bench/... -run '^$$' -bench Failover -benchtime 1x -count 1 -timeout 10m
 
 .PHONY: test-e2e
-test-e2e: localcluster build ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
+test-e2e: localcluster build seaweedfs ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
 
 .PHONY: demo

@@ -30,6 +30,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/s3server"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -326,6 +327,32 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			assert.NoError(c, app.Set(context.Background(), "app:greeting", "hello", 0).Err())
 		}, waitFor, tick)
 		assert.ErrorContains(t, app.Set(context.Background(), "other:greeting", "hello", 0).Err(), "NOPERM")
+	})
+
+	t.Run("the README's backup example as written backs sessions up to S3 and restores it into a new cluster", func(t *testing.T) {
+		// Given a key in sessions and an S3 server (SeaweedFS) with a bucket
+		w := serviceClient(t, "sessions", 1)
+		defer w.Close()
+		require.NoError(t, w.Set(context.Background(), "backed-up", "yes", 0).Err())
+		require.Equal(t, int64(2), w.Do(context.Background(), "WAIT", 2, 5000).Val())
+		store := s3server.Start(t)
+		store.CreateBucket(t, "redis-backups")
+
+		out := runExample(t, root, "backup-example", t.TempDir(), fmt.Sprintf("NS=%s S3_ENDPOINT=%s BUCKET=redis-backups AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s",
+			ns, store.Endpoint, s3server.AccessKeyID, s3server.SecretAccessKey))
+		assert.Contains(t, out, "Restored from RedisBackup sessions-now")
+
+		// Then the restored cluster's primary Service serves the key
+		addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "sessions-restored", 1)
+		require.NoError(t, err)
+		pw, err := cluster.SecretValue(context.Background(), ns, "sessions-restored-auth", "password")
+		require.NoError(t, err)
+		r := goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1})
+		defer r.Close()
+		v, err := r.Get(context.Background(), "backed-up").Result()
+		require.NoError(t, err)
+		assert.Equal(t, "yes", v)
+		kubectl(t, "delete", "-n", ns, "rediscluster/sessions-restored", "redisbackup/sessions-now", "--wait")
 	})
 
 	t.Run("the README's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {

@@ -58,14 +58,23 @@ type Cluster struct {
 	operator *process
 }
 
-// Start brings up the control plane and the node, installs the CRD, and grants the operator's
+// Start brings up the control plane and the node, installs the CRDs, and grants the operator's
 // ServiceAccount the permissions of bundle/'s CSV. It does not start the operator.
 func Start(ctx context.Context, root, dir string) (*Cluster, error) {
 	c, err := startNode(ctx, root, dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Kubectl("apply", "--server-side", "-f", filepath.Join(root, "bundle", "manifests", "cache.example.com_redisclusters.yaml")); err != nil {
+	var crds []string
+	for _, kind := range []string{"redisclusters", "redisbackups"} {
+		crds = append(crds, "-f", filepath.Join(root, "bundle", "manifests", "cache.example.com_"+kind+".yaml"))
+	}
+	if err := c.Kubectl(append([]string{"apply", "--server-side"}, crds...)...); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	// The operator's informers need them served before it starts.
+	if err := c.Kubectl(append([]string{"wait", "--for", "condition=established", "--timeout=60s"}, crds...)...); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -274,6 +283,10 @@ func (c *Cluster) BuildOperatorImage(version string) (string, error) {
 	return image, nil
 }
 
+// LocalOperatorImage is the image the operator started by StartOperator says it is: the node
+// runs bin/manager for it (the restore init container of a restored RedisCluster).
+const LocalOperatorImage = "example.com/redis-operator:local"
+
 // StartOperator runs the operator binary (bin/manager) as its ServiceAccount, watching every
 // namespace, with leader election in its namespace.
 func (c *Cluster) StartOperator(ctx context.Context) error {
@@ -284,7 +297,9 @@ func (c *Cluster) StartOperator(ctx context.Context) error {
 	if c.MetricsAddr == "" {
 		c.MetricsAddr = net.JoinHostPort(redistest.AllocateIP(), "8443")
 	}
-	cmd := exec.Command(filepath.Join(c.Root, "bin", "manager"),
+	manager := filepath.Join(c.Root, "bin", "manager")
+	c.Agent.AddBinary(LocalOperatorImage, manager)
+	cmd := exec.Command(manager, "--operator-image", LocalOperatorImage,
 		"--leader-elect", "--leader-election-namespace", OperatorNamespace,
 		"--metrics-bind-address", c.MetricsAddr, "--health-probe-bind-address", "0")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE=")

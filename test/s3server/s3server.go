@@ -87,6 +87,11 @@ func StartIn(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.Contains(dir, ",") {
+		// weed reads -dir as a comma-separated list (a test's name with a comma names its
+		// temporary directory).
+		return nil, fmt.Errorf("the S3 server's directory %s must not hold a comma", dir)
+	}
 	config := filepath.Join(dir, "s3.json")
 	identities := fmt.Sprintf(`{"identities":[{"name":"test","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`,
 		AccessKeyID, SecretAccessKey)
