@@ -71,8 +71,8 @@ test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs
 	go test ./... -count=1
 
 .PHONY: bench
-bench: localcluster build ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster.
-	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster' -benchtime 1x -count 1 -timeout 40m
+bench: localcluster build seaweedfs ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster; a 1 GiB backup and restore through SeaweedFS.
+	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster|Backup1GiB' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1
 # FAULTS_FULL=1 is the long run: more generated specs, and each scenario's writes listed and

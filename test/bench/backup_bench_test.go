@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,10 +21,10 @@ import (
 	"github.com/org/redis-operator/test/s3server"
 )
 
-// backupDataset is the size of the values the benchmark writes: 1 GiB in 1 KiB values.
+// The dataset: 1 GiB of random (incompressible) values of 64 KiB, so that the RDB is 1 GiB too.
 const (
-	backupKeys      = 1 << 20
-	backupValueSize = 1 << 10
+	backupKeys      = 1 << 14
+	backupValueSize = 64 << 10
 )
 
 // BenchmarkBackup1GiB backs up 1 GiB of data from a real replica to a real S3 server (SeaweedFS)
@@ -34,7 +35,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		dir := b.TempDir()
-		conf := "appendonly no\nsave \"\"\nenable-debug-command yes\n"
+		conf := "appendonly no\nsave \"\"\nprotected-mode no\n"
 		primary, err := redistest.StartIn(filepath.Join(dir, "primary"), "primary", conf)
 		require.NoError(b, err)
 		defer primary.Kill()
@@ -47,14 +48,26 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		defer rcl.Close()
 
 		// 1 GiB of values on the primary, copied to its replica.
-		require.NoError(b, pc.Do(ctx, "DEBUG", "POPULATE", backupKeys, "key", backupValueSize).Err())
+		rng := rand.NewChaCha8([32]byte{1})
+		value := make([]byte, backupValueSize)
+		for i := 0; i < backupKeys; i += 64 {
+			_, err := pc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for k := i; k < i+64; k++ {
+					_, _ = rng.Read(value)
+					p.Set(ctx, fmt.Sprintf("key:%d", k), string(value), 0)
+				}
+				return nil
+			})
+			require.NoError(b, err)
+		}
 		require.NoError(b, rcl.Do(ctx, "REPLICAOF", primary.IP, "6379").Err())
 		require.Eventually(b, func() bool {
 			info, err := rcl.Info(ctx, "replication").Result()
 			return err == nil && strings.Contains(info, "master_link_status:up") && rcl.DBSize(ctx).Val() == backupKeys
-		}, 5*time.Minute, 200*time.Millisecond)
+		}, 5*time.Minute, 200*time.Millisecond, "replica: %s", replica.LogTail(1500))
 
-		store, err := s3server.StartIn(filepath.Join(dir, "s3dir"))
+		require.NoError(b, os.MkdirAll(filepath.Join(dir, "s3"), 0o755))
+		store, err := s3server.StartIn(filepath.Join(dir, "s3"))
 		require.NoError(b, err)
 		defer store.Stop()
 		store.CreateBucket(b, "bench")
