@@ -36,11 +36,8 @@ func Take(ctx context.Context, addr string, opts redis.Options, store *Store, ke
 	done := make(chan snapshot, 1)
 	go func() {
 		info, err := redis.Snapshot(ctx, addr, opts, io.MultiWriter(pw, hash))
-		if err != nil {
-			pw.CloseWithError(err)
-		} else {
-			pw.Close()
-		}
+		// A nil error ends the upload's input cleanly (io.EOF).
+		pw.CloseWithError(err)
 		done <- snapshot{info, err}
 	}()
 	size, uploadErr := store.Upload(ctx, key, pr)

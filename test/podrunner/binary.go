@@ -99,37 +99,41 @@ func containerEnv(ctx context.Context, src Sources, pod *corev1.Pod, c corev1.Co
 		}
 	}
 	for _, e := range c.Env {
-		value := e.Value
-		if from := e.ValueFrom; from != nil {
-			var err error
-			var ok bool
-			switch {
-			case from.FieldRef != nil:
-				value, err = fieldValue(pod, from.FieldRef.FieldPath, ip)
-				ok = true
-			case from.SecretKeyRef != nil:
-				var data map[string][]byte
-				if data, err = src.Secret(ctx, pod.Namespace, from.SecretKeyRef.Name); err == nil {
-					var raw []byte
-					raw, ok = data[from.SecretKeyRef.Key]
-					value = string(raw)
-				}
-				if !ok && ptr.Deref(from.SecretKeyRef.Optional, false) {
-					continue
-				}
-			default:
-				return nil, fmt.Errorf("env %s: only values, fieldRefs and secretKeyRefs run here", e.Name)
-			}
-			if err == nil && !ok {
-				err = fmt.Errorf("no key %s", from.SecretKeyRef.Key)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
+		value, ok, err := envValue(ctx, src, pod, e, ip)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
-		env = append(env, e.Name+"="+value)
+		if ok {
+			env = append(env, e.Name+"="+value)
+		}
 	}
 	return env, nil
+}
+
+// envValue is one variable's value; ok is false for a missing optional Secret key.
+func envValue(ctx context.Context, src Sources, pod *corev1.Pod, e corev1.EnvVar, ip string) (string, bool, error) {
+	from := e.ValueFrom
+	switch {
+	case from == nil:
+		return e.Value, true, nil
+	case from.FieldRef != nil:
+		v, err := fieldValue(pod, from.FieldRef.FieldPath, ip)
+		return v, err == nil, err
+	case from.SecretKeyRef != nil:
+		ref := from.SecretKeyRef
+		data, err := src.Secret(ctx, pod.Namespace, ref.Name)
+		raw, found := data[ref.Key]
+		switch {
+		case err == nil && found:
+			return string(raw), true, nil
+		case ptr.Deref(ref.Optional, false):
+			return "", false, nil
+		case err != nil:
+			return "", false, err
+		}
+		return "", false, fmt.Errorf("no key %s", ref.Key)
+	}
+	return "", false, fmt.Errorf("only values, fieldRefs and secretKeyRefs run here")
 }
 
 var mapField = regexp.MustCompile(`^metadata\.(annotations|labels)\['([^']+)'\]$`)
