@@ -40,6 +40,9 @@ func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, rc
 	if spec == nil {
 		return nil
 	}
+	if !r.BackupsServed {
+		return errBackupsNotServed
+	}
 	sched, err := cronParser.Parse(spec.Schedule)
 	if err != nil {
 		return failed(cachev1.ReasonBackupScheduleInvalid, fmt.Errorf("spec.backup.schedule %q: %w", spec.Schedule, err))

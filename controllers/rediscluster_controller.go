@@ -73,6 +73,9 @@ type RedisClusterReconciler struct {
 	// OperatorImage is the operator's own image: the restore init container of a RedisCluster
 	// created from a backup runs it.
 	OperatorImage string
+	// BackupsServed is true when the API server serves RedisBackups: spec.backup and
+	// spec.restore need them.
+	BackupsServed bool
 
 	clusters sync.Map // types.NamespacedName -> *clusterState
 
@@ -486,6 +489,10 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if maxDelay == 0 {
 		maxDelay = DefaultMaxRetryDelay
 	}
+	if r.BackupsServed {
+		// A RedisCluster restoring a backup starts once the backup completes.
+		b = b.Watches(&cachev1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.clustersWaitingFor))
+	}
 	return b.
 		WithOptions(controller.Options{RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxDelay),
@@ -499,8 +506,6 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&policyv1.PodDisruptionBudget{}, r.childEvents(mgr)).
 		// Pods belong to the StatefulSet; their instance label leads back to the RedisCluster.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisCluster)).
-		// A RedisCluster restoring a backup starts once the backup completes.
-		Watches(&cachev1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.clustersWaitingFor)).
 		Named("rediscluster").
 		Complete(r)
 }

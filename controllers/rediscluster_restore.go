@@ -30,6 +30,9 @@ import (
 //  3. reconcileRestoreDone sees that node serve as primary, records the restore complete and
 //     deletes the <name>-restore ConfigMap, so that it is never restored again.
 
+// errBackupsNotServed is spec.backup or spec.restore while the RedisBackup CRD is not installed.
+var errBackupsNotServed = errors.New("the RedisBackup CRD is not installed (install the operator's bundle of this version), or was installed after the operator started (restart it)")
+
 // errRestoreWaiting is a restore whose backup is not there yet.
 var errRestoreWaiting = errors.New("waiting for the backup")
 
@@ -40,6 +43,9 @@ var errRestoreWaiting = errors.New("waiting for the backup")
 func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if rc.Spec.Restore == nil {
 		return nil
+	}
+	if !r.BackupsServed && rc.Status.Restore == nil {
+		return failed(cachev1.ReasonBackupNotReady, errBackupsNotServed)
 	}
 	if rc.Status.Restore != nil {
 		state.restore = rc.Status.Restore.DeepCopy()

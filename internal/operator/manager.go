@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -127,6 +128,27 @@ func durationOrNil(d time.Duration) *time.Duration {
 	return &d
 }
 
+// backupsServed says whether the API server serves the RedisBackup kind.
+func backupsServed(cfg *rest.Config) (bool, error) {
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("creating the discovery client: %w", err)
+	}
+	list, err := disc.ServerResourcesForGroupVersion(cachev1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", cachev1.GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "redisbackups" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // RedisDialer connects to Redis nodes with these options and a login.
 func RedisDialer(opts redis.Options) func(redis.Login) redis.Dialer {
 	return func(login redis.Login) redis.Dialer {
@@ -229,6 +251,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		OperatorImage: opts.OperatorImage,
 	}
 	reconciler.Connections = redis.NewPool(redisOpts, reconciler.Wake)
+	// An operator whose CRDs were installed from an older bundle (or by hand) runs without
+	// backups rather than not at all: its informers would wait for a kind that is not served.
+	if reconciler.BackupsServed, err = backupsServed(cfg); err != nil {
+		return nil, err
+	}
 	// The connections are opened by reconciles, which only the leader runs, and closed when
 	// the manager stops.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -241,15 +268,19 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)
 	}
-	backups := &controllers.RedisBackupReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("redisbackup-controller"),
-		Sources:   reconciler,
-		Redis:     redisOpts,
-	}
-	if err := backups.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up RedisBackup controller: %w", err)
+	if reconciler.BackupsServed {
+		backups := &controllers.RedisBackupReconciler{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Recorder:  mgr.GetEventRecorder("redisbackup-controller"),
+			Sources:   reconciler,
+			Redis:     redisOpts,
+		}
+		if err := backups.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up RedisBackup controller: %w", err)
+		}
+	} else {
+		ctrl.Log.WithName("setup").Info("The RedisBackup CRD is not installed: backups and restores are off until the operator restarts with it")
 	}
 	if opts.MonitoringNamespace != "" && opts.MetricsAddr != "0" {
 		disc, err := discovery.NewDiscoveryClientForConfig(cfg)
