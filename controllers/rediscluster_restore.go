@@ -31,7 +31,7 @@ import (
 //     deletes the <name>-restore ConfigMap, so that it is never restored again.
 
 // errBackupsNotServed is spec.backup or spec.restore while the RedisBackup CRD is not installed.
-var errBackupsNotServed = errors.New("the RedisBackup CRD is not installed (install the operator's bundle of this version), or was installed after the operator started (restart it)")
+var errBackupsNotServed = errors.New("backups are off: the RedisBackup CRD is not installed or the operator may not watch RedisBackups (install the operator's bundle of this version), or they came after the operator started (restart it)")
 
 // errRestoreWaiting is a restore whose backup is not there yet.
 var errRestoreWaiting = errors.New("waiting for the backup")

@@ -11,13 +11,16 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -128,8 +131,9 @@ func durationOrNil(d time.Duration) *time.Duration {
 	return &d
 }
 
-// backupsServed says whether the API server serves the RedisBackup kind.
-func backupsServed(cfg *rest.Config) (bool, error) {
+// backupsServed says whether the API server serves the RedisBackup kind and the operator may
+// watch it in the namespaces it watches (an older bundle's RBAC does not let it).
+func backupsServed(cfg *rest.Config, namespaces []string) (bool, error) {
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return false, fmt.Errorf("creating the discovery client: %w", err)
@@ -141,12 +145,35 @@ func backupsServed(cfg *rest.Config) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("discovering %s: %w", cachev1.GroupVersion, err)
 	}
+	served := false
 	for _, r := range list.APIResources {
-		if r.Name == "redisbackups" {
-			return true, nil
+		served = served || r.Name == "redisbackups"
+	}
+	if !served {
+		return false, nil
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ns := range namespaces {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "watch",
+				Group: cachev1.GroupVersion.Group, Resource: "redisbackups"}}}
+		got, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("asking whether the operator may watch RedisBackups: %w", err)
+		}
+		if !got.Status.Allowed {
+			return false, nil
 		}
 	}
-	return false, nil
+	return true, nil
 }
 
 // RedisDialer connects to Redis nodes with these options and a login.
@@ -253,7 +280,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	reconciler.Connections = redis.NewPool(redisOpts, reconciler.Wake)
 	// An operator whose CRDs were installed from an older bundle (or by hand) runs without
 	// backups rather than not at all: its informers would wait for a kind that is not served.
-	if reconciler.BackupsServed, err = backupsServed(cfg); err != nil {
+	if reconciler.BackupsServed, err = backupsServed(cfg, opts.WatchNamespaces); err != nil {
 		return nil, err
 	}
 	// The connections are opened by reconciles, which only the leader runs, and closed when
@@ -280,7 +307,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up RedisBackup controller: %w", err)
 		}
 	} else {
-		ctrl.Log.WithName("setup").Info("The RedisBackup CRD is not installed: backups and restores are off until the operator restarts with it")
+		ctrl.Log.WithName("setup").Info("The RedisBackup CRD is not installed, or the operator may not watch RedisBackups: backups and restores are off until it restarts with both")
 	}
 	if opts.MonitoringNamespace != "" && opts.MetricsAddr != "0" {
 		disc, err := discovery.NewDiscoveryClientForConfig(cfg)
