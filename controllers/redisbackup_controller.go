@@ -30,7 +30,7 @@ import (
 // SnapshotSources say where a RedisCluster's backup is taken from, and how to log in there: the
 // RedisCluster's reconciler, which observes the nodes and holds their passwords.
 type SnapshotSources interface {
-	SnapshotSource(cluster types.NamespacedName) (topology.Observed, redis.Login, error)
+	SnapshotSource(cluster types.NamespacedName) (source, primary topology.Observed, login redis.Login, err error)
 }
 
 // RedisBackupReconciler takes each RedisBackup once: it streams the snapshot of a caught-up
@@ -102,9 +102,20 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	node, login, err := r.Sources.SnapshotSource(cluster)
+	node, primary, login, err := r.Sources.SnapshotSource(cluster)
 	if err != nil {
 		return r.wait(ctx, b, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err))
+	}
+	opts := r.Redis.WithLogin(login)
+	if node.Name != primary.Name {
+		// The backup holds every write the primary took before it started: the replica first
+		// receives the primary's stream up to there (a replica that has just synced gets it
+		// only after its first acknowledgement, up to a second later). One that does not
+		// within caughtUpWait is passed over for the primary.
+		if !replicaReaches(ctx, opts, primary.Addr, node.Addr) {
+			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", node.Name)
+			node = primary
+		}
 	}
 
 	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
@@ -116,7 +127,6 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("recording the backup as running: %w", err)
 	}
-	opts := r.Redis.WithLogin(login)
 	result, err := backup.Take(ctx, node.Addr, opts, store, key)
 	if err != nil && strings.Contains(err.Error(), "NOPERM") {
 		// A node started by an operator whose own user could not sync yet: give it the user
@@ -130,6 +140,35 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 func finished(b *cachev1.RedisBackup) bool {
 	return b.Status.Phase == cachev1.BackupCompleted || b.Status.Phase == cachev1.BackupFailed
+}
+
+// caughtUpWait bounds how long a replica may take to receive the primary's stream up to where
+// it was when the backup started.
+const caughtUpWait = 10 * time.Second
+
+// replicaReaches is true once the replica at replicaAddr has received the primary's stream up
+// to the primary's offset as it is now.
+func replicaReaches(ctx context.Context, opts redis.Options, primaryAddr, replicaAddr string) bool {
+	dial := redis.NewDialer(opts)
+	p, rep := dial(primaryAddr), dial(replicaAddr)
+	defer p.Close()
+	defer rep.Close()
+	pi, err := p.Replication(ctx)
+	if err != nil {
+		return false
+	}
+	deadline := time.Now().Add(caughtUpWait)
+	for time.Now().Before(deadline) {
+		if ri, err := rep.Replication(ctx); err == nil && ri.Offset >= pi.Offset {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 // wait records why the backup cannot start yet, and looks again shortly.

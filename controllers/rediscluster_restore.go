@@ -165,22 +165,23 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 var errNoSnapshotSource = errors.New("no node to take a snapshot from")
 
 // SnapshotSource is where a backup of the RedisCluster is taken from, as the last health check
-// saw its nodes (topology.View.SnapshotSource), and the login the operator uses there: the
-// RedisCluster's reconciler owns both.
-func (r *RedisClusterReconciler) SnapshotSource(key types.NamespacedName) (topology.Observed, redis.Login, error) {
+// saw its nodes (topology.View.SnapshotSource), with the primary, and the login the operator
+// uses there: the RedisCluster's reconciler owns them.
+func (r *RedisClusterReconciler) SnapshotSource(key types.NamespacedName) (source, primary topology.Observed, login redis.Login, err error) {
 	v, ok := r.clusters.Load(key)
 	if !ok {
-		return topology.Observed{}, redis.Login{}, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
+		return source, primary, login, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
 	}
 	cs := v.(*clusterState)
 	cs.mu.Lock()
 	view, creds := cs.view, cs.creds
 	cs.mu.Unlock()
-	node, ok := view.SnapshotSource()
+	source, ok = view.SnapshotSource()
 	if !ok || creds.operatorPassword == "" {
-		return topology.Observed{}, redis.Login{}, fmt.Errorf("%w: neither a caught-up replica nor the primary answers", errNoSnapshotSource)
+		return source, primary, login, fmt.Errorf("%w: neither a caught-up replica nor the primary answers", errNoSnapshotSource)
 	}
-	return node, creds.login(), nil
+	primary, _ = view.Find(view.Primary)
+	return source, primary, creds.login(), nil
 }
 
 // clustersWaitingFor are the RedisClusters whose restore waits for this RedisBackup.
