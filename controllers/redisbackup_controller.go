@@ -252,10 +252,7 @@ func destinationStore(ctx context.Context, reader client.Reader, namespace strin
 		if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ca.Name}, caSecret); err != nil {
 			return nil, fmt.Errorf("%w: CA bundle Secret %s: %w", errCredentials, ca.Name, err)
 		}
-		key := ca.Key
-		if key == "" {
-			key = resources.PasswordKey
-		}
+		key := resources.SecretKey(*ca)
 		if caPEM = caSecret.Data[key]; len(caPEM) == 0 {
 			return nil, fmt.Errorf("%w: CA bundle Secret %s has no key %q", errCredentials, ca.Name, key)
 		}

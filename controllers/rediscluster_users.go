@@ -27,10 +27,7 @@ import (
 func (r *RedisClusterReconciler) readUsers(ctx context.Context, rc *cachev1.RedisCluster) (users []resources.User, problems []string, err error) {
 	for _, u := range rc.Spec.Users {
 		ref := u.PasswordSecretRef
-		key := ref.Key
-		if key == "" {
-			key = resources.PasswordKey
-		}
+		key := resources.SecretKey(ref)
 		secret := &corev1.Secret{}
 		switch err := r.APIReader.Get(ctx, nameOf(rc, ref.Name), secret); {
 		case apierrors.IsNotFound(err):

@@ -38,11 +38,7 @@ func PreviousPasswordSecretName(rc *cachev1.RedisCluster) string { return rc.Nam
 // PasswordSource is the Secret and key the password is read from.
 func PasswordSource(rc *cachev1.RedisCluster) (name, key string) {
 	if rc.Spec.Auth != nil {
-		key = rc.Spec.Auth.SecretRef.Key
-		if key == "" {
-			key = PasswordKey
-		}
-		return rc.Spec.Auth.SecretRef.Name, key
+		return rc.Spec.Auth.SecretRef.Name, SecretKey(rc.Spec.Auth.SecretRef)
 	}
 	return PasswordSecretName(rc), PasswordKey
 }

@@ -96,7 +96,7 @@ func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image 
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName(dataVolume).WithMountPath(dataDir))
 	if ca := s3.CABundle; ca != nil {
-		args = append(args, "--ca-file="+restoreCADir+"/"+secretKeyName(*ca))
+		args = append(args, "--ca-file="+restoreCADir+"/"+SecretKey(*ca))
 		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(restoreCAVolume).WithMountPath(restoreCADir).WithReadOnly(true))
 	}
 	return c.WithArgs(args...)
@@ -112,7 +112,9 @@ func restoreVolumes(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus) []*corev
 			WithDefaultMode(0o440).WithOptional(true))}
 }
 
-func secretKeyName(ref cachev1.SecretKeyRef) string {
+// SecretKey is the key a SecretKeyRef names: its key, or "password" when it names none (the
+// API defaults it; an object written before the default, or built in code, may lack it).
+func SecretKey(ref cachev1.SecretKeyRef) string {
 	if ref.Key == "" {
 		return PasswordKey
 	}
