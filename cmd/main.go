@@ -28,6 +28,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == resources.RestoreCommand {
 		os.Exit(restoreMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == resources.BackupCommand {
+		os.Exit(backupMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == resources.DeleteBackupCommand {
+		os.Exit(deleteBackupMain(os.Args[2:]))
+	}
 	var opts operator.Options
 	var qps float64
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", operator.DefaultMetricsAddr, `The address the metrics endpoint binds to; "0" disables it.`)

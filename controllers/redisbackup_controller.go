@@ -47,6 +47,8 @@ type RedisBackupReconciler struct {
 	Redis redis.Options
 	// MaxConcurrentBackups is how many backups stream at once; 2 when zero.
 	MaxConcurrentBackups int
+	// OperatorImage runs the pods that write and delete backups on volumes.
+	OperatorImage string
 }
 
 // backupFinalizer holds a RedisBackup with deletionPolicy Delete until its snapshot is deleted.
@@ -89,53 +91,89 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
-	store, err := r.store(ctx, b.Namespace, b.Spec.Destination.S3)
+	if b.Spec.Destination.PersistentVolumeClaim != nil {
+		return r.reconcileOnVolume(ctx, b)
+	}
+	store, err := r.store(ctx, b.Namespace, *b.Spec.Destination.S3)
 	if errors.Is(err, errCredentials) {
 		return r.wait(ctx, b, cachev1.ReasonCredentialsNotFound, err.Error())
 	}
 	if err != nil {
 		return r.finish(ctx, b, nil, fmt.Errorf("%w: %w", backup.ErrStorage, err))
 	}
-	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
-	if err := r.Get(ctx, cluster, &cachev1.RedisCluster{}); apierrors.IsNotFound(err) {
-		return r.wait(ctx, b, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s does not exist", b.Spec.Cluster))
-	} else if err != nil {
+	src, pending, err := r.source(ctx, b)
+	if err != nil || pending != "" {
+		return r.waitOr(ctx, b, pending, err)
+	}
+	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
+	if err := r.recordRunning(ctx, b, src.node.Name, store.Location(key)); err != nil {
 		return ctrl.Result{}, err
+	}
+	result, err := backup.Take(ctx, src.node.Addr, src.opts, store, key)
+	if err != nil && strings.Contains(err.Error(), "NOPERM") {
+		// A node started by an operator whose own user could not sync yet: give it the user
+		// as this operator defines it, and try once more.
+		if gerr := r.giveOperatorUser(ctx, src.node.Addr, src.opts, src.login); gerr == nil {
+			result, err = backup.Take(ctx, src.node.Addr, src.opts, store, key)
+		}
+	}
+	return r.finish(ctx, b, &result, err)
+}
+
+// snapshotSource is the node a backup is taken from, and how to log in there.
+type snapshotSource struct {
+	cluster *cachev1.RedisCluster
+	node    topology.Observed
+	opts    redis.Options
+	login   redis.Login
+}
+
+// source chooses the node to take the backup from; pending says why there is none yet.
+func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBackup) (src snapshotSource, pending string, err error) {
+	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
+	src.cluster = &cachev1.RedisCluster{}
+	if err := r.Get(ctx, cluster, src.cluster); apierrors.IsNotFound(err) {
+		return src, fmt.Sprintf("RedisCluster %s does not exist", b.Spec.Cluster), nil
+	} else if err != nil {
+		return src, "", err
 	}
 	node, primary, login, err := r.Sources.SnapshotSource(cluster)
 	if err != nil {
-		return r.wait(ctx, b, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err))
+		return src, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err), nil
 	}
-	opts := r.Redis.WithLogin(login)
+	src.node, src.login, src.opts = node, login, r.Redis.WithLogin(login)
 	if node.Name != primary.Name {
 		// The backup holds every write the primary took before it started: the replica first
 		// receives the primary's stream up to there (a replica that has just synced gets it
 		// only after its first acknowledgement, up to a second later). One that does not
 		// within caughtUpWait is passed over for the primary.
-		if !replicaReaches(ctx, opts, primary.Addr, node.Addr) {
+		if !replicaReaches(ctx, src.opts, primary.Addr, node.Addr) {
 			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", node.Name)
-			node = primary
+			src.node = primary
 		}
 	}
+	return src, "", nil
+}
 
-	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
+// waitOr returns err, or waits for why the backup is pending.
+func (r *RedisBackupReconciler) waitOr(ctx context.Context, b *cachev1.RedisBackup, pending string, err error) (ctrl.Result, error) {
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.wait(ctx, b, cachev1.ReasonBackupPending, pending)
+}
+
+// recordRunning records where the snapshot is being taken from, and to.
+func (r *RedisBackupReconciler) recordRunning(ctx context.Context, b *cachev1.RedisBackup, node, location string) error {
 	before := b.DeepCopy()
 	now := metav1.Now()
-	b.Status.Phase, b.Status.Node, b.Status.StartedAt, b.Status.Location = cachev1.BackupRunning, node.Name, &now, store.Location(key)
+	b.Status.Phase, b.Status.Node, b.Status.StartedAt, b.Status.Location = cachev1.BackupRunning, node, &now, location
 	setBackupCondition(b, metav1.ConditionFalse, cachev1.ReasonBackupRunning,
-		fmt.Sprintf("Streaming the snapshot of %s to %s", node.Name, store.Location(key)))
+		fmt.Sprintf("Streaming the snapshot of %s to %s", node, location))
 	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("recording the backup as running: %w", err)
+		return fmt.Errorf("recording the backup as running: %w", err)
 	}
-	result, err := backup.Take(ctx, node.Addr, opts, store, key)
-	if err != nil && strings.Contains(err.Error(), "NOPERM") {
-		// A node started by an operator whose own user could not sync yet: give it the user
-		// as this operator defines it, and try once more.
-		if gerr := r.giveOperatorUser(ctx, node.Addr, opts, login); gerr == nil {
-			result, err = backup.Take(ctx, node.Addr, opts, store, key)
-		}
-	}
-	return r.finish(ctx, b, &result, err)
+	return nil
 }
 
 func finished(b *cachev1.RedisBackup) bool {
@@ -268,27 +306,44 @@ func (r *RedisBackupReconciler) deleteSnapshot(ctx context.Context, b *cachev1.R
 		return nil
 	}
 	if b.Status.Location != "" {
-		store, err := r.store(ctx, b.Namespace, b.Spec.Destination.S3)
-		switch {
-		case errors.Is(err, errCredentials):
-			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Delete",
-				"The snapshot at %s is left in place: %s", b.Status.Location, err.Error())
-		case err != nil:
+		if b.Spec.Destination.PersistentVolumeClaim != nil {
+			if done, err := r.deleteFromVolume(ctx, b); err != nil || !done {
+				return err
+			}
+		} else if err := r.deleteFromStore(ctx, b); err != nil {
 			return err
-		default:
-			key, err := store.KeyOf(b.Status.Location)
-			if err != nil {
-				return err
-			}
-			if err := store.Delete(ctx, key); err != nil {
-				return err
-			}
-			log.FromContext(ctx).Info("Deleted the stored snapshot", "location", b.Status.Location)
 		}
 	}
 	before := b.DeepCopy()
 	controllerutil.RemoveFinalizer(b, backupFinalizer)
 	return r.Patch(ctx, b, client.MergeFrom(before))
+}
+
+// deleteFromStore deletes the snapshot from its S3 bucket.
+func (r *RedisBackupReconciler) deleteFromStore(ctx context.Context, b *cachev1.RedisBackup) error {
+	store, err := r.store(ctx, b.Namespace, *b.Spec.Destination.S3)
+	switch {
+	case errors.Is(err, errCredentials):
+		r.leftInPlace(b, err.Error())
+		return nil
+	case err != nil:
+		return err
+	}
+	key, err := store.KeyOf(b.Status.Location)
+	if err != nil {
+		return err
+	}
+	if err := store.Delete(ctx, key); err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("Deleted the stored snapshot", "location", b.Status.Location)
+	return nil
+}
+
+// leftInPlace says, in an Event, that the snapshot stays where it is, and why.
+func (r *RedisBackupReconciler) leftInPlace(b *cachev1.RedisBackup, why string) {
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Delete",
+		"The snapshot at %s is left in place: %s", b.Status.Location, why)
 }
 
 // SetupWithManager runs the reconciler; a backup streams for as long as it takes, so a few run
@@ -300,6 +355,8 @@ func (r *RedisBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1.RedisBackup{}).
+		// The pods that take, and delete, backups on volumes.
+		Owns(&corev1.Pod{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("redisbackup").
 		Complete(r)

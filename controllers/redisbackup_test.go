@@ -439,3 +439,106 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 		assert.ElementsMatch(c, completed, stored, "the pruned backups' objects are deleted with them")
 	}, backupWait, tick)
 }
+
+func TestABackupOnAVolumeRestoresIntoANewClusterAndIsDeletedWithItsRedisBackup(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t, false)
+	// Given a PersistentVolumeClaim for backups (the local node gives each claim a directory)
+	require.NoError(t, k8sClient.Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}))
+	claimDir := filepath.Join(e.node.Dir, "claims", e.ns, "backups")
+	onVolume := cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups", Prefix: "redis"}}
+	source, primary := e.readySource(t, 2)
+	for i := range 300 {
+		ttl := time.Duration(0)
+		if i%3 == 0 {
+			ttl = time.Hour
+		}
+		require.NoError(t, primary.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl).Err())
+	}
+	require.Equal(t, int64(1), primary.Do(ctx, "WAIT", 1, 5000).Val())
+
+	// When a RedisBackup to the claim is taken, with deletionPolicy Delete
+	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "weekly"},
+		Spec: cachev1.RedisBackupSpec{Cluster: "source", Destination: onVolume, DeletionPolicy: cachev1.BackupDelete}}
+	require.NoError(t, k8sClient.Create(ctx, b))
+	b = eventuallyBackup(t, b, cachev1.BackupCompleted)
+	require.NoError(t, primary.Set(ctx, "after", 1, 0).Err())
+
+	// Then a pod of the operator's image wrote it, from the replica, as a file of the claim
+	// whose size and checksum the RedisBackup records; the pod is gone
+	assert.NotEqual(t, source.Status.Primary, b.Status.Node, "never from the primary while a replica serves")
+	assert.Equal(t, "pvc://backups/redis/"+e.ns+"/source/weekly.rdb", b.Status.Location)
+	file := filepath.Join(claimDir, "redis", e.ns, "source", "weekly.rdb")
+	info, err := os.Stat(file)
+	require.NoError(t, err)
+	assert.Equal(t, b.Status.Size, info.Size())
+	assert.True(t, strings.HasPrefix(b.Status.Checksum, "sha256:"))
+	assert.Positive(t, b.Status.ReplicationOffset)
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, key(e.ns, "weekly-backup"), &corev1.Pod{}))
+	}, waitFor, tick, "the backup's pod is deleted once its outcome is recorded")
+
+	// When a new, persistent RedisCluster restores it
+	restored := restoringCluster(e.ns, "restored", "weekly", 2)
+	restored.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(ctx, restored))
+	restored = eventuallyReadyWithin(t, restored, backupWait)
+
+	// Then both nodes hold exactly the backup's keys with their TTLs, and the nodes never mount
+	// the backup's claim: a pod of its own filled the first node's claim, and is gone
+	assert.Equal(t, "restored-0", restored.Status.Primary)
+	password := secretValue(t, e.ns, "restored-auth", "password")
+	for _, pod := range []string{"restored-0", "restored-1"} {
+		c := redisClient(t, e.node, pod, password)
+		assert.Equal(t, int64(300), c.DBSize(ctx).Val(), pod)
+		assert.Zero(t, c.Exists(ctx, "after").Val(), pod)
+		ttl := c.TTL(ctx, "key:3").Val()
+		assert.True(t, ttl > 50*time.Minute && ttl <= time.Hour, "%s: key:3 keeps its TTL, %s", pod, ttl)
+	}
+	sts := &appsv1.StatefulSet{}
+	require.NoError(t, k8sClient.Get(ctx, key(e.ns, "restored"), sts))
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		assert.Nil(t, v.PersistentVolumeClaim, "the nodes do not mount the backup's claim: %s", v.Name)
+	}
+	assert.Empty(t, sts.Spec.Template.Spec.InitContainers)
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, key(e.ns, "restored-restore"), &corev1.Pod{}))
+	}, waitFor, tick, "the restore pod is deleted once the restore is done")
+
+	t.Run("a cluster without storage cannot restore from a volume", func(t *testing.T) {
+		rc := restoringCluster(e.ns, "ephemeral", "weekly", 1)
+		require.NoError(t, k8sClient.Create(ctx, rc))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cond := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionRestored)
+			require.NotNil(c, cond)
+			assert.Equal(c, cachev1.ReasonRestoreFailed, cond.Reason)
+			assert.Contains(c, cond.Message, "set spec.storage")
+		}, backupWait, tick)
+		assert.True(t, apierrors.IsNotFound(k8sClient.Get(ctx, key(e.ns, "ephemeral"), &appsv1.StatefulSet{})))
+	})
+
+	t.Run("a backup to a claim that does not exist waits for it", func(t *testing.T) {
+		missing := e.createBackup(t, "nowhere", "source",
+			cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "not-there"}})
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := &cachev1.RedisBackup{}
+			require.NoError(c, k8sClient.Get(ctx, client.ObjectKeyFromObject(missing), got))
+			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionCompleted)
+			require.NotNil(c, cond)
+			assert.Equal(c, cachev1.ReasonClaimNotFound, cond.Reason)
+			assert.Equal(c, cachev1.BackupPending, got.Status.Phase)
+		}, backupWait, tick)
+	})
+
+	// When the RedisBackup is deleted, its file goes with it
+	require.NoError(t, k8sClient.Delete(ctx, b))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), &cachev1.RedisBackup{}))
+	}, backupWait, tick)
+	_, err = os.Stat(file)
+	assert.ErrorIs(t, err, os.ErrNotExist, "deletionPolicy Delete removes the snapshot from the claim")
+}

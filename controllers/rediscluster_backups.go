@@ -25,7 +25,7 @@ import (
 
 // Labels on a scheduled RedisBackup: which cluster's schedule made it.
 const (
-	LabelBackupCluster  = "cache.example.com/cluster"
+	LabelBackupCluster  = resources.LabelBackupCluster
 	LabelBackupSchedule = "cache.example.com/scheduled"
 )
 

@@ -291,7 +291,10 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			continue
 		}
 		perr := asPhaseError(p, err)
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
+		if perr.reason != cachev1.ReasonRestoring {
+			// A restore that is still running is progress, not a failure to warn of.
+			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
+		}
 		if state.err != nil {
 			// Redis could not be served after a child failed: the status keeps the first
 			// failure, this one has its Event.
@@ -541,6 +544,10 @@ func (r *RedisClusterReconciler) childEvents(mgr ctrl.Manager) handler.EventHand
 
 func podToRedisCluster(_ context.Context, obj client.Object) []reconcile.Request {
 	name := obj.GetLabels()[resources.LabelInstance]
+	if name == "" && obj.GetLabels()[resources.LabelComponent] == resources.RestoreComponent {
+		// The pod that fills the first node's claim before the StatefulSet exists.
+		name = obj.GetLabels()[resources.LabelBackupCluster]
+	}
 	if name == "" {
 		return nil
 	}

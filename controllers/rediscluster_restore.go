@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,7 +27,10 @@ import (
 //     status.restore; until the backup has completed, no pod is created.
 //  2. The first node's restore init container (internal/resources) fetches the snapshot
 //     recorded there, checks it, and lays it out before Redis starts; the first primary is
-//     that node (topology.Policy.Bootstrap).
+//     that node (topology.Policy.Bootstrap). A snapshot on a PersistentVolumeClaim is instead
+//     copied into the first node's data claim by a pod of its own before the StatefulSet
+//     exists (restoreFromVolume): the nodes never mount the backup's claim, which may be
+//     ReadWriteOnce and is not theirs to depend on.
 //  3. reconcileRestoreDone sees that node serve as primary, records the restore complete and
 //     deletes the <name>-restore ConfigMap, so that it is never restored again.
 
@@ -69,6 +73,9 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 	if r.OperatorImage == "" {
 		return failed(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
+	if state.restore.Destination.PersistentVolumeClaim != nil {
+		return r.restoreFromVolume(ctx, rc, state)
+	}
 	if state.childrenKnown {
 		return nil
 	}
@@ -106,12 +113,60 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 	if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting ConfigMap %s: %w", cm.Name, err)
 	}
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace = resources.RestorePodName(rc), rc.Namespace
+	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
+	}
 	now := metav1.Now()
 	state.restore.CompletedAt = &now
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
 		"%s serves the data of RedisBackup %s (%s)", first, state.restore.Backup, state.restore.Location)
 	return nil
 }
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
+
+// restoreFromVolume fills the first node's data claim from the backup's claim, through the
+// restore pod, before the StatefulSet exists; the phases after it wait until the pod is done.
+func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if rc.Spec.Storage == nil {
+		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
+			state.restore.Backup, state.restore.Destination.PersistentVolumeClaim.ClaimName))
+	}
+	pod := &corev1.Pod{}
+	err := r.Get(ctx, nameOf(rc, resources.RestorePodName(rc)), pod)
+	if apierrors.IsNotFound(err) {
+		if err := r.Get(ctx, nameOf(rc, resources.StatefulSetName(rc)), &appsv1.StatefulSet{}); err == nil {
+			// The restore pod was done, and is gone.
+			return nil
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := r.Create(ctx, resources.FirstDataClaim(rc)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc), err)
+		}
+		pod = resources.RestorePod(rc, state.restore, r.OperatorImage)
+		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		}
+		return failed(cachev1.ReasonRestoring, errRestoreRunning)
+	}
+	if err != nil {
+		return err
+	}
+	switch t := terminated(pod); {
+	case t == nil:
+		return failed(cachev1.ReasonRestoring, errRestoreRunning)
+	case t.ExitCode != 0:
+		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %s",
+			state.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
+	}
+	return nil
+}
+
+// errRestoreRunning is a restore pod that has not finished: the StatefulSet waits for it.
+var errRestoreRunning = errors.New("the restore pod copies the backup into the first node's data claim; no node starts before it is done")
 
 // restoredNode is the pod that restores the data: the first.
 func restoredNode(rc *cachev1.RedisCluster) string { return rc.Name + "-0" }
@@ -148,7 +203,8 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	case r != nil && r.CompletedAt != nil:
 		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
 			fmt.Sprintf("Restored from RedisBackup %s (%s, %s)", r.Backup, r.Location, r.Checksum))
-	case state.err != nil && (state.err.reason == cachev1.ReasonBackupNotReady || state.err.reason == cachev1.ReasonRestoreFailed):
+	case state.err != nil && (state.err.reason == cachev1.ReasonBackupNotReady || state.err.reason == cachev1.ReasonRestoreFailed ||
+		state.err.reason == cachev1.ReasonRestoring):
 		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, state.err.reason, state.err.Error())
 	case r == nil:
 		// Another phase failed before the backup was read: keep what the status says.

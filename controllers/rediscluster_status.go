@@ -112,6 +112,9 @@ func progressingCondition(state *reconcileState) *metav1.Condition {
 func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
 	plan := state.round.Plan
 	switch {
+	case state.err != nil && state.err.reason == cachev1.ReasonRestoring:
+		// Not degraded: the nodes wait for the restore pod to fill the first node's claim.
+		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, state.err.Error())
 	case state.err != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
 	case state.failedToStart != "":

@@ -109,6 +109,9 @@ const (
 	ReasonSnapshotFailed = "SnapshotFailed"
 	// ReasonCredentialsNotFound (Completed=False): the credentials Secret or a key is missing.
 	ReasonCredentialsNotFound = "CredentialsNotFound"
+	// ReasonClaimNotFound (Completed=False): the destination's PersistentVolumeClaim does not
+	// exist; the backup waits for it.
+	ReasonClaimNotFound = "ClaimNotFound"
 )
 
 // Event reasons recorded on a RedisCluster. A failed reconcile phase records a Warning whose

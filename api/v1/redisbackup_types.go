@@ -4,11 +4,35 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// BackupDestination is where a backup's RDB snapshot is stored.
+// BackupDestination is where a backup's RDB snapshot is stored: an S3-compatible bucket, or a
+// PersistentVolumeClaim.
+// +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.persistentVolumeClaim)",message="a backup destination is one of s3 or persistentVolumeClaim"
 type BackupDestination struct {
 	// S3 is an S3-compatible object store: AWS S3, SeaweedFS, Ceph RGW, ...
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+
+	// PersistentVolumeClaim is a volume in the cluster's namespace. The operator holds no
+	// volume: a pod of its own image mounts the claim to write, read or delete a snapshot.
+	// +optional
+	PersistentVolumeClaim *VolumeDestination `json:"persistentVolumeClaim,omitempty"`
+}
+
+// VolumeDestination is a PersistentVolumeClaim that holds backups as files.
+type VolumeDestination struct {
+	// ClaimName is a PersistentVolumeClaim in the same namespace. A backup's pod mounts it while
+	// it writes; a ReadWriteOnce claim is fine, as one pod at a time uses it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	// +required
-	S3 S3Destination `json:"s3"`
+	ClaimName string `json:"claimName"`
+
+	// Prefix is the directory on the volume: <prefix>/<namespace>/<cluster>/<backup>.rdb.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_.-]+(/[a-zA-Z0-9_.-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(p, p == '..')",message="the prefix must stay on the volume: no .. element"
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // S3Destination is a bucket of an S3-compatible object store.
@@ -96,7 +120,8 @@ type BackupPhase string
 const (
 	// BackupPending: not started yet (the cluster has no node to take it from).
 	BackupPending BackupPhase = "Pending"
-	// BackupRunning: the snapshot is being streamed to the destination.
+	// BackupRunning: the snapshot is being streamed to the destination (by the operator to
+	// S3; by a pod of the operator's image to a PersistentVolumeClaim).
 	BackupRunning BackupPhase = "Running"
 	// BackupCompleted: the snapshot is stored whole and its checksum recorded; it can be restored.
 	BackupCompleted BackupPhase = "Completed"
@@ -130,7 +155,8 @@ type RedisBackupStatus struct {
 	// +optional
 	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
 
-	// Location is the stored object: s3://<bucket>/<key>.
+	// Location is the stored snapshot: s3://<bucket>/<key>, or pvc://<claim>/<path> on a
+	// PersistentVolumeClaim.
 	// +optional
 	Location string `json:"location,omitempty"`
 

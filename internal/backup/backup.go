@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/org/redis-operator/internal/redis"
 )
@@ -22,9 +24,10 @@ type Result struct {
 const ChecksumPrefix = "sha256:"
 
 // Take streams the snapshot of the node at addr to key in the store, hashing it on the way:
-// the node's RDB flows through a pipe into the upload's parts, so no more than a part is held.
+// the node's RDB flows through a pipe into the upload (an S3 upload's parts, or a file on a
+// volume), so no more than a part is held.
 // If either side fails, the other stops, and the upload is aborted: nothing is stored.
-func Take(ctx context.Context, addr string, opts redis.Options, store *Store, key string) (Result, error) {
+func Take(ctx context.Context, addr string, opts redis.Options, store Destination, key string) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -58,4 +61,28 @@ func Take(ctx context.Context, addr string, opts redis.Options, store *Store, ke
 		return Result{}, fmt.Errorf("stored %d bytes of a %d-byte snapshot", size, snap.info.Size)
 	}
 	return Result{SnapshotInfo: snap.info, Checksum: ChecksumPrefix + hex.EncodeToString(hash.Sum(nil))}, nil
+}
+
+// resultJSON is a Result as a volume backup's pod reports it in its termination message.
+type resultJSON struct {
+	Size              int64  `json:"size"`
+	Checksum          string `json:"checksum"`
+	ReplicationID     string `json:"replicationID"`
+	ReplicationOffset int64  `json:"replicationOffset"`
+}
+
+// EncodeResult is the termination message of a volume backup's pod that stored r.
+func EncodeResult(r Result) string {
+	raw, _ := json.Marshal(resultJSON{r.Size, r.Checksum, r.ReplicationID, r.ReplicationOffset})
+	return string(raw)
+}
+
+// DecodeResult reads the termination message of a volume backup's pod that succeeded.
+func DecodeResult(msg string) (Result, error) {
+	var j resultJSON
+	if err := json.Unmarshal([]byte(strings.TrimSpace(msg)), &j); err != nil || j.Size == 0 || !strings.HasPrefix(j.Checksum, ChecksumPrefix) {
+		return Result{}, fmt.Errorf("the backup pod reported %q, not the stored snapshot's size and checksum", msg)
+	}
+	return Result{SnapshotInfo: redis.SnapshotInfo{Size: j.Size, ReplicationID: j.ReplicationID, ReplicationOffset: j.ReplicationOffset},
+		Checksum: j.Checksum}, nil
 }

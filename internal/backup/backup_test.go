@@ -35,7 +35,7 @@ func startRedis(t *testing.T, dir, conf string) *redistest.Server {
 
 func store(t *testing.T, srv *s3server.Server, bucket string) *backup.Store {
 	t.Helper()
-	st, err := backup.NewStore(srv.Destination(bucket, "unused").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
+	st, err := backup.NewStore(*srv.Destination(bucket, "unused").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
 	require.NoError(t, err)
 	return st
 }
@@ -133,7 +133,7 @@ func TestStorageErrorsSayWhatTheStoreSaid(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.CreateBucket(t, "backups")
 
-	wrong, err := backup.NewStore(srv.Destination("backups", "unused").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: "wrong"}, nil)
+	wrong, err := backup.NewStore(*srv.Destination("backups", "unused").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: "wrong"}, nil)
 	require.NoError(t, err)
 	_, err = wrong.Upload(ctx, "k", strings.NewReader("data"))
 	require.ErrorIs(t, err, backup.ErrStorage)

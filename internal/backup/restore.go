@@ -31,7 +31,7 @@ var ErrChecksum = errors.New("checksum mismatch")
 
 // RestoreOptions say what to restore where.
 type RestoreOptions struct {
-	Store *Store
+	Store Destination
 	Key   string
 	// Checksum is the backup's recorded sha256:<hex>.
 	Checksum string

@@ -107,7 +107,8 @@ type Options struct {
 	MetricsService string
 	// MonitoringInterval is how often the CRDs are looked for (monitoring.DefaultInterval when 0).
 	MonitoringInterval time.Duration
-	// OperatorImage is the operator's own image, which restores backups into new RedisClusters.
+	// OperatorImage is the operator's own image, which restores backups into new RedisClusters
+	// and writes backups to volumes.
 	OperatorImage string
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
 	SkipNameValidation bool
@@ -297,11 +298,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if reconciler.BackupsServed {
 		backups := &controllers.RedisBackupReconciler{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Recorder:  mgr.GetEventRecorder("redisbackup-controller"),
-			Sources:   reconciler,
-			Redis:     redisOpts,
+			Client:        mgr.GetClient(),
+			APIReader:     mgr.GetAPIReader(),
+			Recorder:      mgr.GetEventRecorder("redisbackup-controller"),
+			Sources:       reconciler,
+			Redis:         redisOpts,
+			OperatorImage: opts.OperatorImage,
 		}
 		if err := backups.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up RedisBackup controller: %w", err)

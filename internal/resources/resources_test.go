@@ -310,7 +310,7 @@ func TestPodOrdinal(t *testing.T) {
 
 func TestARestoredClusterGetsTheRestoreInitContainer(t *testing.T) {
 	restore := &cachev1.RestoreStatus{Backup: "nightly", Location: "s3://backups/team-a/src/nightly.rdb", Checksum: "sha256:ab",
-		Destination: cachev1.BackupDestination{S3: cachev1.S3Destination{Endpoint: "https://s3.example.com", Bucket: "backups",
+		Destination: cachev1.BackupDestination{S3: &cachev1.S3Destination{Endpoint: "https://s3.example.com", Bucket: "backups",
 			CredentialsSecret: "s3", CABundle: &cachev1.SecretKeyRef{Name: "s3-ca", Key: "ca.crt"}}}}
 	opts := resources.StatefulSetOptions{Replicas: 3, OperatorImage: "example.com/redis-operator:v1", Restore: restore}
 
@@ -348,4 +348,68 @@ func TestARestoredClusterGetsTheRestoreInitContainer(t *testing.T) {
 		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
 		rc.Spec.Config = map[string]cachev1.ConfigValue{"appendonly": "no"}
 	})))
+}
+
+func TestVolumeBackupPodsMountTheClaimAndKeepThePasswordOutOfArgv(t *testing.T) {
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
+	})
+	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Name: "weekly", Namespace: rc.Namespace, UID: "b-uid"},
+		Spec: cachev1.RedisBackupSpec{Cluster: rc.Name, Destination: cachev1.BackupDestination{
+			PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}}
+	pod := resources.BackupPod(b, rc, resources.BackupPodOptions{Image: "example.com/redis-operator:v1",
+		Node: "10.0.0.7:6379", Key: "team-a/sessions/weekly.rdb", ServerName: "sessions.team-a.svc"})
+
+	assert.Equal(t, "weekly-backup", pod.Name)
+	assert.Equal(t, corev1.RestartPolicyNever, pod.Spec.RestartPolicy)
+	require.Len(t, pod.OwnerReferences, 1)
+	assert.Equal(t, "RedisBackup", pod.OwnerReferences[0].Kind)
+	assert.True(t, *pod.OwnerReferences[0].Controller)
+	assert.NotContains(t, pod.Labels, resources.LabelInstance, "not one of the cluster's Redis nodes")
+	c := pod.Spec.Containers[0]
+	assert.Equal(t, []string{"/manager", "backup", "--node=10.0.0.7:6379", "--dir=/backup", "--claim=backups",
+		"--key=team-a/sessions/weekly.rdb", "--result-file=/dev/termination-log", "--tls-dir=/etc/redis-tls",
+		"--server-name=sessions.team-a.svc"}, c.Command)
+	require.Len(t, c.Env, 1)
+	assert.Equal(t, "sessions-operator", c.Env[0].ValueFrom.SecretKeyRef.Name, "the password comes from its Secret")
+	assert.Equal(t, "/dev/termination-log", c.TerminationMessagePath)
+	var claims []string
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	assert.Equal(t, []string{"backups"}, claims)
+	assert.True(t, *pod.Spec.SecurityContext.RunAsNonRoot)
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+}
+
+func TestARestoreFromAVolumeFillsTheClaimTheStatefulSetWillUse(t *testing.T) {
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "weekly"}
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("2Gi"), StorageClassName: ptr.To("fast")}
+	})
+	restore := &cachev1.RestoreStatus{Backup: "weekly", Location: "pvc://backups/team-a/src/weekly.rdb", Checksum: "sha256:ab",
+		Destination: cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}
+	sts := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 3, OperatorImage: "img", Restore: restore})
+	assert.Empty(t, sts.Spec.Template.Spec.InitContainers, "the nodes never mount the backup's claim")
+
+	// The claim the restore fills is the one the StatefulSet's template names for the first pod
+	claim := resources.FirstDataClaim(rc)
+	template := sts.Spec.VolumeClaimTemplates[0]
+	assert.Equal(t, *template.Name+"-"+*sts.Name+"-0", claim.Name)
+	assert.Equal(t, template.Spec.AccessModes, claim.Spec.AccessModes)
+	assert.Equal(t, *template.Spec.StorageClassName, *claim.Spec.StorageClassName)
+	assert.True(t, (*template.Spec.Resources.Requests)[corev1.ResourceStorage].Equal(claim.Spec.Resources.Requests[corev1.ResourceStorage]))
+
+	pod := resources.RestorePod(rc, restore, "img")
+	assert.Equal(t, []string{"/manager", "restore", "--data-dir=/data", "--aof=true", "--source-dir=/backup", "--for-node=sessions-0"},
+		pod.Spec.Containers[0].Command)
+	mounts := map[string]bool{}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		mounts[m.MountPath] = m.ReadOnly
+	}
+	assert.Equal(t, map[string]bool{"/data": false, "/backup": true}, mounts, "the backup's claim is only read")
+	assert.Equal(t, resources.RestoreComponent, pod.Labels[resources.LabelComponent])
+	assert.Equal(t, rc.Name, pod.Labels[resources.LabelBackupCluster])
 }

@@ -35,12 +35,12 @@ const (
 	RestoreCommand = "restore"
 )
 
-// RestoreConfigMapName names the ConfigMap that says what to restore, while there is a restore
-// to do.
+// RestoreConfigMapName names the ConfigMap that says what to restore from S3, while there is a
+// restore to do.
 func RestoreConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-restore" }
 
 // DesiredRestoreConfigMap says what the restore container fetches: the snapshot recorded in
-// status.restore when the cluster was created.
+// status.restore when the cluster was created, in an S3 bucket.
 func DesiredRestoreConfigMap(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus) *corev1ac.ConfigMapApplyConfiguration {
 	return corev1ac.ConfigMap(RestoreConfigMapName(rc), rc.Namespace).
 		WithLabels(Labels(rc)).
@@ -66,7 +66,9 @@ func AppendOnly(rc *cachev1.RedisCluster) bool {
 // spec.restore. The credentials' keys are optional, as the ConfigMap is: once the data is
 // restored, the Secret may go without stopping a pod from starting.
 func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image string) *corev1ac.ContainerApplyConfiguration {
-	if rc.Spec.Restore == nil || r == nil {
+	// A restore from a volume fills the first node's claim before the StatefulSet exists
+	// (RestorePod): the nodes never mount the backup's claim.
+	if rc.Spec.Restore == nil || r == nil || r.Destination.S3 == nil {
 		return nil
 	}
 	s3 := r.Destination.S3
@@ -104,7 +106,7 @@ func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image 
 
 // restoreVolumes are the volumes of the restore container beyond the data: the CA bundle.
 func restoreVolumes(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus) []*corev1ac.VolumeApplyConfiguration {
-	if rc.Spec.Restore == nil || r == nil || r.Destination.S3.CABundle == nil {
+	if rc.Spec.Restore == nil || r == nil || r.Destination.S3 == nil || r.Destination.S3.CABundle == nil {
 		return nil
 	}
 	return []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName(restoreCAVolume).

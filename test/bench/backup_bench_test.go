@@ -71,7 +71,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		require.NoError(b, err)
 		defer store.Stop()
 		store.CreateBucket(b, "bench")
-		st, err := backup.NewStore(store.Destination("bench", "").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
+		st, err := backup.NewStore(*store.Destination("bench", "").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
 		require.NoError(b, err)
 
 		quiet := writeLatencies(ctx, pc, 5*time.Second, nil)

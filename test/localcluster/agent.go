@@ -349,13 +349,7 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, p *runningPod,
 	var state, last corev1.ContainerState
 	phase := corev1.PodRunning
 	if code, exited := p.ExitCode(); exited {
-		terminated := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Completed"}
-		if code != 0 {
-			terminated.Reason = "Error"
-			if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
-				terminated.Message = p.TerminationMessage()
-			}
-		}
+		terminated := podrunner.Terminated(p.Container, c, code)
 		if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
 			// The pod ran to completion (a Job's, a scorecard test's).
 			state.Terminated = terminated

@@ -26,10 +26,12 @@ import (
 // loopback address.
 type BinaryProcess struct {
 	ip, logPath string
-	path        string
-	args, env   []string
-	container   corev1.Container
-	grace       time.Duration
+	// termLog is the file at the container's terminationMessagePath.
+	termLog   string
+	path      string
+	args, env []string
+	container corev1.Container
+	grace     time.Duration
 
 	lifecycle
 	exitCode         int
@@ -216,6 +218,16 @@ func (p *BinaryProcess) wait() int {
 // LogPath is the file holding the container's stdout and stderr.
 func (p *BinaryProcess) LogPath() string { return p.logPath }
 
+// TerminationLog is what the container wrote to its terminationMessagePath: the kubelet's
+// termination message, whatever the exit.
+func (p *BinaryProcess) TerminationLog() string {
+	if p.termLog == "" {
+		return ""
+	}
+	raw, _ := os.ReadFile(p.termLog)
+	return string(raw)
+}
+
 // TerminationMessage is the end of the container's log.
 func (p *BinaryProcess) TerminationMessage() string {
 	raw, _ := os.ReadFile(p.logPath)
@@ -328,4 +340,21 @@ func (p *BinaryProcess) terminate() {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// Terminated is the state the kubelet reports for container c of a pod that exited with code:
+// its termination message is what it wrote to its terminationMessagePath, or, when that is
+// empty and it failed, the end of its log (terminationMessagePolicy FallbackToLogsOnError).
+func Terminated(p Container, c corev1.Container, code int) *corev1.ContainerStateTerminated {
+	t := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Completed"}
+	if b, ok := p.(*BinaryProcess); ok {
+		t.Message = b.TerminationLog()
+	}
+	if code != 0 {
+		t.Reason = "Error"
+		if t.Message == "" && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			t.Message = p.TerminationMessage()
+		}
+	}
+	return t
 }

@@ -110,11 +110,21 @@ func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
-	p, err := startBinary(pod, c, env, ip, binary, podDir, hostPaths(c, volumeDirs), kubeconfig)
+	// The kubelet mounts a file at the container's terminationMessagePath and reports what the
+	// container wrote there: here, a file of the pod's directory.
+	termLog := filepath.Join(podDir, c.Name+".termination-log")
+	mapped := hostPaths(c, volumeDirs)
+	hostPath := func(p string) string {
+		if p == c.TerminationMessagePath || (c.TerminationMessagePath == "" && p == corev1.TerminationMessagePathDefault) {
+			return termLog
+		}
+		return mapped(p)
+	}
+	p, err := startBinary(pod, c, env, ip, binary, podDir, hostPath, kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
-	p.emptyDirs = emptyDirs
+	p.emptyDirs, p.termLog = emptyDirs, termLog
 	return p, nil
 }
 

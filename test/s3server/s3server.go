@@ -224,7 +224,7 @@ func (s *Server) CreateBucket(t testing.TB, name string) {
 
 // Destination is a RedisBackup destination in bucket, with the credentials in secretName.
 func (s *Server) Destination(bucket, secretName string) cachev1.BackupDestination {
-	return cachev1.BackupDestination{S3: cachev1.S3Destination{Endpoint: s.Endpoint, Bucket: bucket, Region: "us-east-1",
+	return cachev1.BackupDestination{S3: &cachev1.S3Destination{Endpoint: s.Endpoint, Bucket: bucket, Region: "us-east-1",
 		CredentialsSecret: secretName}}
 }
 

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,6 +49,8 @@ type LocalNode struct {
 
 	mu    sync.Mutex
 	procs map[string]*podProcess // pod name -> process
+	// runOnce are the containers of pods that run once (restartPolicy Never), by pod UID.
+	runOnce map[types.UID]podrunner.Container
 	// initFailed is when each pod's init container last failed: it runs again after
 	// initRetry, as the kubelet's back-off does.
 	initFailed map[string]time.Time
@@ -94,6 +97,69 @@ func (n *LocalNode) stopAll() {
 	for _, p := range n.procs {
 		p.Stop()
 	}
+	for _, c := range n.runOnce {
+		c.Stop()
+	}
+}
+
+// syncRunOncePods runs the pods that are no StatefulSet's and run once (restartPolicy Never:
+// the operator's backup and restore pods) as the kubelet would: the container runs to its exit,
+// which the pod's status then reports, with the termination message.
+func (n *LocalNode) syncRunOncePods(ctx context.Context, pods []corev1.Pod) error {
+	seen := map[types.UID]bool{}
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || metav1.GetControllerOf(pod) == nil ||
+			metav1.GetControllerOf(pod).Kind == "StatefulSet" {
+			continue
+		}
+		seen[pod.UID] = true
+		n.mu.Lock()
+		c, ok := n.runOnce[pod.UID]
+		n.mu.Unlock()
+		if !ok {
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			runner := podrunner.Runner{Sources: podrunner.APISources{Client: n.Client, Claims: n.claimDir},
+				Dir: filepath.Join(n.Dir, "pods"), Binaries: n.Binaries}
+			var err error
+			if c, err = runner.Start(ctx, pod); err != nil {
+				return err
+			}
+			n.mu.Lock()
+			if n.runOnce == nil {
+				n.runOnce = map[types.UID]podrunner.Container{}
+			}
+			n.runOnce[pod.UID] = c
+			n.mu.Unlock()
+		}
+		want := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: c.PodIP(), PodIPs: []corev1.PodIP{{IP: c.PodIP()}}}
+		state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+		if code, exited := c.ExitCode(); exited {
+			want.Phase = corev1.PodSucceeded
+			if code != 0 {
+				want.Phase = corev1.PodFailed
+			}
+			state = corev1.ContainerState{Terminated: podrunner.Terminated(c, pod.Spec.Containers[0], code)}
+		}
+		want.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image, State: state}}
+		if pod.Status.Phase != want.Phase || pod.Status.PodIP != want.PodIP {
+			pod.Status = want
+			if err := n.Client.Status().Update(ctx, pod); err != nil {
+				return err
+			}
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for uid, c := range n.runOnce {
+		if !seen[uid] {
+			c.Stop()
+			delete(n.runOnce, uid)
+		}
+	}
+	return nil
 }
 
 func (n *LocalNode) sync(ctx context.Context) error {
@@ -110,6 +176,9 @@ func (n *LocalNode) sync(ctx context.Context) error {
 		if err := n.syncStatefulSet(ctx, &list.Items[i], pods.Items); err != nil {
 			return err
 		}
+	}
+	if err := n.syncRunOncePods(ctx, pods.Items); err != nil {
+		return err
 	}
 	if n.VolumeSync > 0 && time.Since(n.volumesSynced) >= n.VolumeSync {
 		n.volumesSynced = time.Now()

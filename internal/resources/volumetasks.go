@@ -1,0 +1,190 @@
+package resources
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+)
+
+// Backups on a PersistentVolumeClaim: the operator holds no volume, so a pod of its own image
+// mounts the claim and does the one thing the operator cannot do from where it runs: take a
+// snapshot into a file there (BackupPod), delete one (DeleteBackupPod), or copy one into the
+// first node's data claim before the StatefulSet exists (RestorePod). Each runs once
+// (restartPolicy Never) and reports through its exit code and termination message; the
+// operator reads the outcome from the pod's status and deletes the pod.
+
+const (
+	// LabelBackupCluster on a RedisBackup, and on the pods of volume backups and restores,
+	// names the RedisCluster.
+	LabelBackupCluster = "cache.example.com/cluster"
+
+	// The subcommands of the operator's binary that the pods run.
+	BackupCommand       = "backup"
+	DeleteBackupCommand = "delete-backup"
+
+	// EnvRedisPassword is the operator's own password, from its Secret, in a backup pod.
+	EnvRedisPassword = "REDIS_PASSWORD"
+
+	// TerminationLog is where a volume task writes its outcome: the kubelet reports the file
+	// as the container's termination message.
+	TerminationLog = "/dev/termination-log"
+
+	// Exit codes of a volume task: the snapshot could not be taken (the node's side), or the
+	// volume refused it (the storage's side).
+	ExitSnapshotFailed = 1
+	ExitStorageFailed  = 3
+
+	// The component label of the volume tasks' pods.
+	BackupComponent  = "backup"
+	RestoreComponent = "restore"
+
+	backupVolume = "backup"
+	backupDir    = "/backup"
+)
+
+// BackupPodName names the pod that takes a RedisBackup onto its volume.
+func BackupPodName(b *cachev1.RedisBackup) string { return b.Name + "-backup" }
+
+// DeleteBackupPodName names the pod that deletes a RedisBackup's snapshot from its volume.
+func DeleteBackupPodName(b *cachev1.RedisBackup) string { return b.Name + "-delete" }
+
+// RestorePodName names the pod that fills the first node's data claim of a RedisCluster
+// restored from a volume backup.
+func RestorePodName(rc *cachev1.RedisCluster) string { return rc.Name + "-restore" }
+
+// FirstDataClaimName is the StatefulSet's claim for the first node's data: the one a restore
+// from a volume fills before the StatefulSet exists, and which the StatefulSet then uses.
+func FirstDataClaimName(rc *cachev1.RedisCluster) string {
+	return dataVolume + "-" + StatefulSetName(rc) + "-0"
+}
+
+// BackupPodOptions are what the operator decided for a backup to a volume.
+type BackupPodOptions struct {
+	// Image is the operator's own image.
+	Image string
+	// Node is the address (host:port) of the node the snapshot is taken from.
+	Node string
+	// Key is the snapshot's path on the volume.
+	Key string
+	// ServerName is the name each node's certificate must be valid for, with TLS.
+	ServerName string
+}
+
+// BackupPod takes the snapshot of one node onto the RedisBackup's claim: it logs in as the
+// operator's own user (password from its Secret, never in argv) and writes its outcome (size,
+// checksum, replication offset) to its termination message.
+func BackupPod(b *cachev1.RedisBackup, rc *cachev1.RedisCluster, o BackupPodOptions) *corev1.Pod {
+	claim := b.Spec.Destination.PersistentVolumeClaim.ClaimName
+	args := []string{"--node=" + o.Node, "--dir=" + backupDir, "--claim=" + claim, "--key=" + o.Key,
+		"--result-file=" + TerminationLog}
+	volumes := []corev1.Volume{claimVolume(backupVolume, claim, false)}
+	mounts := []corev1.VolumeMount{{Name: backupVolume, MountPath: backupDir}}
+	if rc.Spec.TLS != nil {
+		args = append(args, "--tls-dir="+tlsDir, "--server-name="+o.ServerName)
+		volumes = append(volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: rc.Spec.TLS.SecretName, DefaultMode: ptr.To[int32](0o440)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsDir, ReadOnly: true})
+	}
+	pod := volumeTaskPod(BackupPodName(b), b.Namespace, backupOwner(b), BackupComponent, rc.Name, o.Image,
+		append([]string{OperatorBinary, BackupCommand}, args...), volumes, mounts)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvRedisPassword, ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: OperatorSecretName(rc)}, Key: PasswordKey}}}}
+	return pod
+}
+
+// DeleteBackupPod deletes a RedisBackup's snapshot from its claim.
+func DeleteBackupPod(b *cachev1.RedisBackup, image, key string) *corev1.Pod {
+	claim := b.Spec.Destination.PersistentVolumeClaim.ClaimName
+	return volumeTaskPod(DeleteBackupPodName(b), b.Namespace, backupOwner(b), BackupComponent, b.Spec.Cluster, image,
+		[]string{OperatorBinary, DeleteBackupCommand, "--dir=" + backupDir, "--claim=" + claim, "--key=" + key},
+		[]corev1.Volume{claimVolume(backupVolume, claim, false)},
+		[]corev1.VolumeMount{{Name: backupVolume, MountPath: backupDir}})
+}
+
+// RestorePod copies the snapshot recorded in status.restore from its claim (read-only) into
+// the first node's data claim, checked against its checksum, before the StatefulSet exists.
+func RestorePod(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image string) *corev1.Pod {
+	pod := volumeTaskPod(RestorePodName(rc), rc.Namespace, ownerReferenceOf(rc), RestoreComponent, rc.Name, image,
+		[]string{OperatorBinary, RestoreCommand, "--data-dir=" + dataDir, "--aof=" + strconv.FormatBool(AppendOnly(rc)),
+			"--source-dir=" + backupDir, "--for-node=" + StatefulSetName(rc) + "-0"},
+		[]corev1.Volume{
+			claimVolume(dataVolume, FirstDataClaimName(rc), false),
+			claimVolume(backupVolume, r.Destination.PersistentVolumeClaim.ClaimName, true),
+		},
+		[]corev1.VolumeMount{{Name: dataVolume, MountPath: dataDir}, {Name: backupVolume, MountPath: backupDir, ReadOnly: true}})
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: EnvRestoreLocation, Value: r.Location},
+		{Name: EnvRestoreChecksum, Value: r.Checksum},
+	}
+	return pod
+}
+
+// FirstDataClaim is the first node's data claim as the StatefulSet's claim template would
+// create it, for a restore to fill before the StatefulSet exists; the StatefulSet uses a claim
+// of that name that is already there.
+func FirstDataClaim(rc *cachev1.RedisCluster) *corev1.PersistentVolumeClaim {
+	st := rc.Spec.Storage
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: FirstDataClaimName(rc), Namespace: rc.Namespace, Labels: Labels(rc)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: st.Size}},
+			StorageClassName: st.StorageClassName,
+		},
+	}
+	return claim
+}
+
+func volumeTaskPod(name, namespace string, owner metav1.OwnerReference, component, cluster, image string, command []string,
+	volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: namespace,
+			// Not the nodes' instance label: these pods are no Redis node of the cluster.
+			Labels: map[string]string{LabelName: nameValue, LabelManagedBy: ManagedByValue, LabelComponent: component,
+				LabelBackupCluster: cluster},
+			OwnerReferences: []metav1.OwnerReference{owner},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			// The files are the redis user's, as the nodes' own are: a node reads what a
+			// restore wrote.
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](redisUID), RunAsGroup: ptr.To[int64](redisUID),
+				FSGroup: ptr.To[int64](redisUID), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: component, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: command, VolumeMounts: mounts,
+				TerminationMessagePath:   TerminationLog,
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+			Volumes: volumes,
+		},
+	}
+}
+
+func claimVolume(name, claim string, readOnly bool) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+		ClaimName: claim, ReadOnly: readOnly}}}
+}
+
+func backupOwner(b *cachev1.RedisBackup) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: cachev1.GroupVersion.String(), Kind: "RedisBackup", Name: b.Name, UID: b.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+func ownerReferenceOf(rc *cachev1.RedisCluster) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: cachev1.GroupVersion.String(), Kind: "RedisCluster", Name: rc.Name, UID: rc.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
