@@ -431,6 +431,18 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"a replica lag under a second", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1), MaxReplicaLag: &metav1.Duration{Duration: 500 * time.Millisecond}}
 		}, "spec.failover.maxReplicaLag must be at least 1s"},
+		{"a backup destination with both S3 and a claim", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@daily", Destination: cachev1.BackupDestination{
+				S3:                    &cachev1.S3Destination{Bucket: "backups", CredentialsSecret: "s3"},
+				PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}
+		}, "a backup destination is one of s3 or persistentVolumeClaim"},
+		{"a backup destination with neither", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@daily"}
+		}, "a backup destination is one of s3 or persistentVolumeClaim"},
+		{"a volume prefix that leaves the volume", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@daily", Destination: cachev1.BackupDestination{
+				PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups", Prefix: "a/../../etc"}}}
+		}, "the prefix must stay on the volume"},
 		{"write safety set twice", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1)}
 			rc.Spec.Config = map[string]cachev1.ConfigValue{"min-replicas-to-write": "2"}
