@@ -159,7 +159,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 	case t == nil:
 		return failed(cachev1.ReasonRestoring, errRestoreRunning)
 	case t.ExitCode != 0:
-		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %s",
+		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
 			state.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
 	}
 	return nil
