@@ -16,8 +16,12 @@ const DefaultVersion = "7.2"
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || !has(self.config) || !self.config.exists(k, k in ['min-replicas-to-write','min-slaves-to-write','min-replicas-max-lag','min-slaves-max-lag'])",message="set spec.failover.minReplicasToWrite or the min-replicas directives in spec.config, not both",fieldPath=".failover.minReplicasToWrite"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (!has(self.backup) && !has(self.restore) && !has(self.tls))",message="cluster mode (spec.cluster) does not take spec.backup, spec.restore or spec.tls yet",fieldPath=".cluster"
 type RedisClusterSpec struct {
-	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas.
+	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas. In cluster
+	// mode (spec.cluster), the number of nodes of each shard: its primary and replicas-1
+	// replicas.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +required
@@ -45,7 +49,7 @@ type RedisClusterSpec struct {
 	// Directives that load code into Redis or open its DEBUG, MODULE and protected CONFIG
 	// commands to every client are refused: a RedisCluster must not be a way to run code.
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs']))",messageExpression="'spec.config.' + self.filter(k, k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs'])[0] + ' is refused: it loads code into Redis or opens its module, debug or protected-config commands'"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','cluster-config-file','cluster-announce-ip','cluster-node-timeout','cluster-allow-replica-migration','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','cluster-config-file','cluster-announce-ip','cluster-node-timeout','cluster-allow-replica-migration','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
 	// +optional
 	Config map[string]ConfigValue `json:"config,omitempty"`
 
@@ -105,6 +109,33 @@ type RedisClusterSpec struct {
 	// TopologySpreadConstraints of the pods. Default: spread across nodes where possible.
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// Cluster runs Redis Cluster: the data sharded over 16384 hash slots across several
+	// primaries, each with spec.replicas-1 replicas, for data larger than one node and writes
+	// that scale. Clients must speak the cluster protocol (MOVED, ASK). Set when the
+	// RedisCluster is created; without it, one primary and its replicas.
+	// +optional
+	Cluster *ClusterSpec `json:"cluster,omitempty"`
+}
+
+// ClusterSpec is the shape of a Redis Cluster.
+type ClusterSpec struct {
+	// Shards is the number of primaries the slots are spread over, 3 or more: Redis Cluster's
+	// own failover needs a majority of primaries. Each shard is a StatefulSet,
+	// <name>-shard<i>, of spec.replicas nodes.
+	// +kubebuilder:validation:Minimum=3
+	// +kubebuilder:validation:Maximum=32
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.cluster.shards cannot change yet: moving slots between shards is not built"
+	// +required
+	Shards int32 `json:"shards"`
+
+	// NodeTimeout is how long a primary may not answer before its replica replaces it
+	// (cluster-node-timeout). Default 5s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.cluster.nodeTimeout must be between 1s and 10m"
+	// +optional
+	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
 }
 
 // ConfigValue is the value of one redis.conf directive, on one line.
@@ -292,6 +323,12 @@ type RedisClusterStatus struct {
 	// +optional
 	Restore *RestoreStatus `json:"restore,omitempty"`
 
+	// Shards are, in cluster mode, each shard's primary, replicas and hash slots.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Shards []ShardStatus `json:"shards,omitempty"`
+
 	// Conditions: Ready, Progressing, Degraded, FailingOver, Persistent and, with spec.restore,
 	// Restored.
 	// +listType=map
@@ -331,6 +368,21 @@ type NodeStatus struct {
 	State NodeState `json:"state"`
 }
 
+// ShardStatus is one shard of a RedisCluster in cluster mode.
+type ShardStatus struct {
+	// Name of the shard's StatefulSet.
+	Name string `json:"name"`
+	// Primary is the pod that serves the shard's slots.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+	// Replicas are the pods that replicate it.
+	// +optional
+	Replicas []string `json:"replicas,omitempty"`
+	// Slots are the hash slots the shard serves, as ranges: "0-5460".
+	// +optional
+	Slots []string `json:"slots,omitempty"`
+}
+
 // RedisCluster is a highly available Redis: one primary and its replicas.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -341,6 +393,7 @@ type NodeStatus struct {
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52",message="metadata.name must be at most 52 characters: it names the StatefulSet and its Services"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.cluster) || self.metadata.name.size() <= 44",message="metadata.name must be at most 44 characters in cluster mode: it names the StatefulSets <name>-shard<i>"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and hold only lowercase letters, digits and '-': it names Services"
 type RedisCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -107,6 +107,13 @@ type Node interface {
 	Users(ctx context.Context) ([]string, error)
 	// DeleteUser deletes the ACL user name; its connections are closed by Redis.
 	DeleteUser(ctx context.Context, name string) error
+	// Cluster mode (cluster.go).
+	ClusterNodes(ctx context.Context) ([]ClusterNode, error)
+	ClusterInfo(ctx context.Context) (ClusterInfo, error)
+	ClusterMeet(ctx context.Context, addr string) error
+	ClusterAddSlots(ctx context.Context, ranges []SlotRange) error
+	ClusterReplicate(ctx context.Context, primaryID string) error
+	ClusterForget(ctx context.Context, id string) error
 	Close() error
 }
 

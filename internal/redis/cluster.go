@@ -1,0 +1,178 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// SlotCount is the number of hash slots of a Redis Cluster.
+const SlotCount = 16384
+
+// SlotRange is the hash slots Start..End, both included.
+type SlotRange struct{ Start, End int }
+
+func (r SlotRange) String() string {
+	if r.Start == r.End {
+		return strconv.Itoa(r.Start)
+	}
+	return strconv.Itoa(r.Start) + "-" + strconv.Itoa(r.End)
+}
+
+// ClusterNode is one line of CLUSTER NODES: a node as the node that answered sees it.
+type ClusterNode struct {
+	ID string
+	// Addr is the node's ip:port; empty when it has none (noaddr).
+	Addr string
+	// Flags: myself, master, slave, fail?, fail, handshake, noaddr, nofailover.
+	Flags []string
+	// PrimaryID is the node a replica replicates; empty for a primary.
+	PrimaryID string
+	// Connected is the cluster bus link's state.
+	Connected bool
+	Slots     []SlotRange
+}
+
+func (n ClusterNode) has(flag string) bool { return slices.Contains(n.Flags, flag) }
+
+// Myself is the node that answered.
+func (n ClusterNode) Myself() bool { return n.has("myself") }
+
+// IsPrimary is a node that is a primary (with or without slots).
+func (n ClusterNode) IsPrimary() bool { return n.has("master") }
+
+// Failed is a node the cluster agreed has failed (fail), not only this node's suspicion.
+func (n ClusterNode) Failed() bool { return n.has("fail") }
+
+// Handshake is a node met but not yet known by its ID.
+func (n ClusterNode) Handshake() bool { return n.has("handshake") }
+
+// SlotCount is how many slots the node serves.
+func (n ClusterNode) SlotCount() int {
+	total := 0
+	for _, r := range n.Slots {
+		total += r.End - r.Start + 1
+	}
+	return total
+}
+
+// ParseClusterNodes reads the answer of CLUSTER NODES. Slots being imported or migrated
+// ([slot->-id], [slot-<-id]) are not served ranges and are left out.
+func ParseClusterNodes(raw string) ([]ClusterNode, error) {
+	var out []ClusterNode
+	for _, line := range strings.Split(strings.TrimSpace(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 8 {
+			return nil, fmt.Errorf("CLUSTER NODES line %q: %d fields, want 8 or more", line, len(f))
+		}
+		n := ClusterNode{ID: f[0], Flags: strings.Split(f[2], ","), Connected: f[7] == "connected"}
+		// ip:port@cport[,hostname]
+		addr, _, _ := strings.Cut(f[1], "@")
+		if host, port, err := net.SplitHostPort(addr); err == nil && host != "" {
+			n.Addr = net.JoinHostPort(host, port)
+		}
+		if f[3] != "-" {
+			n.PrimaryID = f[3]
+		}
+		for _, s := range f[8:] {
+			if strings.HasPrefix(s, "[") {
+				continue
+			}
+			lo, hi, isRange := strings.Cut(s, "-")
+			start, err := strconv.Atoi(lo)
+			if err != nil {
+				return nil, fmt.Errorf("CLUSTER NODES slot %q: %w", s, err)
+			}
+			end := start
+			if isRange {
+				if end, err = strconv.Atoi(hi); err != nil {
+					return nil, fmt.Errorf("CLUSTER NODES slot %q: %w", s, err)
+				}
+			}
+			n.Slots = append(n.Slots, SlotRange{start, end})
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// ClusterInfo is the part of CLUSTER INFO the operator reads.
+type ClusterInfo struct {
+	// State is ok when every slot is served.
+	State         string
+	SlotsAssigned int
+	KnownNodes    int
+}
+
+// ParseClusterInfo reads the answer of CLUSTER INFO.
+func ParseClusterInfo(raw string) ClusterInfo {
+	var info ClusterInfo
+	for _, line := range strings.Split(raw, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "cluster_state":
+			info.State = v
+		case "cluster_slots_assigned":
+			info.SlotsAssigned, _ = strconv.Atoi(v)
+		case "cluster_known_nodes":
+			info.KnownNodes, _ = strconv.Atoi(v)
+		}
+	}
+	return info
+}
+
+// ClusterNodes is the cluster as the node sees it.
+func (n *node) ClusterNodes(ctx context.Context) ([]ClusterNode, error) {
+	raw, err := n.client().ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, n.classify(err)
+	}
+	return ParseClusterNodes(raw)
+}
+
+// ClusterInfo is the cluster's state as the node sees it.
+func (n *node) ClusterInfo(ctx context.Context) (ClusterInfo, error) {
+	raw, err := n.client().ClusterInfo(ctx).Result()
+	if err != nil {
+		return ClusterInfo{}, n.classify(err)
+	}
+	return ParseClusterInfo(raw), nil
+}
+
+// ClusterMeet makes the node shake hands with the node at addr (ip:port), which joins its
+// cluster.
+func (n *node) ClusterMeet(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("node address %q: %w", addr, err)
+	}
+	return n.classify(n.client().Do(ctx, "CLUSTER", "MEET", host, port).Err())
+}
+
+// ClusterAddSlots makes the node serve the slot ranges; Redis refuses a slot another node
+// already serves, as far as this node knows.
+func (n *node) ClusterAddSlots(ctx context.Context, ranges []SlotRange) error {
+	args := []any{"CLUSTER", "ADDSLOTSRANGE"}
+	for _, r := range ranges {
+		args = append(args, r.Start, r.End)
+	}
+	return n.classify(n.client().Do(ctx, args...).Err())
+}
+
+// ClusterReplicate makes the node a replica of the node primaryID; Redis refuses it for a node
+// that serves slots or holds keys.
+func (n *node) ClusterReplicate(ctx context.Context, primaryID string) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "REPLICATE", primaryID).Err())
+}
+
+// ClusterForget makes the node drop the node id from its table (for 60 seconds, in which the
+// others are told to as well).
+func (n *node) ClusterForget(ctx context.Context, id string) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "FORGET", id).Err())
+}

@@ -1,0 +1,281 @@
+// Package shards decides how the nodes of a RedisCluster in cluster mode form one Redis
+// Cluster: which nodes must meet, which hash slots each shard's primary serves, and which node
+// replicates which primary. Decide is pure: it reads what each node said (CLUSTER NODES) and
+// returns the commands to send; the controller sends them and asks again.
+//
+// The safety rule it keeps: no key is lost and no slot is served twice. So it never assigns a
+// slot that any node is known to serve, and assigns slots only while every node answers and
+// every node is in one cluster; it never makes a node that serves slots a replica (Redis would
+// drop its keys; Redis refuses it too); it forgets only a node that serves no slot, that the
+// cluster agreed has failed, and only while every pod's node answers, so that a node that is
+// only restarting is never dropped. It never resets a node or flushes data.
+package shards
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/org/redis-operator/internal/redis"
+)
+
+// Member is a pod of a shard, and what its Redis node said.
+type Member struct {
+	Pod     string
+	Shard   int
+	Ordinal int
+	// Addr is the node's ip:port; empty before the pod has an IP.
+	Addr string
+	// Nodes is its answer to CLUSTER NODES; nil when it did not answer.
+	Nodes []redis.ClusterNode
+}
+
+// Self is the node's own entry; false when it did not answer.
+func (m Member) Self() (redis.ClusterNode, bool) {
+	for _, n := range m.Nodes {
+		if n.Myself() {
+			return n, true
+		}
+	}
+	return redis.ClusterNode{}, false
+}
+
+// knows is true when the member's node has the node id in its table, past the handshake.
+func (m Member) knows(id string) bool {
+	for _, n := range m.Nodes {
+		if n.ID == id && !n.Handshake() {
+			return true
+		}
+	}
+	return false
+}
+
+// ActionKind is a cluster command.
+type ActionKind string
+
+const (
+	// Meet: CLUSTER MEET Addr, sent to On.
+	Meet ActionKind = "Meet"
+	// AddSlots: CLUSTER ADDSLOTSRANGE Ranges, sent to On, the shard's primary.
+	AddSlots ActionKind = "AddSlots"
+	// Replicate: CLUSTER REPLICATE NodeID, sent to On.
+	Replicate ActionKind = "Replicate"
+	// Forget: CLUSTER FORGET NodeID, sent to On (to every node, within a minute).
+	Forget ActionKind = "Forget"
+)
+
+// Action is one command to one node.
+type Action struct {
+	Kind ActionKind
+	// On is the pod whose node gets the command.
+	On     string
+	Addr   string
+	Ranges []redis.SlotRange
+	NodeID string
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case Meet:
+		return fmt.Sprintf("%s meets %s", a.On, a.Addr)
+	case AddSlots:
+		return fmt.Sprintf("%s serves slots %v", a.On, a.Ranges)
+	case Replicate:
+		return fmt.Sprintf("%s replicates %s", a.On, a.NodeID)
+	}
+	return fmt.Sprintf("%s forgets %s", a.On, a.NodeID)
+}
+
+// Shard is one shard as the nodes see it.
+type Shard struct {
+	Index int
+	// Primary is the pod serving the shard's slots; empty when none does.
+	Primary  string
+	Replicas []string
+	Slots    []redis.SlotRange
+}
+
+// Plan is what Decide found, and what to send.
+type Plan struct {
+	Actions []Action
+	Shards  []Shard
+	// Waiting says what the cluster waits for before it is whole; empty when it is.
+	Waiting string
+}
+
+// SlotsOf is the range of hash slots shard serves out of shards, spread evenly.
+func SlotsOf(shard, shards int) redis.SlotRange {
+	return redis.SlotRange{Start: shard * redis.SlotCount / shards, End: (shard+1)*redis.SlotCount/shards - 1}
+}
+
+// Decide returns the commands that bring the members to one cluster of shards shards, each
+// with its primary serving its slots and the others replicating it (see the package's safety
+// rule).
+func Decide(members []Member, shards int) Plan {
+	members = slices.Clone(members)
+	slices.SortFunc(members, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Ordinal, b.Ordinal)) })
+	var answering []Member
+	for _, m := range members {
+		if _, ok := m.Self(); ok {
+			answering = append(answering, m)
+		}
+	}
+	plan := Plan{}
+	if len(answering) == 0 {
+		plan.Waiting = "no Redis node answers yet"
+		return plan
+	}
+	all := len(answering) == len(members)
+
+	// Every node meets the first: gossip then introduces them all to each other.
+	anchor := answering[0]
+	joined := true
+	for _, m := range answering[1:] {
+		self, _ := m.Self()
+		if !anchor.knows(self.ID) {
+			joined = false
+			if m.Addr != "" {
+				plan.Actions = append(plan.Actions, Action{Kind: Meet, On: anchor.Pod, Addr: m.Addr})
+			}
+		}
+	}
+
+	// A slot any answering node sees served is never given again.
+	owned := make([]bool, redis.SlotCount)
+	for _, m := range answering {
+		for _, n := range m.Nodes {
+			for _, r := range n.Slots {
+				for s := max(r.Start, 0); s <= r.End && s < redis.SlotCount; s++ {
+					owned[s] = true
+				}
+			}
+		}
+	}
+
+	for i := range shards {
+		shard, actions, waiting := decideShard(i, shards, answering, owned, all && joined)
+		plan.Shards = append(plan.Shards, shard)
+		plan.Actions = append(plan.Actions, actions...)
+		if plan.Waiting == "" {
+			plan.Waiting = waiting
+		}
+	}
+
+	if all {
+		plan.Actions = append(plan.Actions, forgetGone(answering, anchor)...)
+	} else if plan.Waiting == "" {
+		plan.Waiting = fmt.Sprintf("%d of %d Redis nodes answer", len(answering), len(members))
+	}
+	if !joined && plan.Waiting == "" {
+		plan.Waiting = "nodes are meeting"
+	}
+	return plan
+}
+
+// decideShard finds the shard's primary, gives it its missing slots when assign allows, and
+// attaches the shard's other nodes to it.
+func decideShard(i, shards int, answering []Member, owned []bool, assign bool) (Shard, []Action, string) {
+	shard := Shard{Index: i}
+	var in []Member
+	for _, m := range answering {
+		if m.Shard == i {
+			in = append(in, m)
+		}
+	}
+	if len(in) == 0 {
+		return shard, nil, fmt.Sprintf("no node of shard %d answers", i)
+	}
+	// The primary is the node that serves slots (after a failover, the promoted replica); on a
+	// new cluster, the shard's first node that is a primary.
+	var primary *Member
+	for k := range in {
+		self, _ := in[k].Self()
+		if self.IsPrimary() && self.SlotCount() > 0 && (primary == nil || self.SlotCount() > selfOf(*primary).SlotCount()) {
+			primary = &in[k]
+		}
+	}
+	if primary == nil {
+		for k := range in {
+			if selfOf(in[k]).IsPrimary() {
+				primary = &in[k]
+				break
+			}
+		}
+	}
+	if primary == nil {
+		return shard, nil, fmt.Sprintf("shard %d has no primary", i)
+	}
+	p := selfOf(*primary)
+	shard.Primary = primary.Pod
+	var actions []Action
+	waiting := ""
+	if missing := unowned(SlotsOf(i, shards), owned); len(missing) > 0 {
+		if assign {
+			actions = append(actions, Action{Kind: AddSlots, On: primary.Pod, Ranges: missing})
+		} else {
+			waiting = "slots wait until every node answers and has joined"
+		}
+	}
+	shard.Slots = p.Slots
+	for _, m := range in {
+		if m.Pod == primary.Pod {
+			continue
+		}
+		self := selfOf(m)
+		switch {
+		case self.PrimaryID == p.ID:
+			shard.Replicas = append(shard.Replicas, m.Pod)
+		case self.SlotCount() > 0:
+			// Never: it would drop the keys of its slots.
+			waiting = fmt.Sprintf("%s serves slots but belongs to shard %d, whose primary is %s", m.Pod, i, primary.Pod)
+		case m.knows(p.ID):
+			actions = append(actions, Action{Kind: Replicate, On: m.Pod, NodeID: p.ID})
+		default:
+			waiting = fmt.Sprintf("%s does not know %s yet", m.Pod, primary.Pod)
+		}
+	}
+	return shard, actions, waiting
+}
+
+// forgetGone forgets, on every node, the nodes that no pod is and that the cluster agreed have
+// failed: a pod that came back without its data directory is a new node, and the old one stays
+// in every table until forgotten.
+func forgetGone(answering []Member, anchor Member) []Action {
+	ids := map[string]bool{}
+	for _, m := range answering {
+		ids[selfOf(m).ID] = true
+	}
+	var actions []Action
+	for _, n := range anchor.Nodes {
+		if ids[n.ID] || n.Handshake() || !n.Failed() || n.SlotCount() > 0 {
+			continue
+		}
+		for _, m := range answering {
+			if m.knows(n.ID) {
+				actions = append(actions, Action{Kind: Forget, On: m.Pod, NodeID: n.ID})
+			}
+		}
+	}
+	return actions
+}
+
+func selfOf(m Member) redis.ClusterNode {
+	self, _ := m.Self()
+	return self
+}
+
+// unowned are the ranges of r that no node serves.
+func unowned(r redis.SlotRange, owned []bool) []redis.SlotRange {
+	var out []redis.SlotRange
+	for s := r.Start; s <= r.End; s++ {
+		if owned[s] {
+			continue
+		}
+		if len(out) > 0 && out[len(out)-1].End == s-1 {
+			out[len(out)-1].End = s
+		} else {
+			out = append(out, redis.SlotRange{Start: s, End: s})
+		}
+	}
+	return out
+}

@@ -1,0 +1,216 @@
+package shards_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/shards"
+)
+
+// node is one CLUSTER NODES entry: id, flags, primary and slots.
+func node(id, flags, primary string, slots ...redis.SlotRange) redis.ClusterNode {
+	n := redis.ClusterNode{ID: id, Addr: "127.0.0.1:6379", PrimaryID: primary, Slots: slots, Connected: true}
+	for _, f := range splitFlags(flags) {
+		n.Flags = append(n.Flags, f)
+	}
+	return n
+}
+
+func splitFlags(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// cluster is shards x per nodes: pod rc-shard<i>-<k>, node id n<i><k>.
+type cluster struct {
+	members []shards.Member
+}
+
+func newCluster(n, per int) *cluster {
+	c := &cluster{}
+	for i := range n {
+		for k := range per {
+			id := fmt.Sprintf("n%d%d", i, k)
+			c.members = append(c.members, shards.Member{Pod: fmt.Sprintf("rc-shard%d-%d", i, k), Shard: i, Ordinal: k,
+				Addr:  fmt.Sprintf("127.0.0.%d:6379", 10*i+k+1),
+				Nodes: []redis.ClusterNode{node(id, "myself,master", "")}})
+		}
+	}
+	return c
+}
+
+func (c *cluster) member(pod string) *shards.Member {
+	for i := range c.members {
+		if c.members[i].Pod == pod {
+			return &c.members[i]
+		}
+	}
+	panic(pod)
+}
+
+// set replaces a node's own entry.
+func (c *cluster) set(pod, flags, primary string, slots ...redis.SlotRange) *cluster {
+	m := c.member(pod)
+	self := m.Nodes[0]
+	m.Nodes[0] = node(self.ID, "myself,"+flags, primary, slots...)
+	return c
+}
+
+// joined makes every member know every other as it sees itself.
+func (c *cluster) joined() *cluster {
+	selves := map[string]redis.ClusterNode{}
+	for _, m := range c.members {
+		s, _ := m.Self()
+		selves[m.Pod] = s
+	}
+	for i := range c.members {
+		self, _ := c.members[i].Self()
+		nodes := []redis.ClusterNode{self}
+		for _, o := range c.members {
+			if o.Pod == c.members[i].Pod {
+				continue
+			}
+			s := selves[o.Pod]
+			var flags []string
+			for _, f := range s.Flags {
+				if f != "myself" {
+					flags = append(flags, f)
+				}
+			}
+			s.Flags = flags
+			nodes = append(nodes, s)
+		}
+		c.members[i].Nodes = nodes
+	}
+	return c
+}
+
+func r(a, b int) redis.SlotRange { return redis.SlotRange{Start: a, End: b} }
+
+func kinds(p shards.Plan) map[shards.ActionKind][]string {
+	out := map[shards.ActionKind][]string{}
+	for _, a := range p.Actions {
+		out[a.Kind] = append(out[a.Kind], a.String())
+	}
+	return out
+}
+
+func TestANewClusterMeetsThenSplitsTheSlotsThenAttachesTheReplicas(t *testing.T) {
+	// Given six new nodes that know nobody
+	c := newCluster(3, 2)
+	p := shards.Decide(c.members, 3)
+	// Then every node meets the first, and no slot is given before they have joined
+	assert.Equal(t, map[shards.ActionKind][]string{shards.Meet: {
+		"rc-shard0-0 meets 127.0.0.2:6379", "rc-shard0-0 meets 127.0.0.11:6379", "rc-shard0-0 meets 127.0.0.12:6379",
+		"rc-shard0-0 meets 127.0.0.21:6379", "rc-shard0-0 meets 127.0.0.22:6379",
+	}}, kinds(p))
+	assert.NotEmpty(t, p.Waiting)
+
+	// When they have joined, each shard's first node gets a third of the slots, and the
+	// others replicate it
+	p = shards.Decide(c.joined().members, 3)
+	assert.Equal(t, map[shards.ActionKind][]string{
+		shards.AddSlots: {"rc-shard0-0 serves slots [0-5460]", "rc-shard1-0 serves slots [5461-10921]", "rc-shard2-0 serves slots [10922-16383]"},
+		shards.Replicate: {"rc-shard0-1 replicates n00", "rc-shard1-1 replicates n10", "rc-shard2-1 replicates n20"},
+	}, kinds(p))
+
+	// And once done, there is nothing to do
+	c.set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard1-0", "master", "", r(5461, 10921)).
+		set("rc-shard2-0", "master", "", r(10922, 16383)).
+		set("rc-shard0-1", "slave", "n00").set("rc-shard1-1", "slave", "n10").set("rc-shard2-1", "slave", "n20")
+	p = shards.Decide(c.joined().members, 3)
+	assert.Empty(t, p.Actions)
+	assert.Empty(t, p.Waiting)
+	assert.Equal(t, []shards.Shard{
+		{Index: 0, Primary: "rc-shard0-0", Replicas: []string{"rc-shard0-1"}, Slots: []redis.SlotRange{r(0, 5460)}},
+		{Index: 1, Primary: "rc-shard1-0", Replicas: []string{"rc-shard1-1"}, Slots: []redis.SlotRange{r(5461, 10921)}},
+		{Index: 2, Primary: "rc-shard2-0", Replicas: []string{"rc-shard2-1"}, Slots: []redis.SlotRange{r(10922, 16383)}},
+	}, p.Shards)
+}
+
+func TestDecideNeverGivesASlotTwice(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster func() *cluster
+		want    map[shards.ActionKind][]string
+	}{
+		{"an assignment cut short gets only the missing slots", func() *cluster {
+			return newCluster(3, 1).set("rc-shard0-0", "master", "", r(0, 100)).joined()
+		}, map[shards.ActionKind][]string{shards.AddSlots: {
+			"rc-shard0-0 serves slots [101-5460]", "rc-shard1-0 serves slots [5461-10921]", "rc-shard2-0 serves slots [10922-16383]"}}},
+		{"a slot another shard serves is left to it", func() *cluster {
+			return newCluster(3, 1).set("rc-shard1-0", "master", "", r(5000, 5500)).joined()
+		}, map[shards.ActionKind][]string{shards.AddSlots: {
+			"rc-shard0-0 serves slots [0-4999]", "rc-shard1-0 serves slots [5501-10921]", "rc-shard2-0 serves slots [10922-16383]"}}},
+		{"no slot while a node does not answer: it may serve some", func() *cluster {
+			c := newCluster(3, 1).joined()
+			c.member("rc-shard2-0").Nodes = nil
+			return c
+		}, map[shards.ActionKind][]string{}},
+		{"no slot while a node has not joined", func() *cluster {
+			c := newCluster(3, 1).joined()
+			c.member("rc-shard0-0").Nodes = c.member("rc-shard0-0").Nodes[:2]
+			return c
+		}, map[shards.ActionKind][]string{shards.Meet: {"rc-shard0-0 meets 127.0.0.21:6379"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, kinds(shards.Decide(tt.cluster().members, 3)))
+		})
+	}
+}
+
+func TestAfterAFailoverThePromotedReplicaIsTheShardsPrimary(t *testing.T) {
+	// Redis Cluster promoted rc-shard1-1; the old primary came back as its replica
+	c := newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard0-1", "slave", "n00").
+		set("rc-shard1-1", "master", "", r(5461, 10921)).set("rc-shard1-0", "slave", "n11").
+		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+	p := shards.Decide(c.members, 3)
+	assert.Empty(t, p.Actions)
+	assert.Equal(t, "rc-shard1-1", p.Shards[1].Primary)
+	assert.Equal(t, []string{"rc-shard1-0"}, p.Shards[1].Replicas)
+
+	// A node that lost its data directory comes back as a new, empty primary: it is attached
+	// again, and its old self, failed and serving nothing, is forgotten everywhere
+	c.set("rc-shard1-0", "master", "")
+	c.member("rc-shard1-0").Nodes[0].ID = "n10-new"
+	c.joined()
+	for i := range c.members {
+		c.members[i].Nodes = append(c.members[i].Nodes, node("n10", "slave,fail", "n11"))
+	}
+	got := kinds(shards.Decide(c.members, 3))
+	assert.Equal(t, []string{"rc-shard1-0 replicates n11"}, got[shards.Replicate])
+	assert.Len(t, got[shards.Forget], 6, "every node forgets n10")
+}
+
+func TestDecideNeverMakesANodeThatServesSlotsAReplica(t *testing.T) {
+	// Both nodes of shard 0 serve slots (a split, or a migration by hand): neither is attached
+	c := newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 100)).set("rc-shard0-1", "master", "", r(101, 5460)).
+		set("rc-shard1-0", "master", "", r(5461, 10921)).set("rc-shard1-1", "slave", "n10").
+		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+	p := shards.Decide(c.members, 3)
+	assert.Empty(t, kinds(p)[shards.Replicate])
+	assert.Contains(t, p.Waiting, "serves slots")
+}
+
+func TestANodeIsForgottenOnlyWhenEveryPodAnswersAndItServesNothing(t *testing.T) {
+	c := newCluster(3, 1).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard1-0", "master", "", r(5461, 10921)).
+		set("rc-shard2-0", "master", "", r(10922, 16383)).joined()
+	for i := range c.members {
+		c.members[i].Nodes = append(c.members[i].Nodes, node("gone", "master,fail", ""))
+	}
+	assert.Len(t, kinds(shards.Decide(c.members, 3))[shards.Forget], 3)
+
+	c.member("rc-shard2-0").Nodes = nil
+	assert.Empty(t, kinds(shards.Decide(c.members, 3))[shards.Forget], "a pod that does not answer may be that node, restarting")
+}
