@@ -186,6 +186,8 @@ type reconcileState struct {
 	restore *cachev1.RestoreStatus
 	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
 	backupScheduled *metav1.Time
+	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).
+	shards shardsState
 }
 
 // primaryMove is a change of primary: announced (FailingOver True) before it starts, done once
@@ -259,22 +261,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	startVersion := rc.ResourceVersion
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
 	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
-	phases := []phase{
-		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
-		{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
-		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
-		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
-		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
-		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
-		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
-		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
-		{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
-		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
-		{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
-		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
-		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
-		{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
-		{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+	phases := r.phases()
+	if rc.Spec.Cluster != nil {
+		phases = r.shardedPhases()
 	}
 	var failedKind phaseKind
 	for _, p := range phases {
@@ -333,10 +322,31 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: r.requeueAfter(state)}, nil
 }
 
+// phases are the phases of a RedisCluster of one primary and its replicas.
+func (r *RedisClusterReconciler) phases() []phase {
+	return []phase{
+		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
+		{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
+		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
+		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
+		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
+		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
+		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
+		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
+		{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
+		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
+		{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
+		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
+		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
+		{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
+		{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+	}
+}
+
 // requeueAfter is the health check's period while there are Redis nodes to check. Without
 // pods there is nothing to check: their creation triggers the next reconcile.
 func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Duration {
-	if len(state.view.Nodes) == 0 {
+	if len(state.view.Nodes) == 0 && len(state.shards.members) == 0 {
 		return 0
 	}
 	interval := r.CheckInterval
@@ -364,11 +374,12 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 	if state.childrenKnown {
 		return nil
 	}
-	for _, desired := range []*corev1ac.ServiceApplyConfiguration{
-		resources.DesiredHeadlessService(rc),
-		resources.DesiredClientService(rc),
-		resources.DesiredReplicasService(rc),
-	} {
+	services := []*corev1ac.ServiceApplyConfiguration{resources.DesiredHeadlessService(rc), resources.DesiredClientService(rc)}
+	if rc.Spec.Cluster == nil {
+		// In cluster mode a client reads from replicas through the cluster protocol (READONLY).
+		services = append(services, resources.DesiredReplicasService(rc))
+	}
+	for _, desired := range services {
 		err := r.applyChild(ctx, rc, state, "Service", child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Service{}, extract: corev1ac.ExtractService,
 		})

@@ -443,6 +443,24 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 			rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@daily", Destination: cachev1.BackupDestination{
 				PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups", Prefix: "a/../../etc"}}}
 		}, "the prefix must stay on the volume"},
+		{"cluster mode with two shards", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 2}
+		}, "spec.cluster.shards"},
+		{"cluster mode with a backup schedule", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
+			rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@daily", Destination: cachev1.BackupDestination{
+				PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}
+		}, "cluster mode (spec.cluster) does not take spec.backup, spec.restore or spec.tls yet"},
+		{"cluster mode with a name too long for its shards", func(rc *cachev1.RedisCluster) {
+			rc.Name = strings.Repeat("a", 45)
+			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
+		}, "at most 44 characters in cluster mode"},
+		{"cluster mode node timeout under a second", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 100 * time.Millisecond}}
+		}, "spec.cluster.nodeTimeout must be between 1s and 10m"},
+		{"a cluster setting the operator manages", func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = map[string]cachev1.ConfigValue{"cluster-node-timeout": "100"}
+		}, "spec.config.cluster-node-timeout is managed by the operator"},
 		{"write safety set twice", func(rc *cachev1.RedisCluster) {
 			rc.Spec.Failover = &cachev1.FailoverSpec{MinReplicasToWrite: ptr.To[int32](1)}
 			rc.Spec.Config = map[string]cachev1.ConfigValue{"min-replicas-to-write": "2"}

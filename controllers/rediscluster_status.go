@@ -20,6 +20,10 @@ import (
 // into the counts, the primary, the nodes and one condition each from a small function below.
 // Messages hold no volatile values, so an unchanged world gives an unchanged status.
 func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
+	if rc.Spec.Cluster != nil {
+		setShardedStatus(rc, state)
+		return
+	}
 	if sts := state.statefulSet; sts != nil {
 		rc.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	}

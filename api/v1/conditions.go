@@ -53,6 +53,15 @@ const (
 	// protocol (promote, repoint, switchover) failed; the message names the node and the step.
 	// The next reconcile observes the nodes and decides again.
 	ReasonTopologyFailed = "TopologyFailed"
+	// ReasonShardsForming (Ready=False), in cluster mode: the nodes are meeting, the slots are
+	// being assigned or the replicas attached; the message says what the cluster waits for.
+	ReasonShardsForming = "ShardsForming"
+	// ReasonClusterFailed (Degraded=True, Ready=False), in cluster mode: a cluster command
+	// (CLUSTER MEET, ADDSLOTSRANGE, REPLICATE, FORGET) failed; the message names the node.
+	ReasonClusterFailed = "ClusterFailed"
+	// ReasonClusterDown (Degraded=True, Ready=False), in cluster mode: a node says the cluster
+	// cannot serve every slot (cluster_state:fail), or a shard has no primary.
+	ReasonClusterDown = "ClusterDown"
 	// ReasonAuthenticationFailed (Degraded=True): Redis refused the password.
 	ReasonAuthenticationFailed = "AuthenticationFailed"
 	// ReasonRedisFailedToStart (Degraded=True, Ready=False): a node's redis-server exits as it
@@ -159,6 +168,9 @@ const (
 	EventBackupPruned = "BackupPruned"
 	// EventRestored (Normal): the first node serves the restored data.
 	EventRestored = "Restored"
+	// EventClusterChanged (Normal), in cluster mode: the operator sent a cluster command (nodes
+	// met, slots assigned, a replica attached, a gone node forgotten); the message says which.
+	EventClusterChanged = "ClusterChanged"
 	// EventBackupCompleted (Normal) and EventBackupFailed (Warning), on a RedisBackup.
 	EventBackupCompleted = "BackupCompleted"
 	EventBackupFailed    = "BackupFailed"

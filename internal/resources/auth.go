@@ -98,10 +98,12 @@ const OperatorUserName = "redis-operator"
 // replication (REPLICAOF, CLIENT PAUSE/UNPAUSE/KILL), changes passwords and users (CONFIG SET
 // masterauth, ACL GETUSER/SETUSER/DELUSER/USERS), reloads TLS files (CONFIG GET/SET), names its
 // connections and subscribes to its watch channel; it takes backups as a replica would (SYNC,
-// REPLCONF), which hands it a snapshot of the data, and nothing else: no key and no data
-// command, so it cannot change the applications' data.
+// REPLCONF), which hands it a snapshot of the data; in cluster mode it reads and forms the
+// cluster (CLUSTER NODES, INFO, MEET, ADDSLOTSRANGE, REPLICATE, FORGET); and nothing else: no
+// key and no data command, so it cannot change the applications' data.
 const operatorRules = "resetchannels &redis-operator:watch -@all +auth +ping +info +client|setname +client|pause " +
-	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe +sync +replconf"
+	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe +sync +replconf " +
+	"+cluster|nodes +cluster|info +cluster|meet +cluster|addslotsrange +cluster|replicate +cluster|forget"
 
 // OperatorUser is the operator's own user, with its password.
 func OperatorUser(password string) User {

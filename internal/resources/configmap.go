@@ -25,6 +25,10 @@ const (
 	TLSCAKey   = "ca.crt"
 )
 
+// DefaultClusterNodeTimeout is spec.cluster.nodeTimeout when it is not set: a primary that
+// does not answer for 5s is replaced by its replica within seconds.
+const DefaultClusterNodeTimeout = 5 * time.Second
+
 // DefaultMaxReplicaLag is spec.failover.maxReplicaLag when it is not set: Redis's own default.
 const DefaultMaxReplicaLag = 10 * time.Second
 
@@ -61,6 +65,21 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 	if rc.Spec.Storage != nil {
 		lines = append(lines, "appendonly yes", "appendfsync everysec")
 	}
+	if c := rc.Spec.Cluster; c != nil {
+		timeout := DefaultClusterNodeTimeout
+		if c.NodeTimeout != nil {
+			timeout = c.NodeTimeout.Duration
+		}
+		lines = append(lines,
+			"cluster-enabled yes",
+			// Kept with the data: a restarted node keeps its ID, its slots and its shard.
+			"cluster-config-file nodes.conf",
+			"cluster-node-timeout "+strconv.FormatInt(timeout.Milliseconds(), 10),
+			// A replica stays in its shard (its StatefulSet): Redis moving it to another
+			// shard's orphaned primary would leave its own shard without one.
+			"cluster-allow-replica-migration no",
+		)
+	}
 	for _, key := range slices.Sorted(maps.Keys(rc.Spec.Config)) {
 		lines = append(lines, key+" "+string(rc.Spec.Config[key]))
 	}
@@ -79,12 +98,16 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 	lines = append(lines,
 		// requirepass and masterauth, from a Secret: never in the ConfigMap, never in argv.
 		"include "+authDir+"/"+AuthConfKey,
+		"replica-read-only yes",
+	)
+	if rc.Spec.Cluster == nil {
 		// Every node starts fenced: a read-only replica of an address where nothing listens,
 		// until the operator points it at the primary or promotes it. A restarted node can
-		// never take writes, nor feed its replicas an empty dataset.
-		"replica-read-only yes",
-		"replicaof "+strings.Replace(topology.FenceAddr, ":", " ", 1),
-	)
+		// never take writes, nor feed its replicas an empty dataset. (In cluster mode a node
+		// takes writes only for the slots the cluster gives it, and its nodes.conf says
+		// which, and whose replica it is.)
+		lines = append(lines, "replicaof "+strings.Replace(topology.FenceAddr, ":", " ", 1))
+	}
 	return strings.Join(lines, "\n") + "\n"
 }
 

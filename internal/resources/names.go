@@ -20,6 +20,9 @@ const (
 	RolePrimary = "primary"
 	RoleReplica = "replica"
 
+	// LabelShard on a pod and its StatefulSet, in cluster mode, is the shard's index.
+	LabelShard = "cache.example.com/shard"
+
 	// ManagedByValue marks objects this operator manages; the manager's cache only holds those.
 	ManagedByValue = "redis-operator"
 	nameValue      = "redis"
@@ -33,6 +36,17 @@ const ConfigHashAnnotation = "cache.example.com/config-hash"
 
 // StatefulSetName is the name of the StatefulSet that runs the Redis nodes.
 func StatefulSetName(rc *cachev1.RedisCluster) string { return rc.Name }
+
+// ShardStatefulSetName names, in cluster mode, the StatefulSet of shard i.
+func ShardStatefulSetName(rc *cachev1.RedisCluster, i int) string {
+	return rc.Name + "-shard" + strconv.Itoa(i)
+}
+
+// ShardOf is the shard of a pod in cluster mode, from its label.
+func ShardOf(labels map[string]string) (int, bool) {
+	i, err := strconv.Atoi(labels[LabelShard])
+	return i, err == nil && i >= 0
+}
 
 // HeadlessServiceName names the headless Service that gives each pod a stable DNS name.
 func HeadlessServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-headless" }

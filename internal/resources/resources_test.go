@@ -413,3 +413,26 @@ func TestARestoreFromAVolumeFillsTheClaimTheStatefulSetWillUse(t *testing.T) {
 	assert.Equal(t, resources.RestoreComponent, pod.Labels[resources.LabelComponent])
 	assert.Equal(t, rc.Name, pod.Labels[resources.LabelBackupCluster])
 }
+
+func TestClusterModeRunsAStatefulSetPerShardWithClusterEnabled(t *testing.T) {
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
+	})
+	sts := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 2, Shard: 1})
+	assert.Equal(t, "sessions-shard1", *sts.Name)
+	assert.Equal(t, "1", sts.Spec.Selector.MatchLabels[resources.LabelShard], "a shard's pods are its own")
+	assert.Equal(t, "1", sts.Spec.Template.Labels[resources.LabelShard])
+	assert.Equal(t, "sessions", sts.Spec.Template.Labels[resources.LabelInstance], "and the cluster's")
+	c := sts.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, []string{"--cluster-announce-ip", "$(POD_IP)"}, c.Args)
+
+	conf := resources.RedisConf(rc)
+	for _, line := range []string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 2000", "cluster-allow-replica-migration no"} {
+		assert.Contains(t, conf, line+"\n")
+	}
+	assert.NotContains(t, conf, "replicaof", "Redis refuses replicaof in cluster mode; the cluster says who replicates whom")
+	assert.Contains(t, resources.RedisConf(redisCluster(nil)), "replicaof ", "the other mode keeps its fence")
+
+	svc := resources.DesiredClientService(rc)
+	assert.Equal(t, resources.SelectorLabels(rc), svc.Spec.Selector, "any node answers a cluster client")
+}

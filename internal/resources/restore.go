@@ -85,7 +85,7 @@ func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image 
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithEnv(
 			corev1ac.EnvVar().WithName(EnvPodName).WithValueFrom(corev1ac.EnvVarSource().
-				WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.name"))),
+				WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.name"))),
 			secretKey(cachev1.S3AccessKeyIDKey),
 			secretKey(cachev1.S3SecretAccessKeyKey),
 		).

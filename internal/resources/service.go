@@ -33,8 +33,18 @@ func DesiredHeadlessService(rc *cachev1.RedisCluster) *corev1ac.ServiceApplyConf
 }
 
 // DesiredClientService is the address applications write to: it selects the one pod labelled
-// primary.
+// primary. In cluster mode it selects every node: any node answers a cluster client, and
+// sends it on (MOVED, ASK) to the node that serves a key.
 func DesiredClientService(rc *cachev1.RedisCluster) *corev1ac.ServiceApplyConfiguration {
+	if rc.Spec.Cluster != nil {
+		return corev1ac.Service(ClientServiceName(rc), rc.Namespace).
+			WithLabels(labelsWithComponent(rc, "client")).
+			WithOwnerReferences(ownerReference(rc)).
+			WithSpec(corev1ac.ServiceSpec().
+				WithType(corev1.ServiceTypeClusterIP).
+				WithSelector(SelectorLabels(rc)).
+				WithPorts(redisServicePort()))
+	}
 	return roleService(rc, ClientServiceName(rc), "client", RolePrimary)
 }
 

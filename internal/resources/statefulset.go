@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"strconv"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -36,22 +38,32 @@ type StatefulSetOptions struct {
 	// Restore is the backup a RedisCluster with spec.restore is created from, as recorded in
 	// its status; nil until it is read.
 	Restore *cachev1.RestoreStatus
+	// Shard is, in cluster mode, the shard whose StatefulSet this is.
+	Shard int
 }
 
 // DesiredStatefulSet runs the Redis nodes of a RedisCluster: one pod per replica, each with a
 // stable name, under the restricted Pod Security Standard. Pods are replaced by the operator
 // (OnDelete), replicas first and the primary after a switchover, never by the StatefulSet
 // controller's own order.
+//
+// In cluster mode each shard is a StatefulSet of its own, <name>-shard<i>, whose pods carry
+// the shard's label: a shard's nodes stay together whatever the others do.
 func DesiredStatefulSet(rc *cachev1.RedisCluster, opts StatefulSetOptions) *appsv1ac.StatefulSetApplyConfiguration {
+	name, selector, labels := StatefulSetName(rc), SelectorLabels(rc), Labels(rc)
+	if rc.Spec.Cluster != nil {
+		name = ShardStatefulSetName(rc, opts.Shard)
+		selector[LabelShard], labels[LabelShard] = strconv.Itoa(opts.Shard), strconv.Itoa(opts.Shard)
+	}
 	spec := appsv1ac.StatefulSetSpec().
 		WithReplicas(opts.Replicas).
 		WithServiceName(HeadlessServiceName(rc)).
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(rc))).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
 		// Pods start together: a replica does not wait for the one before it to be ready.
 		WithPodManagementPolicy(appsv1.ParallelPodManagement).
 		WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().WithType(appsv1.OnDeleteStatefulSetStrategyType)).
 		WithTemplate(corev1ac.PodTemplateSpec().
-			WithLabels(Labels(rc)).
+			WithLabels(labels).
 			WithAnnotations(map[string]string{ConfigHashAnnotation: opts.ConfigHash}).
 			WithSpec(podSpec(rc, opts)))
 	if st := rc.Spec.Storage; st != nil {
@@ -69,8 +81,8 @@ func DesiredStatefulSet(rc *cachev1.RedisCluster, opts StatefulSetOptions) *apps
 				WithWhenDeleted(retention(st.WhenDeleted)).
 				WithWhenScaled(retention(st.WhenScaled)))
 	}
-	return appsv1ac.StatefulSet(StatefulSetName(rc), rc.Namespace).
-		WithLabels(Labels(rc)).
+	return appsv1ac.StatefulSet(name, rc.Namespace).
+		WithLabels(labels).
 		WithOwnerReferences(ownerReference(rc)).
 		WithSpec(spec)
 }
@@ -170,6 +182,13 @@ func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfigurat
 		)
 	if rc.Spec.TLS != nil {
 		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(tlsVolume).WithMountPath(tlsDir).WithReadOnly(true))
+	}
+	if rc.Spec.Cluster != nil {
+		// Each node tells the others its pod IP, which the file cannot hold. (apiVersion is
+		// the API server's default, given here so that the applied StatefulSet never drifts.)
+		c.WithEnv(corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("status.podIP")))).
+			WithArgs("--cluster-announce-ip", "$(POD_IP)")
 	}
 	return c
 }

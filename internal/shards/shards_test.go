@@ -2,6 +2,7 @@ package shards_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,23 +13,8 @@ import (
 
 // node is one CLUSTER NODES entry: id, flags, primary and slots.
 func node(id, flags, primary string, slots ...redis.SlotRange) redis.ClusterNode {
-	n := redis.ClusterNode{ID: id, Addr: "127.0.0.1:6379", PrimaryID: primary, Slots: slots, Connected: true}
-	for _, f := range splitFlags(flags) {
-		n.Flags = append(n.Flags, f)
-	}
-	return n
-}
-
-func splitFlags(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return out
+	return redis.ClusterNode{ID: id, Addr: "127.0.0.1:6379", PrimaryID: primary, Slots: slots, Connected: true,
+		Flags: strings.Split(flags, ",")}
 }
 
 // cluster is shards x per nodes: pod rc-shard<i>-<k>, node id n<i><k>.
@@ -120,7 +106,7 @@ func TestANewClusterMeetsThenSplitsTheSlotsThenAttachesTheReplicas(t *testing.T)
 	// others replicate it
 	p = shards.Decide(c.joined().members, 3)
 	assert.Equal(t, map[shards.ActionKind][]string{
-		shards.AddSlots: {"rc-shard0-0 serves slots [0-5460]", "rc-shard1-0 serves slots [5461-10921]", "rc-shard2-0 serves slots [10922-16383]"},
+		shards.AddSlots:  {"rc-shard0-0 serves slots [0-5460]", "rc-shard1-0 serves slots [5461-10921]", "rc-shard2-0 serves slots [10922-16383]"},
 		shards.Replicate: {"rc-shard0-1 replicates n00", "rc-shard1-1 replicates n10", "rc-shard2-1 replicates n20"},
 	}, kinds(p))
 

@@ -78,10 +78,12 @@ func checkStatusDescriptorsMatchStatus(ctx context.Context, c Cluster, b *apiman
 		r.logf("%s status fields: %v", live.GetName(), written)
 		spec, _, _ := unstructured.NestedMap(live.Object, "spec")
 		for field := range described {
-			// status.restore and status.backup report on spec.restore and spec.backup: an
-			// example without them has nothing there.
-			if _, ok := spec[field]; !ok && specOnly[field] {
-				continue
+			// status.restore, status.backup and status.shards report on spec.restore,
+			// spec.backup and spec.cluster: an example without them has nothing there.
+			if on, ok := specOnly[field]; ok {
+				if _, set := spec[on]; !set {
+					continue
+				}
 			}
 			if _, ok := status[field]; !ok {
 				r.fail("statusDescriptor %s describes a field the operator does not write on a Ready %s", field, live.GetKind())
@@ -90,9 +92,9 @@ func checkStatusDescriptorsMatchStatus(ctx context.Context, c Cluster, b *apiman
 	})
 }
 
-// specOnly are the status fields that report on a spec field of the same name, written only
-// when the spec has it.
-var specOnly = map[string]bool{"restore": true, "backup": true}
+// specOnly are the status fields that report on a spec field, written only when the spec has
+// it: status field -> spec field.
+var specOnly = map[string]string{"restore": "restore", "backup": "backup", "shards": "cluster"}
 
 // readyKinds are the kinds whose examples become Ready on their own. A RedisBackup needs a
 // RedisCluster, an object store and its credentials: its example shows the shape only.

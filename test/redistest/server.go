@@ -91,6 +91,10 @@ dir %[3]s
 daemonize no
 logfile %[3]s/redis.log
 `, s.IP, Port, s.Dir, portDirective)
+	if hasDirective(s.conf, "cluster-enabled") {
+		// What the pod's --cluster-announce-ip $(POD_IP) says in a pod.
+		s.conf += "cluster-announce-ip " + s.IP + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(s.Dir, "redis.conf"), []byte(s.conf), 0o600); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,173 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// clusterClient is a go-redis ClusterClient seeded with every node of the RedisCluster.
+func clusterClient(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, password string) *goredis.ClusterClient {
+	t.Helper()
+	var addrs []string
+	for _, n := range rc.Status.Nodes {
+		if s := node.Server(n.Name); s != nil {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Protocol: 2, DisableIdentity: true,
+		MaxRedirects: 8})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	op := startOperator(t, adminCfg, ns)
+	node := runLocalNode(t, ns)
+
+	// Given a RedisCluster in cluster mode: 3 shards of 2 nodes
+	rc := testenv.RedisCluster(ns, "sharded", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+
+	// Then it becomes Ready: each shard's primary serves a third of the slots, with its replica
+	got := eventuallyReadyWithin(t, rc, 2*waitFor)
+	require.Len(t, got.Status.Shards, 3)
+	served := 0
+	for i, sh := range got.Status.Shards {
+		assert.Equal(t, fmt.Sprintf("sharded-shard%d", i), sh.Name)
+		assert.True(t, strings.HasPrefix(sh.Primary, sh.Name+"-"), "the shard's primary is one of its pods: %+v", sh)
+		require.Len(t, sh.Replicas, 1)
+		assert.True(t, strings.HasPrefix(sh.Replicas[0], sh.Name+"-"))
+		for _, r := range sh.Slots {
+			var a, b int
+			if _, err := fmt.Sscanf(r, "%d-%d", &a, &b); err != nil {
+				_, _ = fmt.Sscanf(r, "%d", &a)
+				b = a
+			}
+			served += b - a + 1
+		}
+	}
+	assert.Equal(t, redis.SlotCount, served)
+	password := secretValue(t, ns, "sharded-auth", "password")
+	for _, n := range got.Status.Nodes {
+		info := redisClient(t, node, n.Name, password).ClusterInfo(ctx).Val()
+		assert.Contains(t, info, "cluster_state:ok", n.Name)
+		assert.Equal(t, cachev1.NodeServing, n.State, n.Name)
+	}
+
+	// And, formed, the health check writes nothing: no status, no child
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cached := &cachev1.RedisCluster{}
+		require.NoError(c, op.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(rc), cached))
+		assert.True(c, meta.IsStatusConditionTrue(cached.Status.Conditions, cachev1.ConditionReady))
+	}, waitFor, tick)
+	writes, kinds := op.requests.Writes(), op.requests.ByKind()
+	time.Sleep(3 * controllers.DefaultCheckInterval)
+	grew := map[string]int64{}
+	for k, v := range op.requests.ByKind() {
+		if v > kinds[k] {
+			grew[k] = v - kinds[k]
+		}
+	}
+	assert.Equal(t, writes, op.requests.Writes(), "a formed cluster's health checks write nothing: %v", grew)
+
+	// And a cluster client's writes spread over the shards and read back
+	cc := clusterClient(t, node, got, password)
+	for i := range 300 {
+		require.NoError(t, cc.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err())
+	}
+	for i := range 300 {
+		assert.Equal(t, fmt.Sprint(i), cc.Get(ctx, fmt.Sprintf("key:%d", i)).Val())
+	}
+	for _, sh := range got.Status.Shards {
+		primary := redisClient(t, node, sh.Primary, password)
+		assert.Positive(t, primary.DBSize(ctx).Val(), "%s holds some keys", sh.Primary)
+		// Acknowledged by the shard's replica too: replication is asynchronous, as without
+		// cluster mode.
+		assert.Equal(t, int64(1), primary.Do(ctx, "WAIT", 1, 5000).Val())
+	}
+
+	// When a shard's primary goes away for longer than the node timeout
+	victim := got.Status.Shards[1]
+	server := node.Server(victim.Primary)
+	node.NoRestart = true
+	server.Kill()
+
+	// Then Redis Cluster promotes its replica; the operator reports it as the shard's primary
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		now := getRC(c, rc)
+		require.Len(c, now.Status.Shards, 3)
+		assert.Equal(c, victim.Replicas[0], now.Status.Shards[1].Primary)
+	}, waitFor, tick)
+	// A cluster client finds the new primary once it reloads the slots (go-redis does on its own
+	// after errors; here at once)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cc.ReloadState(ctx)
+		for i := range 300 {
+			v, err := cc.Get(ctx, fmt.Sprintf("key:%d", i)).Result()
+			require.NoError(c, err)
+			assert.Equal(c, fmt.Sprint(i), v, "no acknowledged write is lost")
+		}
+	}, waitFor, tick)
+
+	// And when the old primary comes back, it is the replica of the new one, and the cluster is
+	// Ready again
+	node.NoRestart = false
+	require.NoError(t, server.Restart())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		now := getRC(c, rc)
+		assert.True(c, meta.IsStatusConditionTrue(now.Status.Conditions, cachev1.ConditionReady), "%+v", now.Status.Conditions)
+		require.Len(c, now.Status.Shards, 3)
+		assert.Equal(c, []string{victim.Primary}, now.Status.Shards[1].Replicas)
+	}, waitFor, tick)
+}
+
+func TestAnExistingRedisClusterCannotSwitchModesOrChangeItsShards(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	single := testenv.RedisCluster(ns, "single", 1)
+	require.NoError(t, k8sClient.Create(ctx, single))
+	sharded := testenv.RedisCluster(ns, "sharded", 1)
+	sharded.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
+	require.NoError(t, k8sClient.Create(ctx, sharded))
+
+	for _, tt := range []struct {
+		name   string
+		rc     *cachev1.RedisCluster
+		mutate func(*cachev1.RedisCluster)
+		want   string
+	}{
+		{"into cluster mode", single, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3} },
+			"cannot switch between one primary and cluster mode"},
+		{"out of cluster mode", sharded, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster = nil },
+			"cannot switch between one primary and cluster mode"},
+		{"another number of shards", sharded, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 5 },
+			"spec.cluster.shards cannot change yet"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := getRC(t, tt.rc)
+			tt.mutate(got)
+			err := k8sClient.Update(ctx, got)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
