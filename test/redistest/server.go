@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,6 +31,8 @@ type Server struct {
 	IP   string
 	Dir  string
 	conf string
+	// mu guards cmd and done: a test kills a server while its node agent restarts it.
+	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
 	// exitCode is the process's exit code once it exited.
@@ -38,7 +41,7 @@ type Server struct {
 
 // ExitCode is the exit code of the process once it exited (-1 when killed by a signal).
 func (s *Server) ExitCode() (int, bool) {
-	if s.cmd == nil || s.Alive() {
+	if cmd, _ := s.proc(); cmd == nil || s.Alive() {
 		return 0, false
 	}
 	return int(s.exitCode.Load()), true
@@ -125,10 +128,11 @@ func withoutHostSettings(conf string) string {
 
 // PID is the running process's ID: a restart changes it.
 func (s *Server) PID() int {
-	if s.cmd == nil || s.cmd.Process == nil {
+	cmd, _ := s.proc()
+	if cmd == nil || cmd.Process == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return cmd.Process.Pid
 }
 
 // Addr is host:port.
@@ -146,9 +150,10 @@ func (s *Server) start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server %s: %w", s.Name, err)
 	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
-	done := s.done
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
 		s.exitCode.Store(int64(cmd.ProcessState.ExitCode()))
@@ -162,7 +167,7 @@ func (s *Server) start() error {
 			return nil
 		}
 		select {
-		case <-s.done:
+		case <-done:
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log"))
 			return fmt.Errorf("%w: redis-server %s: %s", ErrExitedAtStart, s.Name, log)
 		case <-time.After(20 * time.Millisecond):
@@ -173,12 +178,24 @@ func (s *Server) start() error {
 
 // Kill ends the process at once (SIGKILL), as a crash or a lost node would.
 func (s *Server) Kill() {
-	if s.cmd == nil {
+	cmd, done := s.proc()
+	if cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
+	_ = cmd.Process.Kill()
+	<-done
+	s.mu.Lock()
+	if s.cmd == cmd {
+		s.cmd = nil
+	}
+	s.mu.Unlock()
+}
+
+// proc is the process last started, and its end.
+func (s *Server) proc() (*exec.Cmd, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd, s.done
 }
 
 // Restart starts the process again on the same address, configuration and data directory.
@@ -210,11 +227,12 @@ func (s *Server) Listening() bool {
 
 // Alive is true while the process lives; false after it exited or was killed.
 func (s *Server) Alive() bool {
-	if s.cmd == nil {
+	cmd, done := s.proc()
+	if cmd == nil {
 		return false
 	}
 	select {
-	case <-s.done:
+	case <-done:
 		return false
 	default:
 		return true
@@ -223,8 +241,9 @@ func (s *Server) Alive() bool {
 
 // Signal sends sig to the process: SIGSTOP freezes a node as a hung host would, SIGCONT thaws it.
 func (s *Server) Signal(sig syscall.Signal) error {
-	if s.cmd == nil {
+	cmd, _ := s.proc()
+	if cmd == nil {
 		return errors.New("redis-server " + s.Name + " is not running")
 	}
-	return s.cmd.Process.Signal(sig)
+	return cmd.Process.Signal(sig)
 }
