@@ -18,7 +18,7 @@ import (
 )
 
 var (
-	crashParallel = flag.Int("faults.crash-parallel", 3, "crash points tried at once")
+	crashParallel = flag.Int("faults.crash-parallel", 4, "crash points tried at once (go test -parallel must allow as many)")
 	crashRounds   = flag.Int("faults.crash-rounds", 1, "times each scenario's writes are listed and crashed at")
 )
 
