@@ -355,6 +355,26 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/sessions-restored", "redisbackup/sessions-now", "--wait")
 	})
 
+	t.Run("the README's cluster-mode example, run as written, forms 3 shards that a cluster client writes through", func(t *testing.T) {
+		out := runExample(t, root, "cluster-example", t.TempDir(), "NS="+ns)
+		for i := range 3 {
+			assert.Contains(t, out, fmt.Sprintf("orders-shard%d: primary orders-shard%d-", i, i))
+		}
+		addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "orders", 6)
+		require.NoError(t, err)
+		pw, err := cluster.SecretValue(context.Background(), ns, "orders-auth", "password")
+		require.NoError(t, err)
+		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs[:1], Password: pw})
+		defer cc.Close()
+		for i := range 200 {
+			require.NoError(t, cc.Set(context.Background(), fmt.Sprintf("order:%d", i), i, 0).Err())
+		}
+		for i := range 200 {
+			assert.Equal(t, fmt.Sprint(i), cc.Get(context.Background(), fmt.Sprintf("order:%d", i)).Val())
+		}
+		kubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
+	})
+
 	t.Run("the README's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {
 		out := runExample(t, root, "metrics-example", root, "METRICS="+cluster.MetricsAddr)
 		assert.Contains(t, out, `redis_operator_node_up{namespace="default",pod="sessions-0",rediscluster="sessions"} 1`)
