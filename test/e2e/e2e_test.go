@@ -356,23 +356,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("the README's cluster-mode example, run as written, forms 3 shards that a cluster client writes through", func(t *testing.T) {
-		out := runExample(t, root, "cluster-example", t.TempDir(), "NS="+ns)
-		for i := range 3 {
-			assert.Contains(t, out, fmt.Sprintf("orders-shard%d: primary orders-shard%d-", i, i))
-		}
-		addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "orders", 6)
-		require.NoError(t, err)
-		pw, err := cluster.SecretValue(context.Background(), ns, "orders-auth", "password")
-		require.NoError(t, err)
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs[:1], Password: pw})
-		defer cc.Close()
-		for i := range 200 {
-			require.NoError(t, cc.Set(context.Background(), fmt.Sprintf("order:%d", i), i, 0).Err())
-		}
-		for i := range 200 {
-			assert.Equal(t, fmt.Sprint(i), cc.Get(context.Background(), fmt.Sprintf("order:%d", i)).Val())
-		}
-		kubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
+		clusterExampleServesAClusterClient(t, root, ns)
 	})
 
 	t.Run("the README's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {
@@ -492,6 +476,28 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 // runExample runs the README's shell example name with bash in dir, as a user would: the
 // cluster's kubectl on PATH, its admin kubeconfig. firstLine replaces the example's first line
 // (the variable a user sets: the namespace, an address the demo printed).
+// clusterExampleServesAClusterClient runs the README's cluster-mode example, then writes and
+// reads keys through its Service with a cluster client, which follows MOVED to the pods.
+func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
+	out := runExample(t, root, "cluster-example", t.TempDir(), "NS="+ns)
+	for i := range 3 {
+		assert.Contains(t, out, fmt.Sprintf("orders-shard%d: primary orders-shard%d-", i, i))
+	}
+	addrs, err := cluster.WaitServiceEndpoints(context.Background(), ns, "orders", 6)
+	require.NoError(t, err)
+	pw, err := cluster.SecretValue(context.Background(), ns, "orders-auth", "password")
+	require.NoError(t, err)
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs[:1], Password: pw})
+	defer cc.Close()
+	for i := range 200 {
+		require.NoError(t, cc.Set(context.Background(), fmt.Sprintf("order:%d", i), i, 0).Err())
+	}
+	for i := range 200 {
+		assert.Equal(t, fmt.Sprint(i), cc.Get(context.Background(), fmt.Sprintf("order:%d", i)).Val())
+	}
+	kubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
+}
+
 func runExample(t *testing.T, root, name, dir, firstLine string) string {
 	t.Helper()
 	script := readmeExample(t, root, name)
