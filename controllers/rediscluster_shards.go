@@ -10,9 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
@@ -77,16 +75,11 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 
 // observeShards asks each pod's node for its view of the cluster.
 func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing pods: %w", err)
+	if err := r.listPods(ctx, rc, state); err != nil {
+		return err
 	}
-	state.pods = pods.Items
-	state.failedToStart = failedToStart(pods.Items)
-	state.members = membersOf(pods.Items)
-	state.dial = r.dialer(rc, state)
 	state.shards.members = nil
-	for _, p := range pods.Items {
+	for _, p := range state.pods {
 		shard, ok := resources.ShardOf(p.Labels)
 		ordinal, ok2 := resources.PodOrdinal(p.Name)
 		if !ok || !ok2 || shard >= int(rc.Spec.Cluster.Shards) {
@@ -149,139 +142,4 @@ func sendClusterCommand(ctx context.Context, n redis.Node, a shards.Action) erro
 		return n.ClusterForget(ctx, a.NodeID)
 	}
 	return fmt.Errorf("unknown cluster command %q", a.Kind)
-}
-
-// setShardedStatus is setStatus in cluster mode: the shards, each node's role, and the
-// conditions Ready, Progressing, Degraded and Persistent.
-func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) {
-	s := state.shards
-	var ready int32
-	for _, sts := range s.statefulSets {
-		ready += sts.Status.ReadyReplicas
-	}
-	rc.Status.ReadyReplicas = ready
-	if s.plan != nil {
-		rc.Status.Shards = shardStatuses(rc, *s.plan)
-		rc.Status.Nodes = shardNodeStatuses(s.members, *s.plan)
-	}
-	degraded := shardsDegradedCondition(rc, state)
-	for _, c := range []*metav1.Condition{
-		persistentCondition(rc),
-		shardsProgressingCondition(state),
-		degraded,
-		shardsReadyCondition(rc, state, degraded),
-	} {
-		setCondition(rc, c)
-	}
-	if state.err == nil {
-		rc.Status.ObservedGeneration = rc.Generation
-	}
-}
-
-func shardStatuses(rc *cachev1.RedisCluster, plan shards.Plan) []cachev1.ShardStatus {
-	var out []cachev1.ShardStatus
-	for _, sh := range plan.Shards {
-		st := cachev1.ShardStatus{Name: resources.ShardStatefulSetName(rc, sh.Index), Primary: sh.Primary, Replicas: sh.Replicas}
-		for _, r := range sh.Slots {
-			st.Slots = append(st.Slots, r.String())
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
-// shardNodeStatuses: a shard's primary serving slots and its attached replicas serve; a node
-// that answers but has no part yet is syncing.
-func shardNodeStatuses(members []shards.Member, plan shards.Plan) []cachev1.NodeStatus {
-	role := map[string]cachev1.NodeRole{}
-	for _, sh := range plan.Shards {
-		if sh.Primary != "" && len(sh.Slots) > 0 {
-			role[sh.Primary] = cachev1.RolePrimary
-		}
-		for _, r := range sh.Replicas {
-			role[r] = cachev1.RoleReplica
-		}
-	}
-	var out []cachev1.NodeStatus
-	for _, m := range members {
-		n := cachev1.NodeStatus{Name: m.Pod, Role: cachev1.RoleUnknown, State: cachev1.NodeUnreachable}
-		if _, ok := m.Self(); ok {
-			n.State = cachev1.NodeSyncing
-			if r, ok := role[m.Pod]; ok {
-				n.Role, n.State = r, cachev1.NodeServing
-			}
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-// shardsProgressingCondition is True while a shard's StatefulSet rolls out a change.
-func shardsProgressingCondition(state *reconcileState) *metav1.Condition {
-	if state.err != nil {
-		return nil
-	}
-	for _, sts := range state.shards.statefulSets {
-		if state.changed || !rolledOut(sts) {
-			return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
-				"The StatefulSets are rolling out the current spec, or the cluster is forming")
-		}
-	}
-	return condition(cachev1.ConditionProgressing, metav1.ConditionFalse, cachev1.ReasonRolloutComplete,
-		"The StatefulSets run the current spec")
-}
-
-// shardsDegradedCondition is True when a phase failed, a node's Redis keeps exiting, or a node
-// says the cluster does not serve every slot once it had them all.
-func shardsDegradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
-	switch {
-	case state.err != nil:
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
-	case state.failedToStart != "":
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
-	case state.shards.clusterDown != "" && len(rc.Status.Shards) > 0 && clusterWasServing(rc):
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonClusterDown,
-			fmt.Sprintf("%s says the cluster does not serve every slot (cluster_state:fail)", state.shards.clusterDown))
-	}
-	return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
-}
-
-// clusterWasServing is true once the cluster was Ready: a forming cluster is not degraded.
-func clusterWasServing(rc *cachev1.RedisCluster) bool {
-	for _, c := range rc.Status.Conditions {
-		if c.Type == cachev1.ConditionReady && (c.Status == metav1.ConditionTrue || c.Reason == cachev1.ReasonClusterDown) {
-			return true
-		}
-	}
-	return false
-}
-
-// shardsReadyCondition is True when every node is ready, every shard's primary serves its slots
-// with its replicas attached, and every node says the cluster serves every slot.
-func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *metav1.Condition) *metav1.Condition {
-	want := rc.Spec.Replicas * rc.Spec.Cluster.Shards
-	plan := state.shards.plan
-	switch {
-	case state.err != nil || degraded.Status == metav1.ConditionTrue:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
-	case rc.Status.ReadyReplicas < want || len(state.shards.statefulSets) < int(rc.Spec.Cluster.Shards):
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
-			fmt.Sprintf("%d of %d Redis nodes are ready", rc.Status.ReadyReplicas, want))
-	case plan == nil:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
-	case plan.Waiting != "" || len(plan.Actions) > 0 || state.shards.clusterDown != "":
-		why := plan.Waiting
-		if why == "" {
-			why = "cluster commands were sent; the nodes are agreeing"
-		}
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, why)
-	}
-	for _, sh := range plan.Shards {
-		if len(sh.Replicas) < int(rc.Spec.Replicas)-1 {
-			return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming,
-				fmt.Sprintf("shard %d has %d of %d replicas attached", sh.Index, len(sh.Replicas), rc.Spec.Replicas-1))
-		}
-	}
-	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
-		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, redis.SlotCount, rc.Spec.Replicas))
 }

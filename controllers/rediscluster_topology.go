@@ -47,8 +47,9 @@ func indexPodOwner(obj client.Object) []string {
 	return nil
 }
 
-// observeNodes lists the RedisCluster's pods and asks each one's Redis what it is.
-func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+// listPods records the RedisCluster's pods, which of them fail to start, their addresses, and
+// the dialer that reaches them (both modes).
+func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	pods := &corev1.PodList{}
 	// The cache's own pods, not copies: every phase only reads them (writes go through new
 	// objects), and copying every pod every second was a tenth of the health check's CPU.
@@ -59,6 +60,14 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	state.failedToStart = failedToStart(pods.Items)
 	state.members = membersOf(pods.Items)
 	state.dial = r.dialer(rc, state)
+	return nil
+}
+
+// observeNodes lists the RedisCluster's pods and asks each one's Redis what it is.
+func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	if err := r.listPods(ctx, rc, state); err != nil {
+		return err
+	}
 	if len(state.members) > 0 {
 		state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
 		r.readStats(ctx, rc, state)

@@ -1,0 +1,66 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/shards"
+)
+
+func TestShardsReadyAndDegradedConditions(t *testing.T) {
+	rc := &cachev1.RedisCluster{Spec: cachev1.RedisClusterSpec{Replicas: 2, Cluster: &cachev1.ClusterSpec{Shards: 3}}}
+	formed := shards.Plan{}
+	for i := range 3 {
+		formed.Shards = append(formed.Shards, shards.Shard{Index: i, Primary: "p", Replicas: []string{"r"},
+			Slots: []redis.SlotRange{shards.SlotsOf(i, 3)}})
+	}
+	oneReplicaShort := formed
+	oneReplicaShort.Shards = append([]shards.Shard{{Index: 0, Primary: "p"}}, formed.Shards[1:]...)
+	forming := shards.Plan{Waiting: "nodes are meeting"}
+	tests := []struct {
+		name        string
+		ready       int32
+		plan        *shards.Plan
+		down        string
+		wasReady    bool
+		wantReady   string
+		wantDegrade string
+	}{
+		{"formed", 6, &formed, "", false, cachev1.ReasonAllReplicasReady, cachev1.ReasonAsExpected},
+		{"pods not ready", 4, &formed, "", false, cachev1.ReasonReplicasNotReady, cachev1.ReasonAsExpected},
+		{"forming", 6, &forming, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected},
+		{"a shard without its replica", 6, &oneReplicaShort, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected},
+		{"a new cluster says fail while it forms: not degraded", 6, &formed, "n-0", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected},
+		{"a formed cluster says fail: down", 6, &formed, "n-0", true, cachev1.ReasonClusterDown, cachev1.ReasonClusterDown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := rc.DeepCopy()
+			rc.Status.ReadyReplicas = tt.ready
+			rc.Status.Shards = []cachev1.ShardStatus{{Name: "s"}}
+			if tt.wasReady {
+				rc.Status.Conditions = []metav1.Condition{{Type: cachev1.ConditionReady, Status: metav1.ConditionTrue}}
+			}
+			state := &reconcileState{shards: shardsState{plan: tt.plan, clusterDown: tt.down,
+				statefulSets: statefulSets(3)}}
+			degraded := shardsDegradedCondition(rc, state)
+			assert.Equal(t, tt.wantDegrade, degraded.Reason)
+			ready := shardsReadyCondition(rc, state, degraded)
+			assert.Equal(t, tt.wantReady, ready.Reason, ready.Message)
+			assert.Equal(t, tt.wantReady == cachev1.ReasonAllReplicasReady, ready.Status == metav1.ConditionTrue)
+		})
+	}
+}
+
+func statefulSets(n int) []*appsv1.StatefulSet {
+	var out []*appsv1.StatefulSet
+	for range n {
+		out = append(out, rolledOutStatefulSet(2))
+	}
+	return out
+}
