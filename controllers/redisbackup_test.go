@@ -141,6 +141,21 @@ func eventuallyBackup(t *testing.T, b *cachev1.RedisBackup, phase cachev1.Backup
 	return got
 }
 
+// writeKeys writes key:0..key:n-1 (value i), every expiringEvery-th expiring in an hour, and
+// waits until replicas replicas acknowledged them.
+func writeKeys(t *testing.T, primary *goredis.Client, n, expiringEvery, replicas int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		ttl := time.Duration(0)
+		if i%expiringEvery == 0 {
+			ttl = time.Hour
+		}
+		require.NoError(t, primary.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl).Err())
+	}
+	require.Equal(t, int64(replicas), primary.Do(ctx, "WAIT", replicas, 5000).Val())
+}
+
 func restoringCluster(ns, name, backup string, replicas int32) *cachev1.RedisCluster {
 	rc := testenv.RedisCluster(ns, name, replicas)
 	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: backup}
@@ -164,14 +179,7 @@ func TestABackupRestoresExactlyItsKeysIntoANewCluster(t *testing.T) {
 	source, primary := e.readySource(t, 3)
 
 	// Given 500 keys, 50 of them expiring, acknowledged by both replicas
-	for i := range 500 {
-		ttl := time.Duration(0)
-		if i%10 == 0 {
-			ttl = time.Hour
-		}
-		require.NoError(t, primary.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl).Err())
-	}
-	require.Equal(t, int64(2), primary.Do(ctx, "WAIT", 2, 5000).Val())
+	writeKeys(t, primary, 500, 10, 2)
 
 	// When a RedisBackup is taken, and more keys are written after it
 	b := eventuallyBackup(t, e.createBackup(t, "nightly", "source", e.destination()), cachev1.BackupCompleted)
@@ -452,14 +460,7 @@ func TestABackupOnAVolumeRestoresIntoANewClusterAndIsDeletedWithItsRedisBackup(t
 	claimDir := filepath.Join(e.node.Dir, "claims", e.ns, "backups")
 	onVolume := cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups", Prefix: "redis"}}
 	source, primary := e.readySource(t, 2)
-	for i := range 300 {
-		ttl := time.Duration(0)
-		if i%3 == 0 {
-			ttl = time.Hour
-		}
-		require.NoError(t, primary.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl).Err())
-	}
-	require.Equal(t, int64(1), primary.Do(ctx, "WAIT", 1, 5000).Val())
+	writeKeys(t, primary, 300, 3, 1)
 
 	// When a RedisBackup to the claim is taken, with deletionPolicy Delete
 	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "weekly"},
