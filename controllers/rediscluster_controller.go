@@ -412,27 +412,38 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		OperatorImage: r.OperatorImage,
 		Restore:       state.restore,
 	})
-	live := &appsv1.StatefulSet{}
-	if state.childrenKnown {
-		// Only its status is needed, for the RedisCluster's.
-		if err := r.Get(ctx, nameOf(rc, *desired.Name), live); err != nil {
-			return fmt.Errorf("reading StatefulSet %s: %w", *desired.Name, err)
-		}
-		state.statefulSet = live
-		return nil
-	}
-	err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
-	})
+	live, err := r.applyStatefulSet(ctx, rc, state, desired)
 	if err != nil {
 		return err
 	}
-	if live.UID != "" {
-		state.statefulSet = live
+	state.statefulSet = live
+	if !state.childrenKnown {
+		// The last child: every one of them matched the spec at this version of the RedisCluster.
+		r.clusterState(rc).children.compared(rc.ResourceVersion)
 	}
-	// The last child: every one of them matched the spec at this version of the RedisCluster.
-	r.clusterState(rc).children.compared(rc.ResourceVersion)
 	return nil
+}
+
+// applyStatefulSet applies a StatefulSet, or only reads it (its status is needed, for the
+// RedisCluster's) while the children are known to match; nil when it does not exist yet.
+func (r *RedisClusterReconciler) applyStatefulSet(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
+	desired *appsv1ac.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
+	live := &appsv1.StatefulSet{}
+	if state.childrenKnown {
+		if err := r.Get(ctx, nameOf(rc, *desired.Name), live); err != nil {
+			return nil, fmt.Errorf("reading StatefulSet %s: %w", *desired.Name, err)
+		}
+		return live, nil
+	}
+	if err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
+		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
+	}); err != nil {
+		return nil, err
+	}
+	if live.UID == "" {
+		return nil, nil
+	}
+	return live, nil
 }
 
 // statefulSetReplicas is spec.replicas, except that the primary's pod is kept until a

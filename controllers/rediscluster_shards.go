@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
@@ -53,17 +52,11 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 	state.shards.statefulSets = nil
 	for i := range int(rc.Spec.Cluster.Shards) {
 		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i})
-		live := &appsv1.StatefulSet{}
-		if state.childrenKnown {
-			if err := r.Get(ctx, nameOf(rc, *desired.Name), live); err != nil {
-				return fmt.Errorf("reading StatefulSet %s: %w", *desired.Name, err)
-			}
-		} else if err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
-			desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
-		}); err != nil {
+		live, err := r.applyStatefulSet(ctx, rc, state, desired)
+		if err != nil {
 			return err
 		}
-		if live.UID != "" {
+		if live != nil {
 			state.shards.statefulSets = append(state.shards.statefulSets, live)
 		}
 	}
