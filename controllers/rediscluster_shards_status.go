@@ -11,9 +11,9 @@ import (
 	"github.com/org/redis-operator/internal/shards"
 )
 
-// setShardedStatus is setStatus in cluster mode: the shards, each node's role, and the
-// conditions Ready, Progressing, Degraded and Persistent.
-func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) {
+// setShardedStatus sets the status fields of cluster mode (the shards, each node's role), and
+// returns its conditions: Ready, Progressing, Degraded and Persistent.
+func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1.Condition {
 	s := state.shards
 	var ready int32
 	for _, sts := range s.statefulSets {
@@ -25,16 +25,11 @@ func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 		rc.Status.Nodes = shardNodeStatuses(s.members, *s.plan)
 	}
 	degraded := shardsDegradedCondition(rc, state)
-	for _, c := range []*metav1.Condition{
+	return []*metav1.Condition{
 		persistentCondition(rc),
 		shardsProgressingCondition(state),
 		degraded,
 		shardsReadyCondition(rc, state, degraded),
-	} {
-		setCondition(rc, c)
-	}
-	if state.err == nil {
-		rc.Status.ObservedGeneration = rc.Generation
 	}
 }
 

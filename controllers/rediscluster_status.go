@@ -20,10 +20,22 @@ import (
 // into the counts, the primary, the nodes and one condition each from a small function below.
 // Messages hold no volatile values, so an unchanged world gives an unchanged status.
 func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
+	conditions := setReplicatedStatus
 	if rc.Spec.Cluster != nil {
-		setShardedStatus(rc, state)
-		return
+		conditions = setShardedStatus
 	}
+	for _, c := range conditions(rc, state) {
+		setCondition(rc, c)
+	}
+	if state.err == nil {
+		// observedGeneration moves only when the spec was carried out.
+		rc.Status.ObservedGeneration = rc.Generation
+	}
+}
+
+// setReplicatedStatus sets the status fields of one primary and its replicas, and returns its
+// conditions.
+func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1.Condition {
 	if sts := state.statefulSet; sts != nil {
 		rc.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
@@ -38,19 +50,13 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
 	}
 	degraded := degradedCondition(rc, state)
-	for _, c := range []*metav1.Condition{
+	return []*metav1.Condition{
 		restoredCondition(rc, state),
 		persistentCondition(rc),
 		failingOverCondition(rc, state),
 		progressingCondition(state),
 		degraded,
 		readyCondition(rc, state, degraded),
-	} {
-		setCondition(rc, c)
-	}
-	if state.err == nil {
-		// observedGeneration moves only when the spec was carried out.
-		rc.Status.ObservedGeneration = rc.Generation
 	}
 }
 
