@@ -89,7 +89,7 @@ func BackupPod(b *cachev1.RedisBackup, rc *cachev1.RedisCluster, o BackupPodOpti
 			SecretName: rc.Spec.TLS.SecretName, DefaultMode: ptr.To[int32](0o440)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsDir, ReadOnly: true})
 	}
-	pod := volumeTaskPod(BackupPodName(b), b.Namespace, backupOwner(b), BackupComponent, rc.Name, o.Image,
+	pod := volumeTaskPod(BackupPodName(b), b.Namespace, controllerOf("RedisBackup", b), BackupComponent, rc.Name, o.Image,
 		append([]string{OperatorBinary, BackupCommand}, args...), volumes, mounts)
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvRedisPassword, ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: OperatorSecretName(rc)}, Key: PasswordKey}}}}
@@ -99,7 +99,7 @@ func BackupPod(b *cachev1.RedisBackup, rc *cachev1.RedisCluster, o BackupPodOpti
 // DeleteBackupPod deletes a RedisBackup's snapshot from its claim.
 func DeleteBackupPod(b *cachev1.RedisBackup, image, key string) *corev1.Pod {
 	claim := b.Spec.Destination.PersistentVolumeClaim.ClaimName
-	return volumeTaskPod(DeleteBackupPodName(b), b.Namespace, backupOwner(b), BackupComponent, b.Spec.Cluster, image,
+	return volumeTaskPod(DeleteBackupPodName(b), b.Namespace, controllerOf("RedisBackup", b), BackupComponent, b.Spec.Cluster, image,
 		[]string{OperatorBinary, DeleteBackupCommand, "--dir=" + backupDir, "--claim=" + claim, "--key=" + key},
 		[]corev1.Volume{claimVolume(backupVolume, claim, false)},
 		[]corev1.VolumeMount{{Name: backupVolume, MountPath: backupDir}})
@@ -108,7 +108,7 @@ func DeleteBackupPod(b *cachev1.RedisBackup, image, key string) *corev1.Pod {
 // RestorePod copies the snapshot recorded in status.restore from its claim (read-only) into
 // the first node's data claim, checked against its checksum, before the StatefulSet exists.
 func RestorePod(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image string) *corev1.Pod {
-	pod := volumeTaskPod(RestorePodName(rc), rc.Namespace, ownerReferenceOf(rc), RestoreComponent, rc.Name, image,
+	pod := volumeTaskPod(RestorePodName(rc), rc.Namespace, controllerOf("RedisCluster", rc), RestoreComponent, rc.Name, image,
 		[]string{OperatorBinary, RestoreCommand, "--data-dir=" + dataDir, "--aof=" + strconv.FormatBool(AppendOnly(rc)),
 			"--source-dir=" + backupDir, "--for-node=" + StatefulSetName(rc) + "-0"},
 		[]corev1.Volume{
@@ -179,12 +179,9 @@ func claimVolume(name, claim string, readOnly bool) corev1.Volume {
 		ClaimName: claim, ReadOnly: readOnly}}}
 }
 
-func backupOwner(b *cachev1.RedisBackup) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: cachev1.GroupVersion.String(), Kind: "RedisBackup", Name: b.Name, UID: b.UID,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-}
-
-func ownerReferenceOf(rc *cachev1.RedisCluster) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: cachev1.GroupVersion.String(), Kind: "RedisCluster", Name: rc.Name, UID: rc.UID,
+// controllerOf makes obj, of kind in our group, the controller of a pod: deleting it deletes
+// the pod, and the pod's changes requeue it.
+func controllerOf(kind string, obj metav1.Object) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: cachev1.GroupVersion.String(), Kind: kind, Name: obj.GetName(), UID: obj.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 }
