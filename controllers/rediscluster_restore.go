@@ -126,6 +126,7 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 }
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;create;delete
 
 // restoreFromVolume fills the first node's data claim from the backup's claim, through the
 // restore pod, before the StatefulSet exists; the phases after it wait until the pod is done.
