@@ -261,7 +261,8 @@ func setBackupCondition(b *cachev1.RedisBackup, status metav1.ConditionStatus, r
 func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, opts redis.Options, login redis.Login) error {
 	n := redis.NewDialer(opts)(addr)
 	defer n.Close()
-	u := resources.OperatorUser(login.Password)
+	// Not in cluster mode: the API refuses backups of a RedisCluster in cluster mode.
+	u := resources.OperatorUser(login.Password, false)
 	return n.SetUser(ctx, u.Name, u.SetUserArgs())
 }
 

@@ -149,7 +149,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 	// file listed it), then the previous ones (the password changed). It is given the current
 	// password and the operator's user.
 	candidates := append([]string{state.creds.password}, rot.candidates()...)
-	operatorUser := resources.OperatorUser(state.creds.operatorPassword)
+	operatorUser := resources.OperatorUser(state.creds.operatorPassword, rc.Spec.Cluster != nil)
 	repair := func(ctx context.Context, n redis.Node) error {
 		if err := n.AddPassword(ctx, state.creds.password); err != nil {
 			return err

@@ -146,7 +146,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	}
 	stillValid := rot.stillValid(password, now)
 	cs.mu.Lock()
-	inFile := append([]resources.User{resources.OperatorUser(operatorPassword)},
+	inFile := append([]resources.User{resources.OperatorUser(operatorPassword, rc.Spec.Cluster != nil)},
 		usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.acceptedUsers)...)
 	cs.mu.Unlock()
 	desired := resources.DesiredAuthConfSecret(rc, password, stillValid, inFile)

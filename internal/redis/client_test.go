@@ -74,8 +74,8 @@ func TestParseReplicationInfoRefusesAReplicaLineWithoutItsLag(t *testing.T) {
 	assert.ErrorContains(t, err, "slave0")
 }
 
-func TestParseClusterNodesReadsServedSlotsAndLeavesOutMigratingOnes(t *testing.T) {
-	raw := "07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.30:6379@16379 myself,master - 0 1426238317239 4 connected 0-5460 5462 [5461->-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca]\n" +
+func TestParseClusterNodesReadsServedSlotsAndOpenOnesApart(t *testing.T) {
+	raw := "07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.30:6379@16379 myself,master - 0 1426238317239 4 connected 0-5460 5462 [5461->-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca] [9000-<-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]\n" +
 		"67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.31:6379@16379 slave 07c37dfeb235213a872192d90877d0cd55635b91 0 1426238316232 4 connected\n" +
 		"e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca :0@0 master,fail,noaddr - 1426238316232 1426238316232 2 disconnected\n"
 	nodes, err := redis.ParseClusterNodes(raw)
@@ -86,10 +86,16 @@ func TestParseClusterNodesReadsServedSlotsAndLeavesOutMigratingOnes(t *testing.T
 	assert.Equal(t, "127.0.0.30:6379", nodes[0].Addr)
 	assert.Equal(t, []redis.SlotRange{{Start: 0, End: 5460}, {Start: 5462, End: 5462}}, nodes[0].Slots)
 	assert.Equal(t, 5462, nodes[0].SlotCount())
+	assert.Equal(t, map[int]string{5461: "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca"}, nodes[0].Migrating)
+	assert.Equal(t, map[int]string{9000: "67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1"}, nodes[0].Importing)
+	assert.True(t, nodes[0].OpenSlot(9000))
+	assert.False(t, nodes[0].Serves(5461), "a slot migrating away is still open, not a served range")
 	assert.Equal(t, "07c37dfeb235213a872192d90877d0cd55635b91", nodes[1].PrimaryID)
 	assert.True(t, nodes[2].Failed())
 	assert.Empty(t, nodes[2].Addr)
 	assert.False(t, nodes[2].Connected)
 	_, err = redis.ParseClusterNodes("not a line")
 	assert.Error(t, err)
+	_, err = redis.ParseClusterNodes("a 127.0.0.1:6379@16379 myself,master - 0 0 1 connected [12-x]")
+	assert.ErrorContains(t, err, "open slot")
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SlotCount is the number of hash slots of a Redis Cluster.
@@ -34,6 +35,27 @@ type ClusterNode struct {
 	// Connected is the cluster bus link's state.
 	Connected bool
 	Slots     []SlotRange
+	// Importing and Migrating are the node's open slots, on its own line only: a slot it
+	// imports from the node id, and a slot it migrates to the node id (CLUSTER SETSLOT).
+	Importing map[int]string
+	Migrating map[int]string
+}
+
+// OpenSlot is true when the node imports or migrates the slot.
+func (n ClusterNode) OpenSlot(slot int) bool {
+	_, in := n.Importing[slot]
+	_, out := n.Migrating[slot]
+	return in || out
+}
+
+// Serves is true when the node serves the slot.
+func (n ClusterNode) Serves(slot int) bool {
+	for _, r := range n.Slots {
+		if slot >= r.Start && slot <= r.End {
+			return true
+		}
+	}
+	return false
 }
 
 func (n ClusterNode) has(flag string) bool { return slices.Contains(n.Flags, flag) }
@@ -60,7 +82,7 @@ func (n ClusterNode) SlotCount() int {
 }
 
 // ParseClusterNodes reads the answer of CLUSTER NODES. Slots being imported or migrated
-// ([slot->-id], [slot-<-id]) are not served ranges and are left out.
+// ([slot-<-id], [slot->-id]) are not served ranges: they go to Importing and Migrating.
 func ParseClusterNodes(raw string) ([]ClusterNode, error) {
 	var out []ClusterNode
 	for _, line := range strings.Split(strings.TrimSpace(raw), "\n") {
@@ -82,6 +104,9 @@ func ParseClusterNodes(raw string) ([]ClusterNode, error) {
 		}
 		for _, s := range f[8:] {
 			if strings.HasPrefix(s, "[") {
+				if err := n.parseOpenSlot(s); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			lo, hi, isRange := strings.Cut(s, "-")
@@ -100,6 +125,26 @@ func ParseClusterNodes(raw string) ([]ClusterNode, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// parseOpenSlot reads [slot->-id] (migrating to id) or [slot-<-id] (importing from id).
+func (n *ClusterNode) parseOpenSlot(s string) error {
+	body := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	into := &n.Migrating
+	slot, id, ok := strings.Cut(body, "->-")
+	if !ok {
+		into = &n.Importing
+		slot, id, ok = strings.Cut(body, "-<-")
+	}
+	number, err := strconv.Atoi(slot)
+	if !ok || err != nil || id == "" {
+		return fmt.Errorf("CLUSTER NODES open slot %q: want [slot->-id] or [slot-<-id]", s)
+	}
+	if *into == nil {
+		*into = map[int]string{}
+	}
+	(*into)[number] = id
+	return nil
 }
 
 // ClusterInfo is the part of CLUSTER INFO the operator reads.
@@ -175,4 +220,59 @@ func (n *node) ClusterReplicate(ctx context.Context, primaryID string) error {
 // others are told to as well).
 func (n *node) ClusterForget(ctx context.Context, id string) error {
 	return n.classify(n.client().Do(ctx, "CLUSTER", "FORGET", id).Err())
+}
+
+// ClusterSetSlotImporting makes the node accept, after ASKING, commands for the slot's keys,
+// which fromID serves.
+func (n *node) ClusterSetSlotImporting(ctx context.Context, slot int, fromID string) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err())
+}
+
+// ClusterSetSlotMigrating makes the node send clients to toID (ASK) for the slot's keys it no
+// longer has.
+func (n *node) ClusterSetSlotMigrating(ctx context.Context, slot int, toID string) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err())
+}
+
+// ClusterSetSlotNode makes the node take id as the slot's owner, closing the slot's migration
+// on it. Redis refuses to give away a slot the node still holds keys of.
+func (n *node) ClusterSetSlotNode(ctx context.Context, slot int, id string) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err())
+}
+
+// ClusterSetSlotStable drops the node's importing or migrating state of the slot.
+func (n *node) ClusterSetSlotStable(ctx context.Context, slot int) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err())
+}
+
+// ClusterKeysInSlot are up to count of the node's keys in the slot.
+func (n *node) ClusterKeysInSlot(ctx context.Context, slot, count int) ([]string, error) {
+	keys, err := n.client().ClusterGetKeysInSlot(ctx, slot, count).Result()
+	return keys, n.classify(err)
+}
+
+// Migrate moves the keys to the node at addr (ip:port), logged in there as on this node: the
+// target restores each (RESTORE-ASKING), then this node deletes it, atomically for the batch.
+// A key the target already has is refused (BUSYKEY) and stays here: nothing is overwritten.
+func (n *node) Migrate(ctx context.Context, addr string, keys []string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("node address %q: %w", addr, err)
+	}
+	timeout := n.opts.Timeout / 2
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	args := []any{"MIGRATE", host, port, "", 0, timeout.Milliseconds()}
+	switch {
+	case n.opts.Username != "":
+		args = append(args, "AUTH2", n.opts.Username, n.opts.Password)
+	case n.opts.Password != "":
+		args = append(args, "AUTH", n.opts.Password)
+	}
+	args = append(args, "KEYS")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return n.classify(n.client().Do(ctx, args...).Err())
 }

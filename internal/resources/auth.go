@@ -98,16 +98,27 @@ const OperatorUserName = "redis-operator"
 // replication (REPLICAOF, CLIENT PAUSE/UNPAUSE/KILL), changes passwords and users (CONFIG SET
 // masterauth, ACL GETUSER/SETUSER/DELUSER/USERS), reloads TLS files (CONFIG GET/SET), names its
 // connections and subscribes to its watch channel; it takes backups as a replica would (SYNC,
-// REPLCONF), which hands it a snapshot of the data; in cluster mode it reads and forms the
-// cluster (CLUSTER NODES, INFO, MEET, ADDSLOTSRANGE, REPLICATE, FORGET); and nothing else: no
-// key and no data command, so it cannot change the applications' data.
+// REPLCONF), which hands it a snapshot of the data; and nothing else: no key and no data
+// command, so it cannot change the applications' data.
 const operatorRules = "resetchannels &redis-operator:watch -@all +auth +ping +info +client|setname +client|pause " +
-	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe +sync +replconf " +
-	"+cluster|nodes +cluster|info +cluster|meet +cluster|addslotsrange +cluster|replicate +cluster|forget"
+	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe +sync +replconf"
 
-// OperatorUser is the operator's own user, with its password.
-func OperatorUser(password string) User {
-	return User{Name: OperatorUserName, Password: password, Rules: operatorRules}
+// operatorClusterRules are the operator's rights in cluster mode on top: it reads and forms the
+// cluster (CLUSTER NODES, INFO, MEET, ADDSLOTSRANGE, REPLICATE, FORGET) and moves slots between
+// shards (CLUSTER SETSLOT, GETKEYSINSLOT, and MIGRATE, which logs in to the receiving node as
+// the same user and sends it SELECT and RESTORE-ASKING). Moving keys needs access to every key
+// (~*): the operator can then move any key to another node, but still has no command that reads
+// a value or writes one of its own making.
+const operatorClusterRules = " +cluster|nodes +cluster|info +cluster|meet +cluster|addslotsrange +cluster|replicate +cluster|forget" +
+	" +cluster|setslot +cluster|getkeysinslot +migrate +select +restore-asking ~*"
+
+// OperatorUser is the operator's own user, with its password; cluster is true in cluster mode.
+func OperatorUser(password string, cluster bool) User {
+	rules := operatorRules
+	if cluster {
+		rules += operatorClusterRules
+	}
+	return User{Name: OperatorUserName, Password: password, Rules: rules}
 }
 
 // OperatorSecretName names the Secret holding the operator's own password, generated once.

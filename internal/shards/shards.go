@@ -72,6 +72,8 @@ type Action struct {
 	Addr   string
 	Ranges []redis.SlotRange
 	NodeID string
+	// Slot is the slot of Stable.
+	Slot int
 }
 
 func (a Action) String() string {
@@ -82,6 +84,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s serves slots %v", a.On, a.Ranges)
 	case Replicate:
 		return fmt.Sprintf("%s replicates %s", a.On, a.NodeID)
+	case Stable:
+		return fmt.Sprintf("%s closes slot %d, whose other end is gone", a.On, a.Slot)
 	}
 	return fmt.Sprintf("%s forgets %s", a.On, a.NodeID)
 }
@@ -98,7 +102,12 @@ type Shard struct {
 // Plan is what Decide found, and what to send.
 type Plan struct {
 	Actions []Action
-	Shards  []Shard
+	// Moves are the slots to move, in order, once Actions are done (moves.go).
+	Moves  []Move
+	Shards []Shard
+	// Drained are the shards being removed (at or past the shards wanted) that serve no slot:
+	// their pods may go.
+	Drained []int
 	// Waiting says what the cluster waits for before it is whole; empty when it is.
 	Waiting string
 }
@@ -109,8 +118,9 @@ func SlotsOf(shard, shards int) redis.SlotRange {
 }
 
 // Decide returns the commands that bring the members to one cluster of shards shards, each
-// with its primary serving its slots and the others replicating it (see the package's safety
-// rule).
+// with its primary serving its slots and the others replicating it, and the slots to move so
+// that the slots are spread evenly (see the package's safety rule, and moves.go's). Members of
+// shards at or past shards are of shards being removed: their slots move to the others.
 func Decide(members []Member, shards int) Plan {
 	members = slices.Clone(members)
 	slices.SortFunc(members, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Ordinal, b.Ordinal)) })
@@ -152,7 +162,11 @@ func Decide(members []Member, shards int) Plan {
 		}
 	}
 
-	for i := range shards {
+	total := shards
+	for _, m := range members {
+		total = max(total, m.Shard+1)
+	}
+	for i := range total {
 		shard, actions, waiting := decideShard(i, shards, answering, owned, all && joined)
 		plan.Shards = append(plan.Shards, shard)
 		plan.Actions = append(plan.Actions, actions...)
@@ -162,12 +176,21 @@ func Decide(members []Member, shards int) Plan {
 	}
 
 	if all {
-		plan.Actions = append(plan.Actions, forgetGone(answering, anchor)...)
+		forget, waiting := forgetGone(answering, anchor)
+		plan.Actions = append(plan.Actions, forget...)
+		if plan.Waiting == "" {
+			plan.Waiting = waiting
+		}
 	} else if plan.Waiting == "" {
 		plan.Waiting = fmt.Sprintf("%d of %d Redis nodes answer", len(answering), len(members))
 	}
 	if !joined && plan.Waiting == "" {
 		plan.Waiting = "nodes are meeting"
+	}
+	if plan.Waiting == "" && len(plan.Actions) == 0 {
+		var stable []Action
+		plan.Moves, stable, plan.Drained, plan.Waiting = decideMoves(plan, answering, shards)
+		plan.Actions = append(plan.Actions, stable...)
 	}
 	return plan
 }
@@ -209,7 +232,11 @@ func decideShard(i, shards int, answering []Member, owned []bool, assign bool) (
 	shard.Primary = primary.Pod
 	var actions []Action
 	waiting := ""
-	if missing := unowned(SlotsOf(i, shards), owned); len(missing) > 0 {
+	var missing []redis.SlotRange
+	if i < shards {
+		missing = unowned(SlotsOf(i, shards), owned)
+	}
+	if len(missing) > 0 {
 		if assign {
 			actions = append(actions, Action{Kind: AddSlots, On: primary.Pod, Ranges: missing})
 		} else {
@@ -238,16 +265,24 @@ func decideShard(i, shards int, answering []Member, owned []bool, assign bool) (
 }
 
 // forgetGone forgets, on every node, the nodes that no pod is and that the cluster agreed have
-// failed: a pod that came back without its data directory is a new node, and the old one stays
-// in every table until forgotten.
-func forgetGone(answering []Member, anchor Member) []Action {
+// failed: a pod that came back without its data directory is a new node, and the nodes of a
+// removed shard are gone; each stays in every table until forgotten. Until the cluster agrees
+// such a node has failed, the cluster waits for it.
+func forgetGone(answering []Member, anchor Member) ([]Action, string) {
 	ids := map[string]bool{}
 	for _, m := range answering {
 		ids[selfOf(m).ID] = true
 	}
 	var actions []Action
+	waiting := ""
 	for _, n := range anchor.Nodes {
-		if ids[n.ID] || n.Handshake() || !n.Failed() || n.SlotCount() > 0 {
+		if ids[n.ID] || n.Handshake() {
+			continue
+		}
+		if !n.Failed() || n.SlotCount() > 0 {
+			if waiting == "" {
+				waiting = fmt.Sprintf("node %s at %s is no pod's; it is forgotten once the cluster agrees it has failed and it serves no slot", n.ID, n.Addr)
+			}
 			continue
 		}
 		for _, m := range answering {
@@ -256,7 +291,7 @@ func forgetGone(answering []Member, anchor Member) []Action {
 			}
 		}
 	}
-	return actions
+	return actions, waiting
 }
 
 func selfOf(m Member) redis.ClusterNode {
