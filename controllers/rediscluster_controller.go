@@ -349,6 +349,9 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Durati
 	if len(state.view.Nodes) == 0 && len(state.shards.members) == 0 {
 		return 0
 	}
+	if state.shards.moreToMove {
+		return movingRequeue
+	}
 	interval := r.CheckInterval
 	if interval == 0 {
 		interval = DefaultCheckInterval

@@ -44,6 +44,8 @@ type shardsState struct {
 	// clusterDown names a node that says the cluster does not serve every slot.
 	clusterDown string
 	plan        *shards.Plan
+	// moreToMove is true when this reconcile stopped moving slots at its budget.
+	moreToMove bool
 }
 
 // reconcileShardStatefulSets applies one StatefulSet per shard.
@@ -75,7 +77,7 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 	for _, p := range state.pods {
 		shard, ok := resources.ShardOf(p.Labels)
 		ordinal, ok2 := resources.PodOrdinal(p.Name)
-		if !ok || !ok2 || shard >= int(rc.Spec.Cluster.Shards) {
+		if !ok || !ok2 {
 			continue
 		}
 		m := shards.Member{Pod: p.Name, Shard: shard, Ordinal: ordinal}
@@ -120,7 +122,14 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 		state.changed = true
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, string(a.Kind), "%s", a.String())
 	}
-	return errors.Join(errs...)
+	if len(plan.Actions) > 0 {
+		// Slots move on a view taken after these commands.
+		return errors.Join(errs...)
+	}
+	if len(plan.Moves) > 0 {
+		return r.moveSlots(ctx, rc, state, addrs)
+	}
+	return r.removeDrainedShards(ctx, rc, state)
 }
 
 func sendClusterCommand(ctx context.Context, n redis.Node, a shards.Action) error {
@@ -133,6 +142,8 @@ func sendClusterCommand(ctx context.Context, n redis.Node, a shards.Action) erro
 		return n.ClusterReplicate(ctx, a.NodeID)
 	case shards.Forget:
 		return n.ClusterForget(ctx, a.NodeID)
+	case shards.Stable:
+		return n.ClusterSetSlotStable(ctx, a.Slot)
 	}
 	return fmt.Errorf("unknown cluster command %q", a.Kind)
 }

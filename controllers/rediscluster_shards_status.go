@@ -27,7 +27,7 @@ func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1
 	degraded := shardsDegradedCondition(rc, state)
 	return []*metav1.Condition{
 		persistentCondition(rc),
-		shardsProgressingCondition(state),
+		shardsProgressingCondition(rc, state),
 		degraded,
 		shardsReadyCondition(rc, state, degraded),
 	}
@@ -71,10 +71,14 @@ func shardNodeStatuses(members []shards.Member, plan shards.Plan) []cachev1.Node
 	return out
 }
 
-// shardsProgressingCondition is True while a shard's StatefulSet rolls out a change.
-func shardsProgressingCondition(state *reconcileState) *metav1.Condition {
+// shardsProgressingCondition is True while slots move between shards, or a shard's
+// StatefulSet rolls out a change.
+func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
 	if state.err != nil {
 		return nil
+	}
+	if plan := state.shards.plan; plan != nil && slotsMoving(rc, *plan) != "" {
+		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	}
 	for _, sts := range state.shards.statefulSets {
 		if state.changed || !rolledOut(sts) {
@@ -124,6 +128,8 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 			fmt.Sprintf("%d of %d Redis nodes are ready", rc.Status.ReadyReplicas, want))
 	case plan == nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
+	case slotsMoving(rc, *plan) != "":
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	case plan.Waiting != "" || len(plan.Actions) > 0 || state.shards.clusterDown != "":
 		why := plan.Waiting
 		if why == "" {
@@ -139,4 +145,16 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 	}
 	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
 		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, redis.SlotCount, rc.Spec.Replicas))
+}
+
+// slotsMoving says how far a change of spec.cluster.shards is: the slots left to move, or the
+// drained shards whose pods are being removed; empty when no shard changes.
+func slotsMoving(rc *cachev1.RedisCluster, plan shards.Plan) string {
+	if msg := shards.Describe(plan.Moves, int(rc.Spec.Cluster.Shards)); msg != "" {
+		return msg
+	}
+	if len(plan.Drained) > 0 {
+		return fmt.Sprintf("shards %v serve no slot any more; their pods are being removed", plan.Drained)
+	}
+	return ""
 }

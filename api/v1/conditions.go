@@ -56,8 +56,13 @@ const (
 	// ReasonShardsForming (Ready=False), in cluster mode: the nodes are meeting, the slots are
 	// being assigned or the replicas attached; the message says what the cluster waits for.
 	ReasonShardsForming = "ShardsForming"
+	// ReasonSlotsMoving (Ready=False, Progressing=True), in cluster mode: hash slots move
+	// between shards after spec.cluster.shards changed, or a drained shard's pods are being
+	// removed; the message says which shard and how many slots are left.
+	ReasonSlotsMoving = "SlotsMoving"
 	// ReasonClusterFailed (Degraded=True, Ready=False), in cluster mode: a cluster command
-	// (CLUSTER MEET, ADDSLOTSRANGE, REPLICATE, FORGET) failed; the message names the node.
+	// (CLUSTER MEET, ADDSLOTSRANGE, REPLICATE, FORGET, SETSLOT, MIGRATE) failed; the message
+	// names the node, and for a slot move the slot.
 	ReasonClusterFailed = "ClusterFailed"
 	// ReasonClusterDown (Degraded=True, Ready=False), in cluster mode: a node says the cluster
 	// cannot serve every slot (cluster_state:fail), or a shard has no primary.
@@ -169,7 +174,8 @@ const (
 	// EventRestored (Normal): the first node serves the restored data.
 	EventRestored = "Restored"
 	// EventClusterChanged (Normal), in cluster mode: the operator sent a cluster command (nodes
-	// met, slots assigned, a replica attached, a gone node forgotten); the message says which.
+	// met, slots assigned, a replica attached, a gone node forgotten, slots moved, a drained
+	// shard removed); the message says which.
 	EventClusterChanged = "ClusterChanged"
 	// EventBackupCompleted (Normal) and EventBackupFailed (Warning), on a RedisBackup.
 	EventBackupCompleted = "BackupCompleted"

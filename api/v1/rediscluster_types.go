@@ -122,10 +122,13 @@ type RedisClusterSpec struct {
 type ClusterSpec struct {
 	// Shards is the number of primaries the slots are spread over, 3 or more: Redis Cluster's
 	// own failover needs a majority of primaries. Each shard is a StatefulSet,
-	// <name>-shard<i>, of spec.replicas nodes.
+	// <name>-shard<i>, of spec.replicas nodes. It may change: on a scale-out the new shards'
+	// nodes join and slots move to them, one shard at a time, until each shard serves within
+	// one slot of an even share; on a scale-in the last shards' slots move to the others, then
+	// their StatefulSets are deleted. Keys move with their slots while clients keep working
+	// (they follow ASK and MOVED).
 	// +kubebuilder:validation:Minimum=3
 	// +kubebuilder:validation:Maximum=32
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.cluster.shards cannot change yet: moving slots between shards is not built"
 	// +required
 	Shards int32 `json:"shards"`
 

@@ -28,8 +28,10 @@ import (
 
 // Move is one slot to move from one shard's primary to another's, and the steps already taken.
 type Move struct {
-	Slot     int
-	From, To string
+	Slot int
+	// FromShard and ToShard are the shards' indexes, From and To their primaries' pods.
+	FromShard, ToShard int
+	From, To           string
 	// FromID and ToID are the two primaries' node ids.
 	FromID, ToID string
 	// Importing: To imports the slot from From. Migrating: From migrates it to To.
@@ -168,7 +170,8 @@ func decideMoves(plan Plan, answering []Member, shards int) (moves []Move, stabl
 				need = -surplus(receivers[r])
 			}
 			from, to := primaries[d], primaries[receivers[r]]
-			moves = append(moves, Move{Slot: s, From: from.Pod, To: to.Pod, FromID: selfOf(from).ID, ToID: selfOf(to).ID})
+			moves = append(moves, Move{Slot: s, FromShard: d, ToShard: receivers[r], From: from.Pod, To: to.Pod,
+				FromID: selfOf(from).ID, ToID: selfOf(to).ID})
 			need--
 		}
 	}
@@ -210,8 +213,20 @@ func openMoves(primaries map[int]Member, shardOfID map[string]int) ([]Move, []Ac
 			return nil, nil, fmt.Sprintf("slot %d is moving from shard %d to shard %d, and one of them has no primary", slot, o.from, o.to)
 		}
 		f, t := selfOf(from), selfOf(to)
-		moves = append(moves, Move{Slot: slot, From: from.Pod, To: to.Pod, FromID: f.ID, ToID: t.ID,
+		moves = append(moves, Move{Slot: slot, FromShard: o.from, ToShard: o.to, From: from.Pod, To: to.Pod, FromID: f.ID, ToID: t.ID,
 			Importing: t.Importing[slot] == f.ID, Migrating: f.Migrating[slot] == t.ID, Owned: t.Serves(slot)})
 	}
 	return moves, stable, ""
+}
+
+// Describe says what the moves do, for the status: the shard being drained or filled, and how
+// many slots are left to move.
+func Describe(moves []Move, shards int) string {
+	if len(moves) == 0 {
+		return ""
+	}
+	if m := moves[0]; m.FromShard >= shards {
+		return fmt.Sprintf("shard %d is being removed: %d of its slots are left to move to the other shards", m.FromShard, len(moves))
+	}
+	return fmt.Sprintf("slots are moving to shard %d: %d left to move", moves[0].ToShard, len(moves))
 }

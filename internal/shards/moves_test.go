@@ -146,19 +146,19 @@ func TestAnOpenSlotIsFinishedBeforeAnyOtherMove(t *testing.T) {
 	}{{
 		"stopped after IMPORTING", func(c *cluster) {
 			c.withOpenSlot("rc-shard3-0", map[int]string{5460: "n00"}, nil)
-		}, shards.Move{Slot: 5460, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true},
+		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true},
 	}, {
 		"stopped after MIGRATING, keys moving", func(c *cluster) {
 			c.withOpenSlot("rc-shard3-0", map[int]string{5460: "n00"}, nil).withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
-		}, shards.Move{Slot: 5460, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true, Migrating: true},
+		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true, Migrating: true},
 	}, {
 		"stopped after the receiver took the slot", func(c *cluster) {
 			c.set("rc-shard3-0", "master", "", r(5460, 5460)).withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
-		}, shards.Move{Slot: 5460, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Migrating: true, Owned: true},
+		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Migrating: true, Owned: true},
 	}, {
 		"the receiver failed over: the move goes on to its shard's new primary", func(c *cluster) {
 			c.set("rc-shard3-0", "slave", "n31").withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
-		}, shards.Move{Slot: 5460, From: "rc-shard0-0", To: "rc-shard3-1", FromID: "n00", ToID: "n31"},
+		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-1", FromID: "n00", ToID: "n31"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -177,6 +177,9 @@ func (n *LocalNode) sync(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := n.collectOrphans(ctx, list.Items, pods.Items); err != nil {
+		return err
+	}
 	if err := n.syncRunOncePods(ctx, pods.Items); err != nil {
 		return err
 	}
@@ -192,6 +195,31 @@ func (n *LocalNode) sync(ctx context.Context) error {
 					return fmt.Errorf("refreshing the volumes of pod %s: %w", pods.Items[i].Name, err)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// collectOrphans plays the garbage collector for the pods of a StatefulSet that was deleted
+// (cluster mode removes a drained shard's): the pods are deleted and their processes end.
+func (n *LocalNode) collectOrphans(ctx context.Context, statefulSets []appsv1.StatefulSet, pods []corev1.Pod) error {
+	live := map[types.UID]bool{}
+	for _, sts := range statefulSets {
+		live[sts.UID] = true
+	}
+	for i := range pods {
+		owner := metav1.GetControllerOf(&pods[i])
+		if owner == nil || owner.Kind != "StatefulSet" || live[owner.UID] {
+			continue
+		}
+		n.mu.Lock()
+		if p, ok := n.procs[pods[i].Name]; ok && p.UID == pods[i].UID {
+			p.Stop()
+			delete(n.procs, pods[i].Name)
+		}
+		n.mu.Unlock()
+		if err := n.Client.Delete(ctx, &pods[i]); client.IgnoreNotFound(err) != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,0 +1,192 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// clusterWriter writes keys through a go-redis ClusterClient as long as it runs, and keeps
+// those Redis acknowledged.
+type clusterWriter struct {
+	stop   func()
+	mu     sync.Mutex
+	acked  []string
+	errors []string
+}
+
+func startClusterWriter(cc *goredis.ClusterClient) *clusterWriter {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &clusterWriter{}
+	done := make(chan struct{})
+	w.stop = sync.OnceFunc(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			key := fmt.Sprintf("w:%06d", i)
+			err := cc.Set(ctx, key, i, 0).Err()
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, key)
+			} else if ctx.Err() == nil {
+				w.errors = append(w.errors, err.Error())
+			}
+			w.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *clusterWriter) ackedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// shardSlotCounts are the slots each shard of the status serves.
+func shardSlotCounts(t require.TestingT, rc *cachev1.RedisCluster) []int {
+	var counts []int
+	for _, sh := range rc.Status.Shards {
+		n := 0
+		for _, r := range sh.Slots {
+			var a, b int
+			if _, err := fmt.Sscanf(r, "%d-%d", &a, &b); err != nil {
+				_, err = fmt.Sscanf(r, "%d", &a)
+				require.NoError(t, err)
+				b = a
+			}
+			n += b - a + 1
+		}
+		counts = append(counts, n)
+	}
+	return counts
+}
+
+// eventuallyShards waits until the RedisCluster is Ready with n shards, each serving within one
+// slot of an even share.
+func eventuallyShards(t *testing.T, rc *cachev1.RedisCluster, n int, within time.Duration) *cachev1.RedisCluster {
+	t.Helper()
+	var got *cachev1.RedisCluster
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got = getRC(c, rc)
+		assert.Equal(c, got.Generation, got.Status.ObservedGeneration)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "conditions: %+v", got.Status.Conditions)
+		require.Len(c, got.Status.Shards, n)
+	}, within, tick)
+	counts := shardSlotCounts(t, got)
+	total := 0
+	for i, count := range counts {
+		assert.InDelta(t, redis.SlotCount/n, count, 1, "shard %d serves within one slot of even: %v", i, counts)
+		total += count
+	}
+	assert.Equal(t, redis.SlotCount, total)
+	return got
+}
+
+func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	node := runLocalNode(t, ns)
+
+	// Given 3 shards of 2 nodes holding 3000 keys, and a cluster client writing all along
+	rc := testenv.RedisCluster(ns, "orders", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+	got := eventuallyReadyWithin(t, rc, 2*waitFor)
+	password := secretValue(t, ns, "orders-auth", "password")
+	cc := clusterClient(t, node, got, password)
+	pipe := cc.Pipeline()
+	for i := range 3000 {
+		pipe.Set(ctx, fmt.Sprintf("k:%d", i), i, 0)
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	w := startClusterWriter(cc)
+	t.Cleanup(w.stop)
+	require.Eventually(t, func() bool { return w.ackedCount() > 100 }, waitFor, tick)
+
+	// When it grows to 5 shards
+	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 5 })
+
+	// Then the slots move until the 5 shards serve an even share each, and say so meanwhile
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		now := getRC(c, rc)
+		cond := meta.FindStatusCondition(now.Status.Conditions, cachev1.ConditionProgressing)
+		require.NotNil(c, cond)
+		assert.Equal(c, cachev1.ReasonSlotsMoving, cond.Reason)
+	}, waitFor, time.Millisecond)
+	got = eventuallyShards(t, rc, 5, 4*waitFor)
+	for _, sh := range got.Status.Shards {
+		assert.Len(t, sh.Replicas, 1, "shard %s has its replica", sh.Name)
+	}
+	movedTo := redisClient(t, node, got.Status.Shards[4].Primary, password)
+	assert.Positive(t, movedTo.DBSize(ctx).Val(), "keys moved to the new shard with its slots")
+	beforeIn := w.ackedCount()
+
+	// When it shrinks back to 3
+	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
+
+	// Then shards 3 and 4 are drained, their StatefulSets and pods are gone, the other nodes
+	// forgot theirs, and 3 shards serve an even share again
+	got = eventuallyShards(t, rc, 3, 4*waitFor)
+	for _, name := range []string{"orders-shard3", "orders-shard4"} {
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.StatefulSet{})
+		assert.True(t, apierrors.IsNotFound(err), "StatefulSet %s is deleted: %v", name, err)
+	}
+	assert.Len(t, got.Status.Nodes, 6)
+	for _, n := range got.Status.Nodes {
+		nodes := redisClient(t, node, n.Name, password).ClusterNodes(ctx).Val()
+		assert.Equal(t, 6, strings.Count(strings.TrimSpace(nodes), "\n")+1, "%s knows only the 6 nodes left:\n%s", n.Name, nodes)
+		assert.NotContains(t, nodes, "->-", "no slot is left migrating")
+		assert.NotContains(t, nodes, "-<-", "no slot is left importing")
+	}
+
+	// And the writer kept writing, every acknowledged write is there, and the 3000 keys too
+	require.Eventually(t, func() bool { return w.ackedCount() > beforeIn+100 }, waitFor, tick)
+	w.stop()
+	w.mu.Lock()
+	acked, errs := w.acked, w.errors
+	w.mu.Unlock()
+	t.Logf("writer: %d writes acknowledged, %d errors: %v", len(acked), len(errs), errs)
+	assert.LessOrEqual(t, len(errs), len(acked)/100, "the writer's errors are bounded: at most 1%% of its writes")
+	reader := clusterClient(t, node, got, password)
+	var lost []string
+	for _, key := range acked {
+		if reader.Exists(ctx, key).Val() != 1 {
+			lost = append(lost, key)
+		}
+	}
+	for i := range 3000 {
+		if v, err := reader.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
+			lost = append(lost, fmt.Sprintf("k:%d", i))
+		}
+	}
+	assert.Empty(t, lost, "acknowledged writes lost, of %d", len(acked)+3000)
+}
+
+// patchSpec changes the RedisCluster's spec as a user would (a merge patch of the change).
+func patchSpec(t *testing.T, rc *cachev1.RedisCluster, change func(*cachev1.RedisCluster)) {
+	t.Helper()
+	got := getRC(t, rc)
+	base := client.MergeFrom(got.DeepCopy())
+	change(got)
+	require.NoError(t, k8sClient.Patch(context.Background(), got, base))
+}
