@@ -189,6 +189,21 @@ func redisWrite(cmd goredis.Cmder) string {
 		case "PAUSE", "UNPAUSE", "KILL":
 			return "redis CLIENT " + word(1)
 		}
+	case "cluster":
+		switch word(1) {
+		case "MEET", "ADDSLOTSRANGE", "REPLICATE", "FORGET":
+			return "redis CLUSTER " + word(1)
+		case "SETSLOT":
+			return "redis CLUSTER SETSLOT " + word(2) + " " + word(3)
+		}
+	case "migrate":
+		// MIGRATE host port "" db timeout [AUTH2 user password] KEYS key...: the keys only.
+		for i, a := range args {
+			if strings.EqualFold(fmt.Sprint(a), "KEYS") {
+				return fmt.Sprintf("redis MIGRATE %d keys", len(args)-i-1)
+			}
+		}
+		return "redis MIGRATE"
 	}
 	return ""
 }

@@ -59,6 +59,9 @@ type scenario struct {
 	when func(t *testing.T, r *run, w *writer)
 	// done says whether the change is carried out, on top of Ready for the generation.
 	done func(r *run) error
+	// cluster is a scenario of a RedisCluster in cluster mode: its writer is a cluster client,
+	// and its invariants are the cluster's (crash_cluster_test.go).
+	cluster bool
 }
 
 // TestCrashAtEveryWrite is Sieve's intermediate-state testing: for each scenario, it lists the
@@ -173,7 +176,11 @@ func (s *crashSuite) try(t *testing.T, sc scenario, limit int) outcome {
 	}
 	defer stop()
 	w.stop()
-	r.checkInvariants(t, w)
+	if sc.cluster {
+		r.checkClusterInvariants(t, w)
+	} else {
+		r.checkInvariants(t, w)
+	}
 	return outcome{writes: crash.Writes(), crashed: crashed}
 }
 
@@ -187,6 +194,8 @@ type run struct {
 	// passwords are every password the nodes may have had, newest last.
 	mu        sync.Mutex
 	passwords []string
+	// keys were written before the scenario, each with its value as its name: all must survive.
+	keys []string
 }
 
 func (s *crashSuite) newRun(t *testing.T, sc scenario) *run {
@@ -346,6 +355,8 @@ type writer struct {
 	mu    sync.Mutex
 	acked []string
 	tried int
+	// cc is the cluster client of a writer in cluster mode.
+	cc *goredis.ClusterClient
 }
 
 func (r *run) startWriter() *writer {
@@ -355,9 +366,13 @@ func (r *run) startWriter() *writer {
 	w.stop = sync.OnceFunc(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
+		write := w.writeOnce
+		if r.sc.cluster {
+			write = w.writeToCluster
+		}
 		for i := 0; ctx.Err() == nil; i++ {
 			time.Sleep(20 * time.Millisecond)
-			w.writeOnce(ctx, r, fmt.Sprintf("key-%05d", i))
+			write(ctx, r, fmt.Sprintf("key-%05d", i))
 		}
 	}()
 	return w
@@ -568,7 +583,7 @@ func crashScenarios() []scenario {
 			}
 			return podsAt(r, 3, sts.Status.UpdateRevision)
 		},
-	}, {
+	}, slotMoveScenario(ready), {
 		name: "password change",
 		tune: func(o *operator.Options) { o.SecretResync = 200 * time.Millisecond },
 		given: func(t *testing.T, r *run) {
