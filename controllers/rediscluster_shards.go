@@ -44,7 +44,7 @@ type shardsState struct {
 	// clusterDown names a node that says the cluster does not serve every slot.
 	clusterDown string
 	plan        *shards.Plan
-	// moreToMove is true when this reconcile stopped moving slots at its budget.
+	// moreToMove is true when this reconcile moved slots: the next comes at once.
 	moreToMove bool
 }
 

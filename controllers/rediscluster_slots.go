@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,7 +34,8 @@ const (
 	movingRequeue = 10 * time.Millisecond
 )
 
-// moveSlots carries out the plan's moves until the budget is spent.
+// moveSlots carries out the plan's moves until the budget is spent, a step of slotsPerStep
+// slots at a time.
 func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, addrs map[string]string) error {
 	plan := state.shards.plan
 	var primaries []string
@@ -45,84 +48,142 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 	moved := map[string]int{}
 	keys := 0
 	var err error
-	for i, m := range plan.Moves {
-		if i > 0 && time.Since(start) > moveBudget {
-			state.shards.moreToMove = true
+	for _, step := range movesInSteps(plan.Moves) {
+		if len(moved) > 0 && time.Since(start) > moveBudget {
 			break
 		}
 		var n int
-		n, err = moveSlot(ctx, state.dial, m, addrs, primaries)
+		n, err = moveSlots(ctx, state.dial, step, addrs, primaries)
 		keys += n
 		if err != nil {
-			err = fmt.Errorf("%s: %w", m, err)
 			break
 		}
-		moved[m.From+" to "+m.To]++
+		moved[step[0].From+" to "+step[0].To] += len(step)
 		state.changed = true
 	}
 	if len(moved) > 0 {
+		// Back at once: for the rest, or the next shard's moves.
+		state.shards.moreToMove = true
 		var parts []string
 		for pair, n := range moved {
 			parts = append(parts, fmt.Sprintf("%d slots from %s", n, pair))
 		}
+		slices.Sort(parts)
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "MoveSlots",
 			"Moved %s, with %d keys", strings.Join(parts, ", "), keys)
 	}
 	return err
 }
 
-// moveSlot takes the move's remaining steps and returns how many keys it moved.
-func moveSlot(ctx context.Context, dial func(string) redis.Node, m shards.Move, addrs map[string]string, primaries []string) (int, error) {
-	from, to := dial(addrs[m.From]), dial(addrs[m.To])
-	defer from.Close()
-	defer to.Close()
-	moved := 0
-	if !m.Owned {
-		if !m.Importing {
-			if err := to.ClusterSetSlotImporting(ctx, m.Slot, m.FromID); err != nil {
-				return moved, fmt.Errorf("%s imports it: %w", m.To, err)
-			}
-		}
-		if !m.Migrating {
-			if err := from.ClusterSetSlotMigrating(ctx, m.Slot, m.ToID); err != nil {
-				return moved, fmt.Errorf("%s migrates it: %w", m.From, err)
-			}
-		}
-		for {
-			keys, err := from.ClusterKeysInSlot(ctx, m.Slot, keysPerMigrate)
-			if err != nil {
-				return moved, fmt.Errorf("listing its keys on %s: %w", m.From, err)
-			}
-			if len(keys) == 0 {
-				break
-			}
-			if err := from.Migrate(ctx, addrs[m.To], keys); err != nil {
-				return moved, fmt.Errorf("moving %d keys: %w", len(keys), err)
-			}
-			moved += len(keys)
-		}
-		// The receiver first: once it owns the slot, the giver's clients are sent to it.
-		if err := to.ClusterSetSlotNode(ctx, m.Slot, m.ToID); err != nil {
-			return moved, fmt.Errorf("%s takes it: %w", m.To, err)
-		}
-	}
-	// Redis refuses this while the giver still holds a key of the slot.
-	if err := from.ClusterSetSlotNode(ctx, m.Slot, m.ToID); err != nil {
-		return moved, fmt.Errorf("%s gives it: %w", m.From, err)
-	}
-	// The other primaries learn it by gossip too; told at once, they send no client to the giver.
-	var errs []error
-	for _, p := range primaries {
-		if p == m.From || p == m.To {
+// slotsPerStep is how many slots move together: each SETSLOT step is one pipeline, and one
+// write of nodes.conf, for them all (a nodes.conf write is an fsync: one per slot and step
+// made a slot take about 4ms).
+const slotsPerStep = 32
+
+// movesInSteps cuts the moves into steps of up to slotsPerStep slots between the same two
+// primaries, in order.
+func movesInSteps(moves []shards.Move) [][]shards.Move {
+	var steps [][]shards.Move
+	for _, m := range moves {
+		if n := len(steps); n > 0 && len(steps[n-1]) < slotsPerStep && steps[n-1][0].From == m.From && steps[n-1][0].To == m.To {
+			steps[n-1] = append(steps[n-1], m)
 			continue
 		}
-		n := dial(addrs[p])
-		if err := n.ClusterSetSlotNode(ctx, m.Slot, m.ToID); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-		}
-		_ = n.Close()
+		steps = append(steps, []shards.Move{m})
 	}
+	return steps
+}
+
+// moveSlots takes the remaining steps of moves between the same two primaries, and returns
+// how many keys it moved.
+func moveSlots(ctx context.Context, dial func(string) redis.Node, moves []shards.Move, addrs map[string]string, primaries []string) (int, error) {
+	first := moves[0]
+	from, to := dial(addrs[first.From]), dial(addrs[first.To])
+	defer from.Close()
+	defer to.Close()
+	var importing, migrating, open, all []int
+	for _, m := range moves {
+		all = append(all, m.Slot)
+		if m.Owned {
+			continue
+		}
+		open = append(open, m.Slot)
+		if !m.Importing {
+			importing = append(importing, m.Slot)
+		}
+		if !m.Migrating {
+			migrating = append(migrating, m.Slot)
+		}
+	}
+	if err := setSlots(ctx, to, redis.SlotImporting, first.FromID, importing); err != nil {
+		return 0, fmt.Errorf("%s imports slots %v from %s: %w", first.To, importing, first.From, err)
+	}
+	if err := setSlots(ctx, from, redis.SlotMigrating, first.ToID, migrating); err != nil {
+		return 0, fmt.Errorf("%s migrates slots %v to %s: %w", first.From, migrating, first.To, err)
+	}
+	// Every slot's keys, even of a slot the receiver owns already: a giver stopped between the
+	// two SETSLOT NODE may still hold one, and Redis would refuse it the last step for ever.
+	moved, err := migrateKeys(ctx, from, addrs[first.To], all)
+	if err != nil {
+		return moved, fmt.Errorf("moving the keys of slots %v from %s to %s: %w", all, first.From, first.To, err)
+	}
+	// The receiver first: once it owns the slots, the giver sends its clients there.
+	if err := setSlots(ctx, to, redis.SlotNode, first.ToID, open); err != nil {
+		return moved, fmt.Errorf("%s takes slots %v: %w", first.To, open, err)
+	}
+	// Redis refuses this while the giver still holds a key of a slot.
+	if err := setSlots(ctx, from, redis.SlotNode, first.ToID, all); err != nil {
+		return moved, fmt.Errorf("%s gives slots %v: %w", first.From, all, err)
+	}
+	// The other primaries learn it by gossip too; told at once, they send no client to the
+	// giver. Told together: each writes its nodes.conf.
+	others := slices.DeleteFunc(slices.Clone(primaries), func(p string) bool { return p == first.From || p == first.To })
+	errs := make([]error, len(others))
+	var wg sync.WaitGroup
+	for i, p := range others {
+		wg.Go(func() {
+			n := dial(addrs[p])
+			defer n.Close()
+			if err := setSlots(ctx, n, redis.SlotNode, first.ToID, all); err != nil {
+				errs[i] = fmt.Errorf("%s takes %s as the owner of slots %v: %w", p, first.To, all, err)
+			}
+		})
+	}
+	wg.Wait()
 	return moved, errors.Join(errs...)
+}
+
+func setSlots(ctx context.Context, n redis.Node, state redis.SlotState, id string, slots []int) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	return n.ClusterSetSlots(ctx, state, id, slots...)
+}
+
+// migrateKeys moves the slots' keys from the giving primary to the receiver at addr, slot by
+// slot, up to keysPerMigrate per MIGRATE: each MIGRATE blocks the giver while it runs, so its
+// clients wait for one batch at most. A slot that gave fewer than keysPerMigrate is done:
+// while a slot migrates, the giver creates no key in it (clients are sent to the receiver).
+func migrateKeys(ctx context.Context, from redis.Node, addr string, slots []int) (int, error) {
+	moved := 0
+	for _, slot := range slots {
+		for {
+			keys, err := from.ClusterKeysInSlot(ctx, slot, keysPerMigrate)
+			if err != nil {
+				return moved, fmt.Errorf("slot %d: %w", slot, err)
+			}
+			if len(keys) > 0 {
+				if err := from.Migrate(ctx, addr, keys); err != nil {
+					return moved, fmt.Errorf("slot %d: %w", slot, err)
+				}
+				moved += len(keys)
+			}
+			if len(keys) < keysPerMigrate {
+				break
+			}
+		}
+	}
+	return moved, nil
 }
 
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;delete

@@ -114,9 +114,7 @@ type Node interface {
 	ClusterAddSlots(ctx context.Context, ranges []SlotRange) error
 	ClusterReplicate(ctx context.Context, primaryID string) error
 	ClusterForget(ctx context.Context, id string) error
-	ClusterSetSlotImporting(ctx context.Context, slot int, fromID string) error
-	ClusterSetSlotMigrating(ctx context.Context, slot int, toID string) error
-	ClusterSetSlotNode(ctx context.Context, slot int, id string) error
+	ClusterSetSlots(ctx context.Context, state SlotState, id string, slots ...int) error
 	ClusterSetSlotStable(ctx context.Context, slot int) error
 	ClusterKeysInSlot(ctx context.Context, slot, count int) ([]string, error)
 	Migrate(ctx context.Context, addr string, keys []string) error

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // SlotCount is the number of hash slots of a Redis Cluster.
@@ -222,22 +224,36 @@ func (n *node) ClusterForget(ctx context.Context, id string) error {
 	return n.classify(n.client().Do(ctx, "CLUSTER", "FORGET", id).Err())
 }
 
-// ClusterSetSlotImporting makes the node accept, after ASKING, commands for the slot's keys,
-// which fromID serves.
-func (n *node) ClusterSetSlotImporting(ctx context.Context, slot int, fromID string) error {
-	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err())
-}
+// SlotState is what CLUSTER SETSLOT makes of a slot on a node.
+type SlotState string
 
-// ClusterSetSlotMigrating makes the node send clients to toID (ASK) for the slot's keys it no
-// longer has.
-func (n *node) ClusterSetSlotMigrating(ctx context.Context, slot int, toID string) error {
-	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err())
-}
+const (
+	// SlotImporting: the node accepts, after ASKING, commands for the slot's keys, which the
+	// node id serves.
+	SlotImporting SlotState = "IMPORTING"
+	// SlotMigrating: the node sends clients to the node id (ASK) for the slot's keys it no
+	// longer has.
+	SlotMigrating SlotState = "MIGRATING"
+	// SlotNode: the node takes the node id as the slot's owner, which closes the slot's move on
+	// it. Redis refuses to give away a slot the node still holds keys of.
+	SlotNode SlotState = "NODE"
+)
 
-// ClusterSetSlotNode makes the node take id as the slot's owner, closing the slot's migration
-// on it. Redis refuses to give away a slot the node still holds keys of.
-func (n *node) ClusterSetSlotNode(ctx context.Context, slot int, id string) error {
-	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", id).Err())
+// ClusterSetSlots sets the slots to state toward the node id, pipelined: one round trip, and
+// one write of nodes.conf, for them all. The first refusal is returned.
+func (n *node) ClusterSetSlots(ctx context.Context, state SlotState, id string, slots ...int) error {
+	cmds, err := n.client().Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, slot := range slots {
+			p.Do(ctx, "CLUSTER", "SETSLOT", slot, string(state), id)
+		}
+		return nil
+	})
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return n.classify(fmt.Errorf("slot %v: %w", c.Args()[2], c.Err()))
+		}
+	}
+	return n.classify(err)
 }
 
 // ClusterSetSlotStable drops the node's importing or migrating state of the slot.
@@ -251,9 +267,10 @@ func (n *node) ClusterKeysInSlot(ctx context.Context, slot, count int) ([]string
 	return keys, n.classify(err)
 }
 
-// Migrate moves the keys to the node at addr (ip:port), logged in there as on this node: the
-// target restores each (RESTORE-ASKING), then this node deletes it, atomically for the batch.
-// A key the target already has is refused (BUSYKEY) and stays here: nothing is overwritten.
+// Migrate moves the keys (all of one slot) to the node at addr, logged in there as on this
+// node: the target restores each (RESTORE-ASKING), then this node deletes it, atomically for
+// the batch. A key the target already has is refused (BUSYKEY) and stays here: nothing is
+// overwritten.
 func (n *node) Migrate(ctx context.Context, addr string, keys []string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -108,7 +108,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 
 // writeLatencies sets keys on c one at a time until d passed or done closed, and returns each
 // write's latency.
-func writeLatencies(ctx context.Context, c *goredis.Client, d time.Duration, done chan struct{}) []time.Duration {
+func writeLatencies(ctx context.Context, c goredis.Cmdable, d time.Duration, done chan struct{}) []time.Duration {
 	var out []time.Duration
 	end := time.Now().Add(d)
 	for i := 0; time.Now().Before(end); i++ {
