@@ -86,66 +86,22 @@ func decideMoves(plan Plan, answering []Member, shards int) (moves []Move, stabl
 	if len(moves) > 0 || len(stable) > 0 || waiting != "" {
 		return moves, stable, nil, waiting
 	}
-
-	// Who serves each slot, by the primaries' own word.
-	counts := map[int]int{}
-	owner := make([]int, redis.SlotCount)
-	for s := range owner {
-		owner[s] = -1
+	owner, counts, waiting := slotOwners(primaries)
+	if waiting != "" {
+		return nil, nil, nil, waiting
 	}
-	for shard, p := range primaries {
-		for _, r := range selfOf(p).Slots {
-			for s := max(r.Start, 0); s <= r.End && s < redis.SlotCount; s++ {
-				if owner[s] >= 0 {
-					return nil, nil, nil, fmt.Sprintf("slot %d is served by the primaries of shards %d and %d; waiting for the cluster to agree", s, owner[s], shard)
-				}
-				owner[s] = shard
-				counts[shard]++
-			}
-		}
-	}
-
 	indexes := make([]int, 0, len(plan.Shards))
 	for _, sh := range plan.Shards {
+		if _, ok := primaries[sh.Index]; !ok {
+			return nil, nil, nil, fmt.Sprintf("shard %d has no primary; slots wait", sh.Index)
+		}
 		indexes = append(indexes, sh.Index)
-	}
-	for _, i := range indexes {
-		if _, ok := primaries[i]; !ok {
-			return nil, nil, nil, fmt.Sprintf("shard %d has no primary; slots wait", i)
+		if sh.Index >= shards && counts[sh.Index] == 0 {
+			drained = append(drained, sh.Index)
 		}
 	}
 	surplus := func(i int) int { return counts[i] - desiredSlotCount(i, shards) }
-
-	// Drain the last shard being removed first, then fill the first shard short of slots.
-	var donors, receivers []int
-	for _, i := range slices.Backward(indexes) {
-		if i >= shards && counts[i] > 0 {
-			donors = []int{i}
-			break
-		}
-	}
-	for _, i := range indexes {
-		if surplus(i) < 0 {
-			receivers = append(receivers, i)
-		}
-	}
-	if len(donors) == 0 {
-		if len(receivers) > 0 {
-			receivers = receivers[:1]
-		}
-		for _, i := range indexes {
-			if surplus(i) > 0 {
-				donors = append(donors, i)
-			}
-		}
-		// The fullest donor gives first.
-		slices.SortStableFunc(donors, func(a, b int) int { return cmp.Compare(surplus(b), surplus(a)) })
-	}
-	for _, i := range indexes {
-		if i >= shards && counts[i] == 0 {
-			drained = append(drained, i)
-		}
-	}
+	donors, receivers := donorsAndReceivers(indexes, shards, counts, surplus)
 	if len(donors) == 0 || len(receivers) == 0 {
 		return nil, nil, drained, ""
 	}
@@ -176,6 +132,58 @@ func decideMoves(plan Plan, answering []Member, shards int) (moves []Move, stabl
 		}
 	}
 	return moves, nil, drained, ""
+}
+
+// slotOwners is the shard serving each slot (-1 for none) and how many each serves, by the
+// primaries' own word; waiting when two primaries claim one slot.
+func slotOwners(primaries map[int]Member) ([]int, map[int]int, string) {
+	counts := map[int]int{}
+	owner := make([]int, redis.SlotCount)
+	for s := range owner {
+		owner[s] = -1
+	}
+	for shard, p := range primaries {
+		for _, r := range selfOf(p).Slots {
+			for s := max(r.Start, 0); s <= r.End && s < redis.SlotCount; s++ {
+				if owner[s] >= 0 {
+					return nil, nil, fmt.Sprintf("slot %d is served by the primaries of shards %d and %d; waiting for the cluster to agree", s, owner[s], shard)
+				}
+				owner[s] = shard
+				counts[shard]++
+			}
+		}
+	}
+	return owner, counts, ""
+}
+
+// donorsAndReceivers: one shard moves at a time. The last shard being removed that still
+// serves slots gives them to every shard short of its share; otherwise the first shard short
+// of its share receives from every shard over it, the fullest first.
+func donorsAndReceivers(indexes []int, shards int, counts map[int]int, surplus func(int) int) (donors, receivers []int) {
+	for _, i := range slices.Backward(indexes) {
+		if i >= shards && counts[i] > 0 {
+			donors = []int{i}
+			break
+		}
+	}
+	for _, i := range indexes {
+		if surplus(i) < 0 {
+			receivers = append(receivers, i)
+		}
+	}
+	if len(donors) > 0 {
+		return donors, receivers
+	}
+	if len(receivers) > 0 {
+		receivers = receivers[:1]
+	}
+	for _, i := range indexes {
+		if surplus(i) > 0 {
+			donors = append(donors, i)
+		}
+	}
+	slices.SortStableFunc(donors, func(a, b int) int { return cmp.Compare(surplus(b), surplus(a)) })
+	return donors, receivers
 }
 
 // openMoves are the slots a primary imports or migrates: each is finished toward the shard it

@@ -151,16 +151,7 @@ func Decide(members []Member, shards int) Plan {
 	}
 
 	// A slot any answering node sees served is never given again.
-	owned := make([]bool, redis.SlotCount)
-	for _, m := range answering {
-		for _, n := range m.Nodes {
-			for _, r := range n.Slots {
-				for s := max(r.Start, 0); s <= r.End && s < redis.SlotCount; s++ {
-					owned[s] = true
-				}
-			}
-		}
-	}
+	owned := servedSlots(answering)
 
 	total := shards
 	for _, m := range members {
@@ -193,6 +184,21 @@ func Decide(members []Member, shards int) Plan {
 		plan.Actions = append(plan.Actions, stable...)
 	}
 	return plan
+}
+
+// servedSlots are the slots any of the members sees served.
+func servedSlots(members []Member) []bool {
+	owned := make([]bool, redis.SlotCount)
+	for _, m := range members {
+		for _, n := range m.Nodes {
+			for _, r := range n.Slots {
+				for s := max(r.Start, 0); s <= r.End && s < redis.SlotCount; s++ {
+					owned[s] = true
+				}
+			}
+		}
+	}
+	return owned
 }
 
 // decideShard finds the shard's primary, gives it its missing slots when assign allows, and

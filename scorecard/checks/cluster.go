@@ -78,24 +78,31 @@ func checkStatusDescriptorsMatchStatus(ctx context.Context, c Cluster, b *apiman
 		r.logf("%s status fields: %v", live.GetName(), written)
 		spec, _, _ := unstructured.NestedMap(live.Object, "spec")
 		for field := range described {
-			// status.restore, status.backup and status.shards report on spec.restore,
-			// spec.backup and spec.cluster: an example without them has nothing there.
-			if on, ok := specOnly[field]; ok {
-				if _, set := spec[on]; !set {
-					continue
-				}
-			}
-			// status.primary is one primary's: an example in cluster mode has one per shard.
-			if off, ok := specAbsent[field]; ok {
-				if _, set := spec[off]; set {
-					continue
-				}
+			if !writtenFor(field, spec) {
+				continue
 			}
 			if _, ok := status[field]; !ok {
 				r.fail("statusDescriptor %s describes a field the operator does not write on a Ready %s", field, live.GetKind())
 			}
 		}
 	})
+}
+
+// writtenFor is false for a status field the operator does not write for this spec:
+// status.restore, status.backup and status.shards report on spec.restore, spec.backup and
+// spec.cluster, and status.primary is one primary's, while cluster mode has one per shard.
+func writtenFor(field string, spec map[string]any) bool {
+	if on, ok := specOnly[field]; ok {
+		if _, set := spec[on]; !set {
+			return false
+		}
+	}
+	if off, ok := specAbsent[field]; ok {
+		if _, set := spec[off]; set {
+			return false
+		}
+	}
+	return true
 }
 
 // specOnly are the status fields that report on a spec field, written only when the spec has
