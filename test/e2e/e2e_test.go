@@ -355,7 +355,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		kubectl(t, "delete", "-n", ns, "rediscluster/sessions-restored", "redisbackup/sessions-now", "--wait")
 	})
 
-	t.Run("the README's cluster-mode example, run as written, forms 3 shards that a cluster client writes through", func(t *testing.T) {
+	t.Run("the README's cluster-mode example, run as written, forms 3 shards that a cluster client writes through, which grow to 4 and back with the keys", func(t *testing.T) {
 		clusterExampleServesAClusterClient(t, root, ns)
 	})
 
@@ -477,7 +477,8 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 // cluster's kubectl on PATH, its admin kubeconfig. firstLine replaces the example's first line
 // (the variable a user sets: the namespace, an address the demo printed).
 // clusterExampleServesAClusterClient runs the README's cluster-mode example, then writes and
-// reads keys through its Service with a cluster client, which follows MOVED to the pods.
+// reads keys through its Service with a cluster client, which follows MOVED to the pods; then
+// the README's scale-out to 4 shards and back to 3, reading the keys back after each.
 func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	out := runExample(t, root, "cluster-example", t.TempDir(), "NS="+ns)
 	for i := range 3 {
@@ -492,9 +493,28 @@ func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	for i := range 200 {
 		require.NoError(t, cc.Set(context.Background(), fmt.Sprintf("order:%d", i), i, 0).Err())
 	}
-	for i := range 200 {
-		assert.Equal(t, fmt.Sprint(i), cc.Get(context.Background(), fmt.Sprintf("order:%d", i)).Val())
+	readBack := func(when string) {
+		t.Helper()
+		for i := range 200 {
+			v, err := cc.Get(context.Background(), fmt.Sprintf("order:%d", i)).Result()
+			require.NoError(t, err, "%s: order:%d", when, i)
+			assert.Equal(t, fmt.Sprint(i), v, "%s: order:%d", when, i)
+		}
 	}
+	readBack("formed")
+
+	// The README's scale-out: a fourth shard gets its even share of the slots, keys and all
+	out = runExample(t, root, "cluster-scale-example", t.TempDir(), "NS="+ns)
+	assert.Contains(t, out, "orders-shard3: [", "the new shard serves slots:\n%s", out)
+	cc.ReloadState(context.Background())
+	readBack("after the scale-out to 4 shards")
+
+	// And back to 3: the fourth shard is drained, its StatefulSet deleted
+	kubectl(t, "patch", "-n", ns, "rediscluster/orders", "--type", "merge", "-p", `{"spec":{"cluster":{"shards":3}}}`)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/orders", "--timeout=300s")
+	out = kubectl(t, "get", "-n", ns, "statefulsets", "-o", "name")
+	assert.NotContains(t, out, "orders-shard3")
+	readBack("after the scale-in to 3 shards")
 	kubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
 }
 
