@@ -34,6 +34,7 @@ func (r *RedisClusterReconciler) shardedPhases() []phase {
 		{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
 		{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
 		{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
+		{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
 	}
 }
 
@@ -46,6 +47,8 @@ type shardsState struct {
 	plan        *shards.Plan
 	// moreToMove is true when this reconcile moved slots: the next comes at once.
 	moreToMove bool
+	// rollout is the rollout step this reconcile took, or what the rollout waits for.
+	rollout shards.RolloutStep
 }
 
 // reconcileShardStatefulSets applies one StatefulSet per shard.

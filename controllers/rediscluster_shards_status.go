@@ -82,8 +82,11 @@ func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState)
 	}
 	for _, sts := range state.shards.statefulSets {
 		if state.changed || !rolledOut(sts) {
-			return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
-				"The StatefulSets are rolling out the current spec, or the cluster is forming")
+			msg := "The StatefulSets are rolling out the current spec, or the cluster is forming"
+			if why := state.shards.rollout.Why; why != "" {
+				msg = "Rolling out the current spec: " + why
+			}
+			return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress, msg)
 		}
 	}
 	return condition(cachev1.ConditionProgressing, metav1.ConditionFalse, cachev1.ReasonRolloutComplete,

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -189,4 +190,75 @@ func patchSpec(t *testing.T, rc *cachev1.RedisCluster, change func(*cachev1.Redi
 	base := client.MergeFrom(got.DeepCopy())
 	change(got)
 	require.NoError(t, k8sClient.Patch(context.Background(), got, base))
+}
+
+func TestANewVersionInClusterModeReplacesReplicasThenFailsEachShardOverWithoutLosingAWrite(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	node := runLocalNode(t, ns)
+
+	// Given 3 shards of 2 nodes holding 500 keys, and a cluster client writing all along
+	rc := testenv.RedisCluster(ns, "orders", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+	before := eventuallyReadyWithin(t, rc, 2*waitFor)
+	password := secretValue(t, ns, "orders-auth", "password")
+	cc := clusterClient(t, node, before, password)
+	for i := range 500 {
+		require.NoError(t, cc.Set(ctx, fmt.Sprintf("k:%d", i), i, 0).Err())
+	}
+	w := startClusterWriter(cc)
+	t.Cleanup(w.stop)
+	require.Eventually(t, func() bool { return w.ackedCount() > 100 }, waitFor, tick)
+
+	// When the version changes
+	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Version = "7.0" })
+
+	// Then every pod is replaced, each shard's replica having taken over before its primary's pod
+	// went, and the cluster is Ready with nothing left to roll out
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		now := getRC(c, rc)
+		assert.Equal(c, now.Generation, now.Status.ObservedGeneration)
+		assert.True(c, meta.IsStatusConditionTrue(now.Status.Conditions, cachev1.ConditionReady), "%+v", now.Status.Conditions)
+		assert.True(c, meta.IsStatusConditionFalse(now.Status.Conditions, cachev1.ConditionProgressing), "%+v", now.Status.Conditions)
+		for i := range 3 {
+			sts := &appsv1.StatefulSet{}
+			require.NoError(c, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("orders-shard%d", i)}, sts))
+			assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
+			pods := &corev1.PodList{}
+			require.NoError(c, k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"cache.example.com/shard": fmt.Sprint(i)}))
+			require.Len(c, pods.Items, 2)
+			for _, p := range pods.Items {
+				assert.Equal(c, sts.Status.UpdateRevision, p.Labels[appsv1.ControllerRevisionHashLabelKey], "pod %s runs the current template", p.Name)
+			}
+		}
+	}, 6*waitFor, tick)
+	after := getRC(t, rc)
+	for i, sh := range after.Status.Shards {
+		assert.Equal(t, before.Status.Shards[i].Replicas[0], sh.Primary, "shard %d's replica took over", i)
+		assert.Equal(t, []string{before.Status.Shards[i].Primary}, sh.Replicas, "shard %d's old primary is its replica", i)
+	}
+
+	// And every acknowledged write and the 500 keys read back; the writer's errors are bounded
+	require.Eventually(t, func() bool { return w.ackedCount() > 200 }, waitFor, tick)
+	w.stop()
+	w.mu.Lock()
+	acked, errs := w.acked, w.errors
+	w.mu.Unlock()
+	t.Logf("writer: %d writes acknowledged, %d errors: %v", len(acked), len(errs), errs)
+	assert.LessOrEqual(t, len(errs), len(acked)/100, "the writer's errors are bounded: at most 1%% of its writes")
+	reader := clusterClient(t, node, after, password)
+	var lost []string
+	for _, key := range acked {
+		if reader.Exists(ctx, key).Val() != 1 {
+			lost = append(lost, key)
+		}
+	}
+	for i := range 500 {
+		if v, err := reader.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
+			lost = append(lost, fmt.Sprintf("k:%d", i))
+		}
+	}
+	assert.Empty(t, lost, "keys lost, of %d acknowledged and 500 written before", len(acked))
 }

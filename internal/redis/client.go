@@ -115,6 +115,7 @@ type Node interface {
 	ClusterReplicate(ctx context.Context, primaryID string) error
 	ClusterForget(ctx context.Context, id string) error
 	ClusterSetSlots(ctx context.Context, state SlotState, id string, slots ...int) error
+	ClusterFailover(ctx context.Context) error
 	ClusterSetSlotStable(ctx context.Context, slot int) error
 	ClusterKeysInSlot(ctx context.Context, slot, count int) ([]string, error)
 	Migrate(ctx context.Context, addr string, keys []string) error

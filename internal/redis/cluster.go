@@ -256,6 +256,13 @@ func (n *node) ClusterSetSlots(ctx context.Context, state SlotState, id string, 
 	return n.classify(err)
 }
 
+// ClusterFailover makes the node, a replica, take its primary's place once it has every write
+// the primary acknowledged: the primary stops its clients meanwhile (a manual failover, not
+// FORCE). Redis answers at once and carries it out within moments.
+func (n *node) ClusterFailover(ctx context.Context) error {
+	return n.classify(n.client().Do(ctx, "CLUSTER", "FAILOVER").Err())
+}
+
 // ClusterSetSlotStable drops the node's importing or migrating state of the slot.
 func (n *node) ClusterSetSlotStable(ctx context.Context, slot int) error {
 	return n.classify(n.client().Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err())

@@ -104,13 +104,14 @@ const operatorRules = "resetchannels &redis-operator:watch -@all +auth +ping +in
 	"+client|unpause +client|kill +replicaof +config|get +config|set +acl|getuser +acl|setuser +acl|deluser +acl|users +subscribe +sync +replconf"
 
 // operatorClusterRules are the operator's rights in cluster mode on top: it reads and forms the
-// cluster (CLUSTER NODES, INFO, MEET, ADDSLOTSRANGE, REPLICATE, FORGET) and moves slots between
+// cluster (CLUSTER NODES, INFO, MEET, ADDSLOTSRANGE, REPLICATE, FORGET), hands a shard to its
+// replica before it replaces the primary's pod (CLUSTER FAILOVER), and moves slots between
 // shards (CLUSTER SETSLOT, GETKEYSINSLOT, and MIGRATE, which logs in to the receiving node as
 // the same user and sends it SELECT and RESTORE-ASKING). Moving keys needs access to every key
 // (~*): the operator can then move any key to another node, but still has no command that reads
 // a value or writes one of its own making.
 const operatorClusterRules = " +cluster|nodes +cluster|info +cluster|meet +cluster|addslotsrange +cluster|replicate +cluster|forget" +
-	" +cluster|setslot +cluster|getkeysinslot +migrate +select +restore-asking ~*"
+	" +cluster|failover +cluster|setslot +cluster|getkeysinslot +migrate +select +restore-asking ~*"
 
 // OperatorUser is the operator's own user, with its password; cluster is true in cluster mode.
 func OperatorUser(password string, cluster bool) User {

@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/shards"
+)
+
+// reconcileShardRollout takes the next step of rolling the shards' current template out, as
+// shards.DecideRollout says (see its safety rule): replace a replica's pod, or hand a shard to
+// its updated replica (CLUSTER FAILOVER) before its primary's pod is replaced.
+func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	s := &state.shards
+	if s.plan == nil || state.changed || s.clusterDown != "" {
+		return nil
+	}
+	outdated, known := outdatedShardPods(rc, state)
+	if !known {
+		return nil
+	}
+	step := shards.DecideRollout(*s.plan, outdated, rc.Spec.Storage != nil)
+	s.rollout = step
+	switch step.Kind {
+	case shards.Failover:
+		n := state.dial(podAddr(s.members, step.Pod))
+		defer n.Close()
+		if err := n.ClusterFailover(ctx); err != nil {
+			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", step.Pod, err)
+		}
+		state.changed = true
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "Failover",
+			"%s takes over shard %d to roll out the current spec: %s", step.Pod, step.Shard, step.Why)
+	case shards.ReplacePod:
+		var pod *corev1.Pod
+		for i := range state.pods {
+			if state.pods[i].Name == step.Pod {
+				pod = &state.pods[i]
+			}
+		}
+		if pod == nil {
+			return nil
+		}
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("replacing pod %s: %w", pod.Name, err)
+		}
+		state.changed = true
+		state.rolled = true
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
+			"Replacing pod %s to roll out the current spec: %s", pod.Name, step.Why)
+	}
+	return nil
+}
+
+// outdatedShardPods are the pods that do not run their shard StatefulSet's current template;
+// known is false until every shard's StatefulSet has seen its template and has all its pods
+// (a pod it just recreated would look outdated before).
+func outdatedShardPods(rc *cachev1.RedisCluster, state *reconcileState) (outdated map[string]bool, known bool) {
+	revisions := map[string]*appsv1.StatefulSet{}
+	for _, sts := range state.shards.statefulSets {
+		if !stsObserved(sts) || sts.Status.UpdateRevision == "" {
+			return nil, false
+		}
+		revisions[sts.Name] = sts
+	}
+	if len(revisions) < int(rc.Spec.Cluster.Shards) {
+		return nil, false
+	}
+	count := map[string]int{}
+	outdated = map[string]bool{}
+	for _, p := range state.pods {
+		shard, ok := resources.ShardOf(p.Labels)
+		if !ok {
+			continue
+		}
+		sts, ok := revisions[resources.ShardStatefulSetName(rc, shard)]
+		if !ok {
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			return nil, false
+		}
+		count[sts.Name]++
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision {
+			outdated[p.Name] = true
+		}
+	}
+	for name := range revisions {
+		if count[name] != int(rc.Spec.Replicas) {
+			return nil, false
+		}
+	}
+	return outdated, true
+}
+
+func podAddr(members []shards.Member, pod string) string {
+	for _, m := range members {
+		if m.Pod == pod {
+			return m.Addr
+		}
+	}
+	return ""
+}
