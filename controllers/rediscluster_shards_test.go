@@ -37,6 +37,9 @@ func clusterClient(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisClust
 }
 
 func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *testing.T) {
+	// Its own namespace, operator and nodes: it runs beside the other tests that wait on Redis
+	// more than they use the CPU.
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	op := startOperator(t, adminCfg, ns)

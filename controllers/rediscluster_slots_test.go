@@ -102,6 +102,9 @@ func eventuallyShards(t *testing.T, rc *cachev1.RedisCluster, n int, within time
 }
 
 func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *testing.T) {
+	// Its own namespace, operator and nodes: it runs beside the other tests that wait on Redis
+	// more than they use the CPU.
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
@@ -193,6 +196,9 @@ func patchSpec(t *testing.T, rc *cachev1.RedisCluster, change func(*cachev1.Redi
 }
 
 func TestANewVersionInClusterModeReplacesReplicasThenFailsEachShardOverWithoutLosingAWrite(t *testing.T) {
+	// Its own namespace, operator and nodes: it runs beside the other tests that wait on Redis
+	// more than they use the CPU.
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)

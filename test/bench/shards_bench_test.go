@@ -16,11 +16,11 @@ import (
 	"github.com/org/redis-operator/test/testenv"
 )
 
-// scaleOutKeys is the dataset moved on a scale-out: 200k keys of 100 bytes.
-const scaleOutKeys = 200_000
+// scaleOutKeys is the dataset moved on a scale-out: 100k keys of 100 bytes.
+const scaleOutKeys = 100_000
 
 // BenchmarkScaleOutShards runs the operator binary over a RedisCluster in cluster mode of 3
-// shards x 2 real redis-server nodes holding 200k keys, grows it to 5 shards, and reports how
+// shards x 2 real redis-server nodes holding 100k keys, grows it to 5 shards, and reports how
 // fast keys and slots move (from the patch until Ready with 5 shards, new pods' start
 // included), and a cluster client's write p99 before and during the move.
 func BenchmarkScaleOutShards(b *testing.B) {
@@ -66,7 +66,7 @@ func BenchmarkScaleOutShards(b *testing.B) {
 			require.NoError(b, err)
 		}
 
-		quiet := writeLatencies(ctx, cc, 5*time.Second, nil)
+		quiet := writeLatencies(ctx, cc, 3*time.Second, nil)
 
 		done := make(chan struct{})
 		during := make(chan []time.Duration, 1)
