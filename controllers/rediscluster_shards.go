@@ -20,9 +20,11 @@ import (
 // Cluster mode (spec.cluster): the nodes form one Redis Cluster, each shard a StatefulSet of
 // its own. The reconciler applies the children as in the other mode, then asks every node for
 // its view of the cluster (CLUSTER NODES) and sends what shards.Decide says: meet, assign the
-// slots of a new cluster, attach replicas, forget nodes that are gone. Failover within a shard
-// is Redis Cluster's own (cluster-node-timeout); the operator then finds the promoted replica
-// serving the shard's slots and attaches the others to it.
+// slots of a new cluster, attach replicas, forget nodes that are gone, move slots when the
+// number of shards changed, delete a drained shard's StatefulSet; then it rolls a new pod
+// template out (rediscluster_shards_rollout.go). Failover within a shard is Redis Cluster's
+// own (cluster-node-timeout); the operator then finds the promoted replica serving the shard's
+// slots and attaches the others to it.
 
 // shardedPhases are the phases of a RedisCluster in cluster mode.
 func (r *RedisClusterReconciler) shardedPhases() []phase {
@@ -105,7 +107,8 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 	return nil
 }
 
-// reconcileShards sends the cluster commands shards.Decide returns.
+// reconcileShards sends the cluster commands shards.Decide returns; once there are none, it
+// moves the slots the plan moves (rediscluster_slots.go), or removes the shards it drained.
 func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	plan := shards.Decide(state.shards.members, int(rc.Spec.Cluster.Shards))
 	state.shards.plan = &plan
