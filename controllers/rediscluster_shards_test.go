@@ -111,7 +111,7 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 	// When a shard's primary goes away for longer than the node timeout
 	victim := got.Status.Shards[1]
 	server := node.Server(victim.Primary)
-	node.NoRestart = true
+	node.NoRestart.Store(true)
 	server.Kill()
 
 	// Then Redis Cluster promotes its replica; the operator reports it as the shard's primary
@@ -133,7 +133,7 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 
 	// And when the old primary comes back, it is the replica of the new one, and the cluster is
 	// Ready again
-	node.NoRestart = false
+	node.NoRestart.Store(false)
 	require.NoError(t, server.Restart())
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		now := getRC(c, rc)

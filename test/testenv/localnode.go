@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -37,8 +38,9 @@ type LocalNode struct {
 	Namespace string
 	// Dir holds each pod's data directory.
 	Dir string
-	// NoRestart leaves a process that exited down, as a node that is gone would.
-	NoRestart bool
+	// NoRestart, while true, leaves a process that exited down, as a node that is gone would.
+	// Atomic: a test sets it while the node runs.
+	NoRestart atomic.Bool
 	// VolumeSync, when set, is how often the pods' ConfigMap and Secret volumes are written
 	// again from their objects, as the kubelet's sync does (about a minute there): a changed
 	// Secret reaches the running pods' files.
@@ -346,7 +348,7 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 		n.procs[pod.Name] = p
 		n.mu.Unlock()
 	}
-	if !p.Alive() && !n.NoRestart {
+	if !p.Alive() && !n.NoRestart.Load() {
 		_ = p.Restart()
 	}
 	ready := p.Ready()
