@@ -44,6 +44,8 @@ func (r *RedisClusterReconciler) shardedPhases() []phase {
 type shardsState struct {
 	statefulSets []*appsv1.StatefulSet
 	members      []shards.Member
+	// addrs are the members' addresses (ip:port) by pod.
+	addrs map[string]string
 	// clusterDown names a node that says the cluster does not serve every slot.
 	clusterDown string
 	plan        *shards.Plan
@@ -79,6 +81,7 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 		return err
 	}
 	state.shards.members = nil
+	state.shards.addrs = map[string]string{}
 	for _, p := range state.pods {
 		shard, ok := resources.ShardOf(p.Labels)
 		ordinal, ok2 := resources.PodOrdinal(p.Name)
@@ -88,6 +91,7 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 		m := shards.Member{Pod: p.Name, Shard: shard, Ordinal: ordinal}
 		if p.Status.PodIP != "" {
 			m.Addr = p.Status.PodIP + ":" + strconv.Itoa(resources.RedisPort)
+			state.shards.addrs[m.Pod] = m.Addr
 			n := state.dial(m.Addr)
 			if nodes, err := n.ClusterNodes(ctx); err == nil {
 				m.Nodes = nodes
@@ -112,13 +116,9 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	plan := shards.Decide(state.shards.members, int(rc.Spec.Cluster.Shards))
 	state.shards.plan = &plan
-	addrs := map[string]string{}
-	for _, m := range state.shards.members {
-		addrs[m.Pod] = m.Addr
-	}
 	var errs []error
 	for _, a := range plan.Actions {
-		n := state.dial(addrs[a.On])
+		n := state.dial(state.shards.addrs[a.On])
 		err := sendClusterCommand(ctx, n, a)
 		_ = n.Close()
 		if err != nil {
@@ -133,7 +133,7 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 		return errors.Join(errs...)
 	}
 	if len(plan.Moves) > 0 {
-		return r.moveSlots(ctx, rc, state, addrs)
+		return r.moveSlots(ctx, rc, state)
 	}
 	return r.removeDrainedShards(ctx, rc, state)
 }

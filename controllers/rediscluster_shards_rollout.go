@@ -29,7 +29,7 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 	s.rollout = step
 	switch step.Kind {
 	case shards.Failover:
-		n := state.dial(podAddr(s.members, step.Pod))
+		n := state.dial(s.addrs[step.Pod])
 		defer n.Close()
 		if err := n.ClusterFailover(ctx); err != nil {
 			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", step.Pod, err)
@@ -38,12 +38,7 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "Failover",
 			"%s takes over shard %d to roll out the current spec: %s", step.Pod, step.Shard, step.Why)
 	case shards.ReplacePod:
-		var pod *corev1.Pod
-		for i := range state.pods {
-			if state.pods[i].Name == step.Pod {
-				pod = &state.pods[i]
-			}
-		}
+		pod := podByName(state.pods, step.Pod)
 		if pod == nil {
 			return nil
 		}
@@ -97,13 +92,4 @@ func outdatedShardPods(rc *cachev1.RedisCluster, state *reconcileState) (outdate
 		}
 	}
 	return outdated, true
-}
-
-func podAddr(members []shards.Member, pod string) string {
-	for _, m := range members {
-		if m.Pod == pod {
-			return m.Addr
-		}
-	}
-	return ""
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,17 +40,11 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 	// more than they use the CPU.
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	op := startOperator(t, adminCfg, ns)
-	node := runLocalNode(t, ns)
 
 	// Given a RedisCluster in cluster mode: 3 shards of 2 nodes
-	rc := testenv.RedisCluster(ns, "sharded", 2)
-	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	require.NoError(t, k8sClient.Create(ctx, rc))
-
 	// Then it becomes Ready: each shard's primary serves a third of the slots, with its replica
-	got := eventuallyReadyWithin(t, rc, 2*waitFor)
+	e := newShardedCluster(t, "sharded")
+	op, node, rc, got, password, cc := e.op, e.node, e.rc, e.ready, e.password, e.cc
 	require.Len(t, got.Status.Shards, 3)
 	served := 0
 	for i, sh := range got.Status.Shards {
@@ -59,17 +52,11 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 		assert.True(t, strings.HasPrefix(sh.Primary, sh.Name+"-"), "the shard's primary is one of its pods: %+v", sh)
 		require.Len(t, sh.Replicas, 1)
 		assert.True(t, strings.HasPrefix(sh.Replicas[0], sh.Name+"-"))
-		for _, r := range sh.Slots {
-			var a, b int
-			if _, err := fmt.Sscanf(r, "%d-%d", &a, &b); err != nil {
-				_, _ = fmt.Sscanf(r, "%d", &a)
-				b = a
-			}
-			served += b - a + 1
-		}
+	}
+	for _, n := range shardSlotCounts(t, got) {
+		served += n
 	}
 	assert.Equal(t, redis.SlotCount, served)
-	password := secretValue(t, ns, "sharded-auth", "password")
 	for _, n := range got.Status.Nodes {
 		info := redisClient(t, node, n.Name, password).ClusterInfo(ctx).Val()
 		assert.Contains(t, info, "cluster_state:ok", n.Name)
@@ -93,7 +80,6 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 	assert.Equal(t, writes, op.requests.Writes(), "a formed cluster's health checks write nothing: %v", grew)
 
 	// And a cluster client's writes spread over the shards and read back
-	cc := clusterClient(t, node, got, password)
 	for i := range 300 {
 		require.NoError(t, cc.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err())
 	}

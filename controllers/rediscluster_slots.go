@@ -36,7 +36,7 @@ const (
 
 // moveSlots carries out the plan's moves until the budget is spent, a step of slotsPerStep
 // slots at a time.
-func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, addrs map[string]string) error {
+func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	plan := state.shards.plan
 	var primaries []string
 	for _, sh := range plan.Shards {
@@ -53,7 +53,7 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 			break
 		}
 		var n int
-		n, err = moveSlots(ctx, state.dial, step, addrs, primaries)
+		n, err = moveStep(ctx, state.dial, step, state.shards.addrs, primaries)
 		keys += n
 		if err != nil {
 			break
@@ -94,9 +94,9 @@ func movesInSteps(moves []shards.Move) [][]shards.Move {
 	return steps
 }
 
-// moveSlots takes the remaining steps of moves between the same two primaries, and returns
-// how many keys it moved.
-func moveSlots(ctx context.Context, dial func(string) redis.Node, moves []shards.Move, addrs map[string]string, primaries []string) (int, error) {
+// moveStep takes the remaining steps of moves between the same two primaries, and returns how
+// many keys it moved.
+func moveStep(ctx context.Context, dial func(string) redis.Node, moves []shards.Move, addrs map[string]string, primaries []string) (int, error) {
 	first := moves[0]
 	from, to := dial(addrs[first.From]), dial(addrs[first.To])
 	defer from.Close()

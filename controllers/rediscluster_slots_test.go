@@ -55,10 +55,62 @@ func startClusterWriter(cc *goredis.ClusterClient) *clusterWriter {
 	return w
 }
 
+// assertNothingLost stops the writer, then checks through reader that every write it had
+// acknowledged is there, and the keys k:0..k:<preloaded-1> written before with their values,
+// and that its errors stayed within 1% of its writes (retries, not failures).
+func (w *clusterWriter) assertNothingLost(t *testing.T, reader *goredis.ClusterClient, preloaded int) {
+	t.Helper()
+	ctx := context.Background()
+	w.stop()
+	w.mu.Lock()
+	acked, errs := w.acked, w.errors
+	w.mu.Unlock()
+	t.Logf("writer: %d writes acknowledged, %d errors: %v", len(acked), len(errs), errs)
+	assert.LessOrEqual(t, len(errs), len(acked)/100, "the writer's errors are bounded: at most 1%% of its writes")
+	var lost []string
+	for _, key := range acked {
+		if reader.Exists(ctx, key).Val() != 1 {
+			lost = append(lost, key)
+		}
+	}
+	for i := range preloaded {
+		if v, err := reader.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
+			lost = append(lost, fmt.Sprintf("k:%d", i))
+		}
+	}
+	assert.Empty(t, lost, "keys lost, of %d acknowledged and %d written before", len(acked), preloaded)
+}
+
 func (w *clusterWriter) ackedCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.acked)
+}
+
+// shardedCluster is a RedisCluster in cluster mode, 3 shards of 2 nodes with a node timeout
+// of 1s, Ready, in a namespace of its own with its operator and nodes.
+type shardedCluster struct {
+	ns       string
+	op       *runningOperator
+	node     *testenv.LocalNode
+	rc       *cachev1.RedisCluster
+	ready    *cachev1.RedisCluster // as it was once Ready
+	password string
+	cc       *goredis.ClusterClient
+}
+
+func newShardedCluster(t *testing.T, name string) *shardedCluster {
+	t.Helper()
+	e := &shardedCluster{ns: newNamespace(t)}
+	e.op = startOperator(t, adminCfg, e.ns)
+	e.node = runLocalNode(t, e.ns)
+	e.rc = testenv.RedisCluster(e.ns, name, 2)
+	e.rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	require.NoError(t, k8sClient.Create(context.Background(), e.rc))
+	e.ready = eventuallyReadyWithin(t, e.rc, 2*waitFor)
+	e.password = secretValue(t, e.ns, name+"-auth", "password")
+	e.cc = clusterClient(t, e.node, e.ready, e.password)
+	return e
 }
 
 // shardSlotCounts are the slots each shard of the status serves.
@@ -106,17 +158,10 @@ func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *test
 	// more than they use the CPU.
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startOperator(t, adminCfg, ns)
-	node := runLocalNode(t, ns)
 
 	// Given 3 shards of 2 nodes holding 3000 keys, and a cluster client writing all along
-	rc := testenv.RedisCluster(ns, "orders", 2)
-	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	require.NoError(t, k8sClient.Create(ctx, rc))
-	got := eventuallyReadyWithin(t, rc, 2*waitFor)
-	password := secretValue(t, ns, "orders-auth", "password")
-	cc := clusterClient(t, node, got, password)
+	e := newShardedCluster(t, "orders")
+	ns, node, rc, password, cc := e.ns, e.node, e.rc, e.password, e.cc
 	pipe := cc.Pipeline()
 	for i := range 3000 {
 		pipe.Set(ctx, fmt.Sprintf("k:%d", i), i, 0)
@@ -137,7 +182,7 @@ func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *test
 		require.NotNil(c, cond)
 		assert.Equal(c, cachev1.ReasonSlotsMoving, cond.Reason)
 	}, waitFor, time.Millisecond)
-	got = eventuallyShards(t, rc, 5, 4*waitFor)
+	got := eventuallyShards(t, rc, 5, 4*waitFor)
 	for _, sh := range got.Status.Shards {
 		assert.Len(t, sh.Replicas, 1, "shard %s has its replica", sh.Name)
 	}
@@ -165,25 +210,7 @@ func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *test
 
 	// And the writer kept writing, every acknowledged write is there, and the 3000 keys too
 	require.Eventually(t, func() bool { return w.ackedCount() > beforeIn+100 }, waitFor, tick)
-	w.stop()
-	w.mu.Lock()
-	acked, errs := w.acked, w.errors
-	w.mu.Unlock()
-	t.Logf("writer: %d writes acknowledged, %d errors: %v", len(acked), len(errs), errs)
-	assert.LessOrEqual(t, len(errs), len(acked)/100, "the writer's errors are bounded: at most 1%% of its writes")
-	reader := clusterClient(t, node, got, password)
-	var lost []string
-	for _, key := range acked {
-		if reader.Exists(ctx, key).Val() != 1 {
-			lost = append(lost, key)
-		}
-	}
-	for i := range 3000 {
-		if v, err := reader.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
-			lost = append(lost, fmt.Sprintf("k:%d", i))
-		}
-	}
-	assert.Empty(t, lost, "acknowledged writes lost, of %d", len(acked)+3000)
+	w.assertNothingLost(t, clusterClient(t, node, got, password), 3000)
 }
 
 // patchSpec changes the RedisCluster's spec as a user would (a merge patch of the change).
@@ -200,17 +227,10 @@ func TestANewVersionInClusterModeReplacesReplicasThenFailsEachShardOverWithoutLo
 	// more than they use the CPU.
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startOperator(t, adminCfg, ns)
-	node := runLocalNode(t, ns)
 
 	// Given 3 shards of 2 nodes holding 500 keys, and a cluster client writing all along
-	rc := testenv.RedisCluster(ns, "orders", 2)
-	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	require.NoError(t, k8sClient.Create(ctx, rc))
-	before := eventuallyReadyWithin(t, rc, 2*waitFor)
-	password := secretValue(t, ns, "orders-auth", "password")
-	cc := clusterClient(t, node, before, password)
+	e := newShardedCluster(t, "orders")
+	ns, node, rc, before, password, cc := e.ns, e.node, e.rc, e.ready, e.password, e.cc
 	for i := range 500 {
 		require.NoError(t, cc.Set(ctx, fmt.Sprintf("k:%d", i), i, 0).Err())
 	}
@@ -248,23 +268,5 @@ func TestANewVersionInClusterModeReplacesReplicasThenFailsEachShardOverWithoutLo
 
 	// And every acknowledged write and the 500 keys read back; the writer's errors are bounded
 	require.Eventually(t, func() bool { return w.ackedCount() > 200 }, waitFor, tick)
-	w.stop()
-	w.mu.Lock()
-	acked, errs := w.acked, w.errors
-	w.mu.Unlock()
-	t.Logf("writer: %d writes acknowledged, %d errors: %v", len(acked), len(errs), errs)
-	assert.LessOrEqual(t, len(errs), len(acked)/100, "the writer's errors are bounded: at most 1%% of its writes")
-	reader := clusterClient(t, node, after, password)
-	var lost []string
-	for _, key := range acked {
-		if reader.Exists(ctx, key).Val() != 1 {
-			lost = append(lost, key)
-		}
-	}
-	for i := range 500 {
-		if v, err := reader.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
-			lost = append(lost, fmt.Sprintf("k:%d", i))
-		}
-	}
-	assert.Empty(t, lost, "keys lost, of %d acknowledged and 500 written before", len(acked))
+	w.assertNothingLost(t, clusterClient(t, node, after, password), 500)
 }

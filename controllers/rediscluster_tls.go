@@ -228,6 +228,14 @@ func (cs *clusterState) tlsTried(node, sum string, loaded bool, now time.Time) {
 
 // podNamed is the pod of that name among pods; nil (no related object) when it is not there.
 func podNamed(pods []corev1.Pod, name string) runtime.Object {
+	if p := podByName(pods, name); p != nil {
+		return p
+	}
+	return nil // an untyped nil: a nil *Pod in the interface would not be nil
+}
+
+// podByName is the pod of that name, nil when there is none.
+func podByName(pods []corev1.Pod, name string) *corev1.Pod {
 	for i := range pods {
 		if pods[i].Name == name {
 			return &pods[i]

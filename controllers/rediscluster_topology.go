@@ -190,18 +190,16 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 }
 
 func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, step topology.RolloutStep) error {
-	for i := range state.pods {
-		pod := &state.pods[i]
-		if pod.Name != step.Pod {
-			continue
-		}
-		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-			return failed(cachev1.ReasonApplyFailed, fmt.Errorf("replacing pod %s: %w", pod.Name, err))
-		}
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
-			"Replacing pod %s (%s) to roll out the current spec", pod.Name, step.Role)
-		state.rolled = true
+	pod := podByName(state.pods, step.Pod)
+	if pod == nil {
+		return nil
 	}
+	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		return failed(cachev1.ReasonApplyFailed, fmt.Errorf("replacing pod %s: %w", pod.Name, err))
+	}
+	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
+		"Replacing pod %s (%s) to roll out the current spec", pod.Name, step.Role)
+	state.rolled = true
 	return nil
 }
 

@@ -85,11 +85,7 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 	for range b.N {
 		ns, err := testenv.CreateNamespace(ctx, c, "watched")
 		require.NoError(b, err)
-		node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: b.TempDir()}
-		nodeCtx, stopNode := context.WithCancel(ctx)
-		nodeDone := make(chan struct{})
-		go func() { node.Run(nodeCtx); close(nodeDone) }()
-		defer func() { stopNode(); <-nodeDone }()
+		node := runLocalNode(b, c, ns)
 		op := startOperatorProcess(b, cfg, ns)
 		create := func(i int) error {
 			rc := testenv.RedisCluster(ns, fmt.Sprintf("rc-%d", i), 3)
@@ -143,6 +139,17 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 			len(failovers), p50.Seconds(), failovers[len(failovers)-1].Seconds(),
 			len(alone), percentile(alone, 50).Seconds(), alone[len(alone)-1].Seconds())
 	}
+}
+
+// runLocalNode plays the StatefulSet controller and the kubelet for the namespace (real
+// redis-server processes) until the benchmark ends.
+func runLocalNode(b *testing.B, c client.Client, ns string) *testenv.LocalNode {
+	node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: b.TempDir()}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { node.Run(ctx); close(done) }()
+	b.Cleanup(func() { stop(); <-done })
+	return node
 }
 
 // failoverOf kills the primary's redis-server of one RedisCluster (the node restarts it, as a

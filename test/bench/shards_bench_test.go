@@ -29,11 +29,7 @@ func BenchmarkScaleOutShards(b *testing.B) {
 	for range b.N {
 		ns, err := testenv.CreateNamespace(ctx, c, "shards")
 		require.NoError(b, err)
-		node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: b.TempDir()}
-		nodeCtx, stopNode := context.WithCancel(ctx)
-		nodeDone := make(chan struct{})
-		go func() { node.Run(nodeCtx); close(nodeDone) }()
-		defer func() { stopNode(); <-nodeDone }()
+		node := runLocalNode(b, c, ns)
 		op := startOperatorProcess(b, cfg, ns)
 
 		rc := testenv.RedisCluster(ns, "orders", 2)

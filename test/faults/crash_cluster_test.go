@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -154,16 +155,29 @@ func (r *run) writeIntoSlots(t *testing.T, slots []int, n int) {
 // password.
 func (r *run) clusterClient(t *testing.T) *goredis.ClusterClient {
 	t.Helper()
+	cc, err := r.newClusterClient()
+	require.NoError(t, err)
+	return cc
+}
+
+func (r *run) newClusterClient() (*goredis.ClusterClient, error) {
 	pods, err := r.pods()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
+	if len(pods) == 0 {
+		return nil, errors.New("no pod yet")
+	}
 	password, err := r.password()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	var addrs []string
 	for _, p := range pods {
 		addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(redistest.Port)))
 	}
 	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Protocol: 2,
-		DisableIdentity: true, MaxRedirects: 8, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		DisableIdentity: true, MaxRedirects: 8, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}), nil
 }
 
 // writeToCluster writes the key through a cluster client, which follows MOVED and ASK; a write
@@ -171,18 +185,12 @@ func (r *run) clusterClient(t *testing.T) *goredis.ClusterClient {
 func (w *writer) writeToCluster(ctx context.Context, r *run, key string) {
 	w.mu.Lock()
 	if w.cc == nil {
-		pods, err := r.pods()
-		password, perr := r.password()
-		if err != nil || perr != nil || len(pods) == 0 {
+		cc, err := r.newClusterClient()
+		if err != nil {
 			w.mu.Unlock()
 			return
 		}
-		var addrs []string
-		for _, p := range pods {
-			addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(redistest.Port)))
-		}
-		w.cc = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Protocol: 2,
-			DisableIdentity: true, MaxRedirects: 8, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		w.cc = cc
 	}
 	w.tried++
 	cc := w.cc
