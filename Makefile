@@ -42,14 +42,19 @@ help: ## Display this help.
 
 ##@ Development
 
+.PHONY: admission-rules
+admission-rules: ## Render spec.config's allow-list and the ACL rules' grammar (api/v1) into CEL rules on their types.
+	go run ./hack/admissionrules > api/v1/zz_generated.admission.go.tmp
+	mv api/v1/zz_generated.admission.go.tmp api/v1/zz_generated.admission.go
+
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRD and the RBAC role from the markers; copy the monitoring objects the operator installs into config/prometheus.
+manifests: controller-gen admission-rules ## Generate the CRD and the RBAC role from the markers; copy the monitoring objects the operator installs into config/prometheus.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/...;./controllers/..." output:crd:artifacts:config=config/crd/bases
 	cp internal/monitoring/servicemonitor.yaml config/prometheus/monitor.yaml
 	cp internal/monitoring/prometheusrule.yaml config/prometheus/rules.yaml
 
 .PHONY: generate
-generate: controller-gen ## Generate DeepCopy methods.
+generate: controller-gen admission-rules ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: fmt

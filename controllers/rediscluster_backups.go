@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -29,8 +30,6 @@ const (
 	LabelBackupSchedule = "cache.example.com/scheduled"
 )
 
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=create;delete
 
 // reconcileBackupSchedule creates the RedisBackup that is due, at most one per reconcile (missed
@@ -43,7 +42,7 @@ func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, rc
 	if !r.BackupsServed {
 		return errBackupsNotServed
 	}
-	sched, err := cronParser.Parse(spec.Schedule)
+	sched, err := backup.ParseSchedule(spec.Schedule)
 	if err != nil {
 		return failed(cachev1.ReasonBackupScheduleInvalid, fmt.Errorf("spec.backup.schedule %q: %w", spec.Schedule, err))
 	}

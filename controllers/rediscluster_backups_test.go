@@ -11,10 +11,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/backup"
 )
 
 func TestLatestDueCollapsesMissedTimesIntoOne(t *testing.T) {
-	hourly, err := cronParser.Parse("0 * * * *")
+	hourly, err := backup.ParseSchedule("0 * * * *")
 	require.NoError(t, err)
 	last := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
@@ -23,7 +24,7 @@ func TestLatestDueCollapsesMissedTimesIntoOne(t *testing.T) {
 	// An operator away for three hours takes one backup, for the latest time, not three.
 	assert.Equal(t, last.Add(3*time.Hour), latestDue(hourly, last, last.Add(3*time.Hour+10*time.Minute)))
 
-	_, err = cronParser.Parse("every day")
+	_, err = backup.ParseSchedule("every day")
 	assert.Error(t, err)
 }
 

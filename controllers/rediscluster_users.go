@@ -41,7 +41,13 @@ func (r *RedisClusterReconciler) readUsers(ctx context.Context, rc *cachev1.Redi
 			problems = append(problems, fmt.Sprintf("user %s: password Secret %s has no key %q", u.Name, ref.Name, key))
 			continue
 		}
-		users = append(users, resources.User{Name: u.Name, Password: string(password), Rules: u.Rules})
+		rules, err := cachev1.SplitUserRules(string(u.Rules))
+		if err != nil {
+			// Stored before the API refused such rules: never split them another way.
+			problems = append(problems, fmt.Sprintf("user %s: %v", u.Name, err))
+			continue
+		}
+		users = append(users, resources.User{Name: u.Name, Password: string(password), Rules: rules})
 	}
 	return users, problems, nil
 }

@@ -24,6 +24,7 @@ type VolumeDestination struct {
 	// it writes; a ReadWriteOnce claim is fine, as one pod at a time uses it.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	ClaimName string `json:"claimName"`
 
@@ -37,30 +38,41 @@ type VolumeDestination struct {
 
 // S3Destination is a bucket of an S3-compatible object store.
 type S3Destination struct {
-	// Endpoint is the store's URL, https://host[:port] (http:// for a store without TLS).
+	// Endpoint is the store's URL, https://host[:port] (http:// for a store without TLS): a
+	// scheme and a host (a DNS name, an IPv4 address or an [IPv6] address), an optional port,
+	// nothing else. Never credentials in the URL: it is copied into the status and a
+	// ConfigMap, which anyone who reads the RedisCluster sees; they go in credentialsSecret.
 	// Without it, AWS S3 in Region. With it, requests use path-style addressing
 	// (endpoint/bucket/key), which every S3-compatible store takes.
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^https?://[^/?#\s]+/?$`
+	// +kubebuilder:validation:Pattern=`^https?://([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(:[0-9]{1,5})?/?$`
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// Bucket holds the backups; it must exist.
+	// Bucket holds the backups; it must exist. S3's naming rules: 3 to 63 lowercase letters,
+	// digits, '.' and '-', starting and ending with a letter or digit, no '..', and not shaped
+	// like an IP address (AWS refuses such names, and other stores would take them for hosts).
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.contains('.-') && !self.contains('-.')",message="an S3 bucket name has no '..', '.-' or '-.'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$')",message="an S3 bucket name is not shaped like an IP address"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--') && !self.startsWith('sthree-') && !self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="an S3 bucket name does not start with xn-- or sthree- nor end with -s3alias or --ol-s3 (reserved by S3)"
 	// +required
 	Bucket string `json:"bucket"`
 
 	// Prefix goes before each object's key: <prefix>/<namespace>/<cluster>/<backup>.rdb.
+	// Path elements separated by '/', none empty, none '.' or '..'.
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9!_.*'()/-]*$`
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9!_.*'()-]+(/[a-zA-Z0-9!_.*'()-]+)*$`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(p, p == '..' || p == '.')",message="an S3 prefix has no '.' or '..' element: keys are read as paths by some stores and tools"
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 
-	// Region of the bucket. Default us-east-1.
+	// Region of the bucket: lowercase letters, digits and '-'. Default us-east-1.
 	// +kubebuilder:default=us-east-1
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Region string `json:"region,omitempty"`
 
@@ -68,6 +80,7 @@ type S3Destination struct {
 	// AWS_SECRET_ACCESS_KEY.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	CredentialsSecret string `json:"credentialsSecret"`
 
@@ -97,9 +110,11 @@ const (
 // RedisBackupSpec says which RedisCluster to back up, and where to.
 // +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster && self.destination == oldSelf.destination",message="a RedisBackup's cluster and destination cannot change: create another RedisBackup"
 type RedisBackupSpec struct {
-	// Cluster is the RedisCluster to back up, in the same namespace.
+	// Cluster is the name of the RedisCluster to back up, in the same namespace (a
+	// RedisCluster's name: a lowercase letter, then lowercase letters, digits and '-').
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=52
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	Cluster string `json:"cluster"`
 
@@ -203,11 +218,15 @@ type RedisBackupList struct {
 
 // BackupScheduleSpec takes RedisBackups of a RedisCluster on a schedule and deletes the old ones.
 type BackupScheduleSpec struct {
-	// Schedule in cron format (minute hour day-of-month month day-of-week, in UTC), or
-	// @hourly, @daily, @weekly, @every <duration>.
+	// Schedule in cron format (minute hour day-of-month month day-of-week, in UTC; each field
+	// *, ?, a value, a range a-b, a step /n, or a list of those; month and weekday names),
+	// or @yearly, @monthly, @weekly, @daily, @hourly, or @every <duration> of 1m or more. The
+	// API checks each field's grammar and range; the operator parses the schedule with the
+	// scheduler it runs (robfig/cron), and what only that parser refuses (a range whose
+	// start is after its end) shows at once as Degraded (BackupScheduleInvalid).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('@') || self.split(' ').filter(f, f != '').size() == 5",message="spec.backup.schedule is 5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @every <duration>"
+	// +kubebuilder:validation:XValidation:rule="self.matches(r'^([*]|[?]|[0-5]?[0-9]|[0-5]?[0-9]-[0-5]?[0-9])(/[1-9][0-9]{0,2})?(,([*]|[?]|[0-5]?[0-9]|[0-5]?[0-9]-[0-5]?[0-9])(/[1-9][0-9]{0,2})?)* +([*]|[?]|([01]?[0-9]|2[0-3])|([01]?[0-9]|2[0-3])-([01]?[0-9]|2[0-3]))(/[1-9][0-9]{0,2})?(,([*]|[?]|([01]?[0-9]|2[0-3])|([01]?[0-9]|2[0-3])-([01]?[0-9]|2[0-3]))(/[1-9][0-9]{0,2})?)* +([*]|[?]|(0?[1-9]|[12][0-9]|3[01])|(0?[1-9]|[12][0-9]|3[01])-(0?[1-9]|[12][0-9]|3[01]))(/[1-9][0-9]{0,2})?(,([*]|[?]|(0?[1-9]|[12][0-9]|3[01])|(0?[1-9]|[12][0-9]|3[01])-(0?[1-9]|[12][0-9]|3[01]))(/[1-9][0-9]{0,2})?)* +([*]|[?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))(/[1-9][0-9]{0,2})?(,([*]|[?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))(/[1-9][0-9]{0,2})?)* +([*]|[?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))(/[1-9][0-9]{0,2})?(,([*]|[?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))(/[1-9][0-9]{0,2})?)*$') || self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || (self.matches('^@every (([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$') && duration(self.substring(7)) >= duration('1m'))",message="spec.backup.schedule is 5 cron fields (minute 0-59, hour 0-23, day of month 1-31, month 1-12 or jan-dec, day of week 0-6 or sun-sat; each *, ?, a value, a range, a /step or a list of those), or @yearly, @monthly, @weekly, @daily, @hourly, or @every <duration> of at least 1m (as 90m or 1h30m)"
 	// +required
 	Schedule string `json:"schedule"`
 
@@ -228,10 +247,12 @@ type BackupRetention struct {
 	// +optional
 	Count *int32 `json:"count,omitempty"`
 
-	// MaxAge: scheduled backups older than this are deleted.
+	// MaxAge: scheduled backups older than this are deleted. 1m to 87600h (ten years).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.backup.retention.maxAge must be positive"
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('87600h')",message="spec.backup.retention.maxAge must be between 1m and 87600h"
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
@@ -244,6 +265,7 @@ type RestoreSpec struct {
 	// RedisBackup.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	FromBackup string `json:"fromBackup"`
 }

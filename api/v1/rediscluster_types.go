@@ -13,7 +13,7 @@ const DefaultVersion = "7.2"
 
 // RedisClusterSpec is what the user wants: how many Redis nodes, of which version.
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || self.failover.minReplicasToWrite < self.replicas",message="spec.failover.minReplicasToWrite must be less than spec.replicas: the primary would never take a write",fieldPath=".failover.minReplicasToWrite"
-// +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || !has(self.config) || !self.config.exists(k, k in ['min-replicas-to-write','min-slaves-to-write','min-replicas-max-lag','min-slaves-max-lag'])",message="set spec.failover.minReplicasToWrite or the min-replicas directives in spec.config, not both",fieldPath=".failover.minReplicasToWrite"
+// +kubebuilder:validation:XValidation:rule="!has(self.config) || has(self.cluster) || !self.config.exists(k, k.startsWith('cluster-'))",messageExpression="'spec.config.' + self.config.filter(k, k.startsWith('cluster-'))[0] + ' is a cluster-mode setting: it needs spec.cluster'",fieldPath=".config"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
@@ -42,18 +42,25 @@ type RedisClusterSpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Config holds redis.conf settings, by directive: {"maxmemory": "256mb"}. The settings the
-	// operator manages (addresses, replication, auth, paths) are refused.
-	// +kubebuilder:validation:MaxProperties=64
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="spec.config keys are redis.conf directives: lowercase letters, digits and '-'"
-	// Directives that load code into Redis or open its DEBUG, MODULE and protected CONFIG
-	// commands to every client are refused: a RedisCluster must not be a way to run code.
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs']))",messageExpression="'spec.config.' + self.filter(k, k in ['loadmodule','enable-module-command','enable-debug-command','enable-protected-configs'])[0] + ' is refused: it loads code into Redis or opens its module, debug or protected-config commands'"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','cluster-config-file','cluster-announce-ip','cluster-node-timeout','cluster-allow-replica-migration','repl-diskless-sync','repl-diskless-sync-delay']))",messageExpression="'spec.config.' + self.filter(k, k in ['port','bind','bind-source-addr','dir','replicaof','slaveof','requirepass','masterauth','masteruser','replica-announce-ip','replica-announce-port','slave-announce-ip','replica-read-only','slave-read-only','include','protected-mode','daemonize','logfile','pidfile','unixsocket','aclfile','rename-command','tls-port','tls-cert-file','tls-key-file','tls-ca-cert-file','tls-ca-cert-dir','tls-client-cert-file','tls-client-key-file','tls-replication','tls-auth-clients','cluster-enabled','cluster-config-file','cluster-announce-ip','cluster-node-timeout','cluster-allow-replica-migration','repl-diskless-sync','repl-diskless-sync-delay'])[0] + ' is managed by the operator and cannot be set'"
+	// Config holds redis.conf settings, by directive: {"maxmemory": "256mb"}. It takes the
+	// tunables of ConfigDirectives (memory and eviction, the snapshot schedule and fsync,
+	// timeouts, lazy freeing, I/O threads, keyspace notifications, slowlog and latency,
+	// encodings, active defrag, client buffers, replication buffers, and in cluster mode the
+	// cluster-* ones), each value checked against its grammar. Anything else is refused: the
+	// operator sets addresses, replication, auth, TLS and paths itself, and the settings of
+	// spec.failover, spec.cluster and spec.storage come from those fields.
 	// +optional
-	Config map[string]ConfigValue `json:"config,omitempty"`
+	Config RedisConfig `json:"config,omitempty"`
 
-	// Resources of the Redis container.
+	// Resources of the Redis container: requests and limits of cpu, memory and
+	// ephemeral-storage, none negative, memory and ephemeral-storage in whole bytes, and no
+	// request above its limit.
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="spec.resources.claims is not supported: Redis pods claim no dynamic resources"
+	// The rules iterate over the three names, never over the maps, which have no size bound.
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || self.limits.size() == ['cpu', 'memory', 'ephemeral-storage'].filter(k, k in self.limits).size()) && (!has(self.requests) || self.requests.size() == ['cpu', 'memory', 'ephemeral-storage'].filter(k, k in self.requests).size())",message="spec.resources takes cpu, memory and ephemeral-storage"
+	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory', 'ephemeral-storage'].all(k, (!has(self.limits) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity('0'))) && (!has(self.requests) || !(k in self.requests) || !quantity(string(self.requests[k])).isLessThan(quantity('0'))))",message="spec.resources: quantities must not be negative"
+	// +kubebuilder:validation:XValidation:rule="['memory', 'ephemeral-storage'].all(k, (!has(self.limits) || !(k in self.limits) || quantity(string(self.limits[k])).isInteger()) && (!has(self.requests) || !(k in self.requests) || quantity(string(self.requests[k])).isInteger()))",message="spec.resources: memory and ephemeral-storage are whole bytes (512Mi, 1Gi, not 0.5)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || !has(self.requests) || ['cpu', 'memory', 'ephemeral-storage'].all(k, !(k in self.limits) || !(k in self.requests) || !quantity(string(self.requests[k])).isGreaterThan(quantity(string(self.limits[k]))))",message="spec.resources: a request must not be above its limit"
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -133,9 +140,11 @@ type ClusterSpec struct {
 	Shards int32 `json:"shards"`
 
 	// NodeTimeout is how long a primary may not answer before its replica replaces it
-	// (cluster-node-timeout). Default 5s.
+	// (cluster-node-timeout), 1s to 10m. Default 5s.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.cluster.nodeTimeout must be between 1s and 10m"
 	// +optional
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
@@ -156,13 +165,15 @@ const (
 )
 
 // StorageSpec is each node's persistent volume.
-// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).isGreaterThan(quantity('0'))",message="spec.storage.size must be larger than 0",fieldPath=".size"
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).isGreaterThan(quantity('0')) && quantity(string(self.size)).isInteger()",message="spec.storage.size must be larger than 0 and whole bytes (10Gi)",fieldPath=".size"
+// +kubebuilder:validation:XValidation:rule="!has(self.storageClassName) || self.storageClassName.size() == 0 || self.storageClassName.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.storage.storageClassName must be a StorageClass's name: lowercase letters, digits, '-' and '.'",fieldPath=".storageClassName"
 type StorageSpec struct {
 	// Size of each node's volume.
 	// +required
 	Size resource.Quantity `json:"size"`
 
-	// StorageClassName of the volumes; the cluster's default class when empty.
+	// StorageClassName of the volumes; the cluster's default class when unset.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
@@ -189,10 +200,12 @@ type AuthSpec struct {
 	// PreviousPasswordValidFor is how long the password keeps working after the Secret
 	// changes, beside the new one, so that clients can move to the new one without an error.
 	// Then it is removed from every node. Default 5m; 0s removes it as soon as every node
-	// takes the new one.
+	// takes the new one. At most 168h (a week).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="spec.auth.previousPasswordValidFor must not be negative"
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="spec.auth.previousPasswordValidFor must be between 0s and 168h"
 	// +optional
 	PreviousPasswordValidFor *metav1.Duration `json:"previousPasswordValidFor,omitempty"`
 }
@@ -244,10 +257,10 @@ type UserSpec struct {
 	// user starts with no rights and is on; its password comes from its Secret, never from the
 	// rules. Rules Redis refuses (an unknown command) leave the RedisCluster Degraded
 	// (UserRejected) and the user off the nodes.
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.matches('^( *((~|%R~|%W~|%RW~|&)[^ ]+|allkeys|allchannels|allcommands|nocommands|resetkeys|resetchannels|[+-]@?[a-z][a-z0-9_-]*([|][a-z0-9_-]+)?))* *$')",message="spec.users[].rules may hold only key and channel patterns (~, %R~, %W~, %RW~, &), allkeys, allchannels, allcommands, nocommands, resetkeys, resetchannels, and +/- commands or @categories; passwords, on/off and reset come from the operator"
+	// Selectors (Redis 7) group such rules in parentheses: (~temp:* +get). Tokens are printable
+	// ASCII without quotes, separated by single spaces (UserRulesPattern).
 	// +required
-	Rules string `json:"rules"`
+	Rules ACLRules `json:"rules"`
 }
 
 // TLSSpec says where the nodes' certificate is and whether clients must present one.
@@ -272,10 +285,12 @@ type TLSSpec struct {
 type FailoverSpec struct {
 	// UnreachableTimeout is how long the primary may not answer before a replica replaces it.
 	// A primary whose Redis has exited (its port refuses connections and every replica lost
-	// its link) is replaced at once. Default 5s.
+	// its link) is replaced at once. Default 5s; more than 0s and at most 10m.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="spec.failover.unreachableTimeout must be positive"
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.failover.unreachableTimeout must be positive and at most 10m"
 	// +optional
 	UnreachableTimeout *metav1.Duration `json:"unreachableTimeout,omitempty"`
 
@@ -290,10 +305,12 @@ type FailoverSpec struct {
 
 	// MaxReplicaLag is how long a replica may go without acknowledging the primary's stream and
 	// still count toward MinReplicasToWrite (rounded up to whole seconds). Redis's
-	// min-replicas-max-lag. Default 10s.
+	// min-replicas-max-lag. Default 10s; 1s to 1h.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.failover.maxReplicaLag must be at least 1s"
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="spec.failover.maxReplicaLag must be between 1s and 1h"
 	// +optional
 	MaxReplicaLag *metav1.Duration `json:"maxReplicaLag,omitempty"`
 }

@@ -119,7 +119,7 @@ func OperatorUser(password string, cluster bool) User {
 	if cluster {
 		rules += operatorClusterRules
 	}
-	return User{Name: OperatorUserName, Password: password, Rules: rules}
+	return User{Name: OperatorUserName, Password: password, Rules: strings.Fields(rules)}
 }
 
 // OperatorSecretName names the Secret holding the operator's own password, generated once.
@@ -132,21 +132,23 @@ func OperatorSecret(rc *cachev1.RedisCluster, password string) *corev1.Secret {
 	return s
 }
 
-// User is a user of spec.users with its password.
+// User is a user of spec.users with its password and its rules, split into ACL arguments
+// (cachev1.SplitUserRules).
 type User struct {
-	Name, Password, Rules string
+	Name, Password string
+	Rules          []string
 }
 
 // Line is the user's ACL definition, as a redis.conf user directive and as ACL SETUSER's
 // arguments: reset (no rights, no password, nothing left from before), on, its password as a
-// SHA-256 hash, then its rules. The API lets through only rule tokens of these forms.
+// SHA-256 hash, then its rules. The API lets through only rules of cachev1.UserRulesPattern.
 func (u User) Line() string {
 	return "user " + u.Name + " " + strings.Join(u.SetUserArgs(), " ")
 }
 
 // SetUserArgs are the ACL SETUSER arguments after the name.
 func (u User) SetUserArgs() []string {
-	return append([]string{"reset", "on", "#" + redis.PasswordHash(u.Password)}, strings.Fields(u.Rules)...)
+	return append([]string{"reset", "on", "#" + redis.PasswordHash(u.Password)}, u.Rules...)
 }
 
 // AnnotationPreviousValidUntil on the previous password's Secret is when that password stops

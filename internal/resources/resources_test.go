@@ -436,3 +436,14 @@ func TestClusterModeRunsAStatefulSetPerShardWithClusterEnabled(t *testing.T) {
 	svc := resources.DesiredClientService(rc)
 	assert.Equal(t, resources.SelectorLabels(rc), svc.Spec.Selector, "any node answers a cluster client")
 }
+
+// The operator's own rules are of the grammar the API enforces on spec.users, and split the
+// same way.
+func TestOperatorRulesAreOfTheUsersGrammar(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		u := resources.OperatorUser("pw", cluster)
+		args, err := cachev1.SplitUserRules(strings.Join(u.Rules, " "))
+		require.NoError(t, err)
+		assert.Equal(t, u.Rules, args)
+	}
+}

@@ -247,3 +247,33 @@ func (s *Server) Signal(sig syscall.Signal) error {
 	}
 	return cmd.Process.Signal(sig)
 }
+
+// Version is the version of the redis-server on the PATH, major.minor.patch.
+func Version() (string, error) {
+	out, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("redis-server --version: %w", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("redis-server --version printed no version: %q", out)
+}
+
+// AtLeast says whether version (major.minor[.patch]) is want or later.
+func AtLeast(version, want string) bool {
+	have, need := strings.Split(version, "."), strings.Split(want, ".")
+	for i := range need {
+		h, n := 0, 0
+		if i < len(have) {
+			h, _ = strconv.Atoi(have[i])
+		}
+		n, _ = strconv.Atoi(need[i])
+		if h != n {
+			return h > n
+		}
+	}
+	return true
+}
