@@ -408,26 +408,41 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	ctx := context.Background()
 	e := newBackupEnv(t, false)
 	rc := testenv.RedisCluster(e.ns, "sessions", 2)
-	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "@every 2s", Destination: e.destination(),
+	// Every minute: the API refuses a schedule more frequent than that (issue 22).
+	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "* * * * *", Destination: e.destination(),
 		Retention: &cachev1.BackupRetention{Count: ptr.To[int32](2)}}
 	require.NoError(t, k8sClient.Create(ctx, rc))
 	eventuallyReadyWithin(t, rc, waitFor)
+	// Three backups the schedule took earlier, labelled as it labels its own, so that the
+	// test waits for one scheduled backup rather than four.
+	for i := range 3 {
+		earlier := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("sessions-earlier-%d", i),
+			Labels: map[string]string{controllers.LabelBackupCluster: "sessions", controllers.LabelBackupSchedule: "true"}},
+			Spec: cachev1.RedisBackupSpec{Cluster: "sessions", Destination: e.destination(), DeletionPolicy: cachev1.BackupDelete}}
+		require.NoError(t, k8sClient.Create(ctx, earlier))
+		time.Sleep(1100 * time.Millisecond) // creation timestamps are in seconds: retention orders by them
+	}
 
-	// Once at least four were taken, two remain, and only their objects are stored
+	// Once the schedule took one of its own (within the minute), two remain, and only their
+	// objects are stored
 	scheduled := func(c require.TestingT) []cachev1.RedisBackup {
 		list := &cachev1.RedisBackupList{}
 		require.NoError(c, k8sClient.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{controllers.LabelBackupCluster: "sessions"}))
 		return list.Items
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		pruned := 0
+		pruned, taken := 0, 0
 		for _, ev := range eventsFor(c, rc) {
-			if ev.Reason == cachev1.EventBackupPruned {
+			switch ev.Reason {
+			case cachev1.EventBackupPruned:
 				pruned++
+			case cachev1.EventBackupScheduled:
+				taken++
 			}
 		}
+		assert.GreaterOrEqual(c, taken, 1)
 		assert.GreaterOrEqual(c, pruned, 2)
-	}, backupWait, tick)
+	}, time.Minute+backupWait, tick)
 	require.NoError(t, k8sClient.Patch(ctx, getRC(t, rc), client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"backup":{"schedule":"0 0 1 1 *"}}}`))))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var completed []string
@@ -542,4 +557,31 @@ func TestABackupOnAVolumeRestoresIntoANewClusterAndIsDeletedWithItsRedisBackup(t
 	}, backupWait, tick)
 	_, err = os.Stat(file)
 	assert.ErrorIs(t, err, os.ErrNotExist, "deletionPolicy Delete removes the snapshot from the claim")
+}
+
+// TestAScheduleOnlyTheSchedulerRefusesIsReported: the API checks each cron field's grammar and
+// range, and takes "30-10 * * * *"; the scheduler refuses the range. The RedisCluster says so
+// (Degraded, BackupScheduleInvalid, naming the field) as soon as it serves, and takes no backup.
+func TestAScheduleOnlyTheSchedulerRefusesIsReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	runLocalNode(t, ns)
+	rc := testenv.RedisCluster(ns, "sessions", 1)
+	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "30-10 * * * *",
+		Destination: cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := getRC(t, rc)
+		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
+		require.NotNil(c, degraded)
+		assert.Equal(c, metav1.ConditionTrue, degraded.Status)
+		assert.Equal(c, cachev1.ReasonBackupScheduleInvalid, degraded.Reason)
+		assert.Contains(c, degraded.Message, "spec.backup.schedule")
+	}, waitFor, tick)
+	list := &cachev1.RedisBackupList{}
+	require.NoError(t, k8sClient.List(ctx, list, client.InNamespace(ns)))
+	assert.Empty(t, list.Items)
 }

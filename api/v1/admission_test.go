@@ -482,6 +482,25 @@ func TestResourcesAreWhatAPodTakes(t *testing.T) {
 	})
 }
 
+func TestPodPlacementIsWhatAPodTakes(t *testing.T) {
+	tol := func(s string) string { return "replicas: 3\ntolerations: [" + s + "]" }
+	spread := func(s string) string { return "replicas: 3\ntopologySpreadConstraints: [" + s + "]" }
+	runCases(t, "RedisCluster", []admissionCase{
+		{"a toleration of every taint", tol("{operator: Exists}"), ""},
+		{"a toleration for a while", tol("{key: k, operator: Equal, value: v, effect: NoExecute, tolerationSeconds: 60}"), ""},
+		{"an unknown toleration operator", tol("{key: k, operator: In, value: v}"), "spec.tolerations[].operator is Equal or Exists"},
+		{"an unknown effect", tol("{key: k, value: v, effect: NoRun}"), "spec.tolerations[].effect"},
+		{"an empty key without Exists", tol("{value: v}"), "key may be empty only with operator Exists"},
+		{"a value with Exists", tol("{key: k, operator: Exists, value: v}"), "value must be empty with operator Exists"},
+		{"seconds without NoExecute", tol("{key: k, value: v, effect: NoSchedule, tolerationSeconds: 5}"), "tolerationSeconds is only for effect NoExecute"},
+		{"a skew of 0", spread("{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}"), "maxSkew is 1 or more"},
+		{"no topology key", spread("{maxSkew: 1, topologyKey: '', whenUnsatisfiable: DoNotSchedule}"), "topologyKey is a label key"},
+		{"an unknown unsatisfiable policy", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Maybe}"), "whenUnsatisfiable is DoNotSchedule or ScheduleAnyway"},
+		{"min domains while scheduling anyway", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, minDomains: 2}"), "minDomains is 1 or more, and only with DoNotSchedule"},
+		{"an unknown taints policy", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: Sometimes}"), "Honor or Ignore"},
+	})
+}
+
 func TestBackupReferencesAreNames(t *testing.T) {
 	s3 := func(s string) string {
 		return "replicas: 3\nbackup: {schedule: '@daily', destination: {s3: {credentialsSecret: s3, " + s + "}}}"

@@ -101,19 +101,43 @@ type RedisClusterSpec struct {
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 
-	// NodeSelector constrains the nodes the pods run on.
+	// NodeSelector constrains the nodes the pods run on. Its label keys and values are
+	// checked when the operator applies the StatefulSet (see Affinity).
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Affinity of the pods.
+	// Affinity of the pods. The API server checks it when the operator applies the
+	// StatefulSet; a refusal shows at once as Degraded (ApplyFailed) with its message, which
+	// names the field. (A CEL rule over these Kubernetes types, whose strings have no length
+	// bound, costs more than the API server allows a CRD.)
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
-	// Tolerations of the pods.
+	// Tolerations of the pods, as a pod's: operator Equal or Exists (no value with Exists; an
+	// empty key only with Exists), effect NoSchedule, PreferNoSchedule or NoExecute,
+	// tolerationSeconds only with NoExecute. Keys and values are label keys and values,
+	// checked when the operator applies the StatefulSet (see Affinity).
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Equal', 'Exists'])",message="spec.tolerations[].operator is Equal or Exists"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="spec.tolerations[].effect is NoSchedule, PreferNoSchedule or NoExecute"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key.size() > 0) || (has(t.operator) && t.operator == 'Exists'))",message="spec.tolerations[].key may be empty only with operator Exists"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.value) || t.value.size() == 0 || !has(t.operator) || t.operator != 'Exists')",message="spec.tolerations[].value must be empty with operator Exists"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",message="spec.tolerations[].tolerationSeconds is only for effect NoExecute"
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// TopologySpreadConstraints of the pods. Default: spread across nodes where possible.
+	// TopologySpreadConstraints of the pods. Default: spread across nodes where possible. As
+	// a pod's: maxSkew 1 or more, a topologyKey, whenUnsatisfiable DoNotSchedule or
+	// ScheduleAnyway, minDomains (1 or more) only with DoNotSchedule; the grammar of the
+	// topologyKey, labelSelector and matchLabelKeys are checked when the operator applies the
+	// StatefulSet (see Affinity).
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.maxSkew >= 1)",message="spec.topologySpreadConstraints[].maxSkew is 1 or more"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.topologyKey.size() > 0)",message="spec.topologySpreadConstraints[].topologyKey is a label key: it is required"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="spec.topologySpreadConstraints[].whenUnsatisfiable is DoNotSchedule or ScheduleAnyway"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.minDomains) || (c.minDomains >= 1 && c.whenUnsatisfiable == 'DoNotSchedule'))",message="spec.topologySpreadConstraints[].minDomains is 1 or more, and only with DoNotSchedule"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, (!has(c.nodeAffinityPolicy) || c.nodeAffinityPolicy in ['Honor', 'Ignore']) && (!has(c.nodeTaintsPolicy) || c.nodeTaintsPolicy in ['Honor', 'Ignore']))",message="spec.topologySpreadConstraints[].nodeAffinityPolicy and nodeTaintsPolicy are Honor or Ignore"
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 

@@ -12,6 +12,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
 )
 
 // specGenerator makes RedisCluster specs from the CRD's OpenAPI schema, seeded: valid and
@@ -49,13 +51,13 @@ func (g *specGenerator) object(s apiextensionsv1.JSONSchemaProps, depth int) map
 			want = 0.95
 		}
 		if g.r.Float64() < want {
-			out[name] = g.value(s.Properties[name], depth+1)
+			out[name] = g.value(name, s.Properties[name], depth+1)
 		}
 	}
 	return out
 }
 
-func (g *specGenerator) value(s apiextensionsv1.JSONSchemaProps, depth int) any {
+func (g *specGenerator) value(name string, s apiextensionsv1.JSONSchemaProps, depth int) any {
 	switch {
 	case s.XIntOrString:
 		return g.pick("1Gi", "100Mi", "0", "-1", "1.5", "abc", "1e3", 2, -3, "9999999Ti")
@@ -64,14 +66,14 @@ func (g *specGenerator) value(s apiextensionsv1.JSONSchemaProps, depth int) any 
 	case s.Type == "boolean":
 		return g.r.IntN(2) == 0
 	case s.Type == "string":
-		return g.string(s)
+		return g.string(name, s)
 	case s.Type == "array":
 		if s.Items == nil || s.Items.Schema == nil || depth > 4 {
 			return []any{}
 		}
 		items := make([]any, g.r.IntN(3))
 		for i := range items {
-			items[i] = g.value(*s.Items.Schema, depth+1)
+			items[i] = g.value(name, *s.Items.Schema, depth+1)
 		}
 		return items
 	case s.Type == "object" && s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil:
@@ -95,14 +97,19 @@ func (g *specGenerator) number(s apiextensionsv1.JSONSchemaProps) any {
 	return candidates[g.r.IntN(len(candidates))]
 }
 
-func (g *specGenerator) string(s apiextensionsv1.JSONSchemaProps) any {
+func (g *specGenerator) string(name string, s apiextensionsv1.JSONSchemaProps) any {
 	if len(s.Enum) > 0 && g.r.IntN(4) > 0 {
 		var v any
 		_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
 		return v
 	}
 	if s.Format == "duration" {
-		return g.pick("5s", "1s", "0s", "-1s", "100ms", "1h", "2562047h", "abc", "")
+		// Go's forms, and forms the API server's duration format takes but Go does not (issue 22).
+		return g.pick("5s", "1s", "0s", "-1s", "100ms", "1h", "2562047h", "abc", "", "1d", "P1D", "PT5S", "1h30m", "90s", "5 seconds", "720h")
+	}
+	// Fields whose grammar issue 22 made the API check: values users write, good and bad.
+	if picks, ok := namedStrings[name]; ok && g.r.IntN(4) > 0 {
+		return g.pick(picks...)
 	}
 	return g.pick("", "a", "7.2", "6.2", "7.0", "5.0", "latest", "redis:7.2", "registry.example.com/redis@sha256:abc",
 		"has space", "line\nbreak", "日本語🙂", "Ünïcödé", strings.Repeat("x", 300), strings.Repeat("é", 70), "key", "value",
@@ -118,16 +125,39 @@ func (g *specGenerator) stringMap(valueSchema apiextensionsv1.JSONSchemaProps, d
 	out := map[string]any{}
 	for i := range n {
 		key := g.pick("maxmemory", "maxmemory-policy", "timeout", "hz", "appendonly", "loadmodule", "replicaof",
-			"min-replicas-to-write", "Bad Key", "", "x", "notify-keyspace-events", "app", "kubernetes.io/arch").(string)
+			"min-replicas-to-write", "Bad Key", "", "x", "notify-keyspace-events", "app", "kubernetes.io/arch",
+			"user", "cluster-port", "slaveof", "cluster-announce-ip", "cluster-require-full-coverage").(string)
+		if g.r.IntN(2) == 0 {
+			// A directive of the allow-list, with its example, its counter-example or an odd value.
+			d := cachev1.ConfigDirectives[g.r.IntN(len(cachev1.ConfigDirectives))]
+			key = d.Name
+			out[key] = g.pick(d.Example, d.Bad, d.Example, "-1", "1.5", "yes")
+			continue
+		}
 		if n > 4 {
 			key = fmt.Sprintf("key-%d", i)
 		}
-		out[key] = g.value(valueSchema, depth+1)
+		out[key] = g.value(key, valueSchema, depth+1)
 	}
 	return out
 }
 
 func (g *specGenerator) pick(values ...any) any { return values[g.r.IntN(len(values))] }
+
+// namedStrings are values for the string fields of these names.
+var namedStrings = map[string][]any{
+	"schedule": {"0 3 * * *", "@daily", "@every 6h", "@every 1s", "@every -1h", "60 * * * *", "30-10 * * * *",
+		"*/0 * * * *", "0 0 * * 7", "CRON_TZ=UTC 0 3 * * *", "0\t3 * * *", "@reboot"},
+	"rules": {"~app:* +@read", "~app:*\tnopass +@all", "~app:*  +get", "(~temp:* +set)", "+get >pw", "~a\u00a0#abc",
+		"%R~* +config|get", "nopass"},
+	"bucket":           {"redis-backups", "a..b", "192.168.1.1", "Backups", "xn--abc", "ab"},
+	"endpoint":         {"https://s3.example.com", "http://10.0.0.1:9000", "https://k:s@s3.example.com", "https://h/path", "s3.example.com"},
+	"prefix":           {"prod", "a/../b", "a//b", "./x", "prod/sessions"},
+	"cluster":          {"sessions", "other/sessions", "Sessions"},
+	"fromBackup":       {"sessions-20261201", "a/b", "."},
+	"claimName":        {"backups", "My Backups"},
+	"storageClassName": {"fast", "", "Fast SSD"},
+}
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
