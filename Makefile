@@ -43,9 +43,11 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: admission-rules
-admission-rules: ## Render spec.config's allow-list and the ACL rules' grammar (api/v1) into CEL rules on their types.
+admission-rules: ## Render spec.config's allow-list and the ACL rules' grammar (api/v1) into CEL rules on their types, and the allow-list into docs/config.md.
 	go run ./hack/admissionrules > api/v1/zz_generated.admission.go.tmp
 	mv api/v1/zz_generated.admission.go.tmp api/v1/zz_generated.admission.go
+	mkdir -p docs
+	go run ./hack/admissionrules docs > docs/config.md
 
 .PHONY: manifests
 manifests: controller-gen admission-rules ## Generate the CRD and the RBAC role from the markers; copy the monitoring objects the operator installs into config/prometheus.
