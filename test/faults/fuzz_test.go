@@ -112,7 +112,8 @@ func TestGeneratedSpecsAreRefusedWithTheFieldOrConverge(t *testing.T) {
 				// object the spec names that is not there yet, never the spec itself (issue
 				// 22: what the API accepts converges).
 				assert.Equal(col, metav1.ConditionTrue, degraded.Status, "not carried out, and not Degraded")
-				if !(degraded.Reason == cachev1.ReasonApplyFailed && checkedOnlyInThePod.MatchString(degraded.Message)) {
+				checkedInThePod := degraded.Reason == cachev1.ReasonApplyFailed && checkedOnlyInThePod.MatchString(degraded.Message)
+				if !checkedInThePod {
 					assert.Contains(col, waitsOnAnotherObject, degraded.Reason, "accepted, then stuck: %s", degraded.Message)
 				}
 			}
