@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -570,4 +572,65 @@ func requireRedisStarts(t *testing.T, conf string) {
 	server, err := redistest.StartIn(t.TempDir(), "config", conf)
 	require.NoError(t, err, "redis-server refused:\n%s", conf)
 	server.Kill()
+}
+
+// TestARuleAddedLaterLetsStoredObjectsBeUpdated: Kubernetes ratchets validation, so a RedisCluster
+// stored before a rule existed (here: rules with a tab, before issue 22) can still be updated as
+// long as the part that breaks the rule is left as it is; changing that part to another bad value
+// is refused. The test stores such an object by taking the rule out of the CRD for a moment.
+func TestARuleAddedLaterLetsStoredObjectsBeUpdated(t *testing.T) {
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Name: "redisclusters.cache.example.com"}, crd))
+	original := crd.DeepCopy()
+	t.Cleanup(func() {
+		// Whatever happened, the CRD is the one of config/crd again.
+		current := &unstructured.Unstructured{}
+		current.SetGroupVersionKind(crd.GroupVersionKind())
+		if k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), current) == nil {
+			current.Object["spec"] = original.Object["spec"]
+			_ = k8sClient.Update(ctx, current)
+		}
+	})
+	rulesPath := []string{"spec", "versions", "0", "schema", "openAPIV3Schema", "properties", "spec", "properties", "users", "items", "properties", "rules"}
+	setRulesValidations := func(validations any) {
+		t.Helper()
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		v0 := versions[0].(map[string]any)
+		require.NoError(t, unstructured.SetNestedField(v0, validations, rulesPath[3:]...))
+		versions[0] = v0
+		require.NoError(t, unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"))
+		require.NoError(t, k8sClient.Update(ctx, crd))
+	}
+	bad := object(t, "RedisCluster", "stored-before", userSpec("~app:*\tnopass +@all"))
+	versions, _, _ := unstructured.NestedSlice(original.Object, "spec", "versions")
+	validations, found, err := unstructured.NestedFieldCopy(versions[0].(map[string]any), append(rulesPath[3:], "x-kubernetes-validations")...)
+	require.NoError(t, err)
+	require.True(t, found)
+
+	// Given a RedisCluster stored while the rule was not there
+	rules, _, _ := unstructured.NestedMap(versions[0].(map[string]any), rulesPath[3:]...)
+	delete(rules, "x-kubernetes-validations")
+	setRulesValidations(rules)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, k8sClient.Create(ctx, bad.DeepCopy()))
+	}, 20*time.Second, 100*time.Millisecond)
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, bad) })
+	rules["x-kubernetes-validations"] = validations
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), crd))
+	setRulesValidations(rules)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Error(c, admit(object(t, "RedisCluster", "probe", userSpec("~app:*\tnopass"))), "the rule is back")
+	}, 20*time.Second, 100*time.Millisecond)
+
+	// when another field changes, the update is taken
+	require.NoError(t, k8sClient.Patch(ctx, bad, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":5}}`))))
+	// but the rules may change only to rules of the grammar
+	err = k8sClient.Patch(ctx, bad, client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"users":[{"name":"app","passwordSecretRef":{"name":"pw"},"rules":"~app:*\tnopass"}]}}`)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.users[0].rules")
+	require.NoError(t, k8sClient.Patch(ctx, bad, client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"users":[{"name":"app","passwordSecretRef":{"name":"pw"},"rules":"~app:* +@read"}]}}`))))
 }
