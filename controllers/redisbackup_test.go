@@ -574,7 +574,7 @@ func TestAScheduleOnlyTheSchedulerRefusesIsReported(t *testing.T) {
 	require.NoError(t, k8sClient.Create(ctx, rc))
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := getRC(t, rc)
+		got := getRC(c, rc)
 		degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDegraded)
 		require.NotNil(c, degraded)
 		assert.Equal(c, metav1.ConditionTrue, degraded.Status)
