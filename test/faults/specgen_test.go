@@ -22,6 +22,9 @@ import (
 type specGenerator struct {
 	r    *rand.Rand
 	spec apiextensionsv1.JSONSchemaProps
+	// plausible: this spec's values are what a user would write (every other spec), so that
+	// the accepted ones are many and the "or converge" half of the check has work to do.
+	plausible bool
 }
 
 func newSpecGenerator(root string, seed uint64) (*specGenerator, error) {
@@ -39,6 +42,7 @@ func newSpecGenerator(root string, seed uint64) (*specGenerator, error) {
 
 // next is one spec.
 func (g *specGenerator) next() map[string]any {
+	g.plausible = g.r.IntN(2) == 0
 	return g.object(g.spec, 0)
 }
 
@@ -47,8 +51,14 @@ func (g *specGenerator) object(s apiextensionsv1.JSONSchemaProps, depth int) map
 	for _, name := range slices.Sorted(mapKeys(s.Properties)) {
 		// Required fields mostly there, optional ones now and then, fewer the deeper.
 		want := 0.35 / float64(depth+1)
+		if g.plausible {
+			want = 0.2 / float64(depth+1)
+		}
 		if slices.Contains(s.Required, name) {
 			want = 0.95
+			if g.plausible {
+				want = 1
+			}
 		}
 		if g.r.Float64() < want {
 			out[name] = g.value(name, s.Properties[name], depth+1)
@@ -59,6 +69,8 @@ func (g *specGenerator) object(s apiextensionsv1.JSONSchemaProps, depth int) map
 
 func (g *specGenerator) value(name string, s apiextensionsv1.JSONSchemaProps, depth int) any {
 	switch {
+	case s.XIntOrString && g.plausible:
+		return g.pick("1Gi", "512Mi", "100m", "2")
 	case s.XIntOrString:
 		return g.pick("1Gi", "100Mi", "0", "-1", "1.5", "abc", "1e3", 2, -3, "9999999Ti")
 	case s.Type == "integer" || s.Type == "number":
@@ -85,6 +97,16 @@ func (g *specGenerator) value(name string, s apiextensionsv1.JSONSchemaProps, de
 }
 
 func (g *specGenerator) number(s apiextensionsv1.JSONSchemaProps) any {
+	if g.plausible {
+		lo, hi := int64(1), int64(5)
+		if s.Minimum != nil {
+			lo = max(lo, int64(*s.Minimum))
+		}
+		if s.Maximum != nil {
+			hi = min(hi, int64(*s.Maximum))
+		}
+		return lo + g.r.Int64N(max(hi-lo, 0)+1)
+	}
 	candidates := []int64{0, 1, 2, 3, -1, 7, 1 << 31, -(1 << 31), 1<<63 - 1}
 	if s.Minimum != nil {
 		m := int64(*s.Minimum)
@@ -102,6 +124,9 @@ func (g *specGenerator) string(name string, s apiextensionsv1.JSONSchemaProps) a
 		var v any
 		_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
 		return v
+	}
+	if g.plausible {
+		return g.plausibleString(name, s)
 	}
 	if s.Format == "duration" {
 		// Go's forms, and forms the API server's duration format takes but Go does not (issue 22).
@@ -127,11 +152,15 @@ func (g *specGenerator) stringMap(valueSchema apiextensionsv1.JSONSchemaProps, d
 		key := g.pick("maxmemory", "maxmemory-policy", "timeout", "hz", "appendonly", "loadmodule", "replicaof",
 			"min-replicas-to-write", "Bad Key", "", "x", "notify-keyspace-events", "app", "kubernetes.io/arch",
 			"user", "cluster-port", "slaveof", "cluster-announce-ip", "cluster-require-full-coverage").(string)
-		if g.r.IntN(2) == 0 {
+		if g.plausible || g.r.IntN(2) == 0 {
 			// A directive of the allow-list, with its example, its counter-example or an odd value.
 			d := cachev1.ConfigDirectives[g.r.IntN(len(cachev1.ConfigDirectives))]
 			key = d.Name
-			out[key] = g.pick(d.Example, d.Bad, d.Example, "-1", "1.5", "yes")
+			if g.plausible {
+				out[key] = d.Example
+			} else {
+				out[key] = g.pick(d.Example, d.Bad, d.Example, "-1", "1.5", "yes")
+			}
 			continue
 		}
 		if n > 4 {
@@ -144,7 +173,33 @@ func (g *specGenerator) stringMap(valueSchema apiextensionsv1.JSONSchemaProps, d
 
 func (g *specGenerator) pick(values ...any) any { return values[g.r.IntN(len(values))] }
 
-// namedStrings are values for the string fields of these names.
+// plausibleString is what a user would write in a string field: its enum's values, the first
+// (good) value of namedStrings, or a value of the field's kind.
+func (g *specGenerator) plausibleString(name string, s apiextensionsv1.JSONSchemaProps) any {
+	if len(s.Enum) > 0 {
+		var v any
+		_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
+		return v
+	}
+	if s.Format == "duration" {
+		return g.pick("5s", "1m", "90s")
+	}
+	if picks, ok := namedStrings[name]; ok {
+		return picks[0]
+	}
+	if v, ok := plausibleStrings[name]; ok {
+		return v
+	}
+	return "a"
+}
+
+// plausibleStrings are good values of string fields namedStrings does not name.
+var plausibleStrings = map[string]any{
+	"version": "7.2", "image": "redis:7.2", "key": "password", "topologyKey": "topology.kubernetes.io/zone",
+	"region": "us-east-1", "credentialsSecret": "s3", "secretName": "tls", "operator": "Exists",
+}
+
+// namedStrings are values for the string fields of these names, the first one good.
 var namedStrings = map[string][]any{
 	"schedule": {"0 3 * * *", "@daily", "@every 6h", "@every 1s", "@every -1h", "60 * * * *", "30-10 * * * *",
 		"*/0 * * * *", "0 0 * * 7", "CRON_TZ=UTC 0 3 * * *", "0\t3 * * *", "@reboot"},
