@@ -485,16 +485,8 @@ func TestResourcesAreWhatAPodTakes(t *testing.T) {
 }
 
 func TestPodPlacementIsWhatAPodTakes(t *testing.T) {
-	tol := func(s string) string { return "replicas: 3\ntolerations: [" + s + "]" }
 	spread := func(s string) string { return "replicas: 3\ntopologySpreadConstraints: [" + s + "]" }
 	runCases(t, "RedisCluster", []admissionCase{
-		{"a toleration of every taint", tol("{operator: Exists}"), ""},
-		{"a toleration for a while", tol("{key: k, operator: Equal, value: v, effect: NoExecute, tolerationSeconds: 60}"), ""},
-		{"an unknown toleration operator", tol("{key: k, operator: In, value: v}"), "spec.tolerations[].operator is Equal or Exists"},
-		{"an unknown effect", tol("{key: k, value: v, effect: NoRun}"), "spec.tolerations[].effect"},
-		{"an empty key without Exists", tol("{value: v}"), "key may be empty only with operator Exists"},
-		{"a value with Exists", tol("{key: k, operator: Exists, value: v}"), "value must be empty with operator Exists"},
-		{"seconds without NoExecute", tol("{key: k, value: v, effect: NoSchedule, tolerationSeconds: 5}"), "tolerationSeconds is only for effect NoExecute"},
 		{"a skew of 0", spread("{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}"), "maxSkew is 1 or more"},
 		{"no topology key", spread("{maxSkew: 1, topologyKey: '', whenUnsatisfiable: DoNotSchedule}"), "topologyKey is a label key"},
 		{"an unknown unsatisfiable policy", spread("{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Maybe}"), "whenUnsatisfiable is DoNotSchedule or ScheduleAnyway"},

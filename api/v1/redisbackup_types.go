@@ -251,7 +251,6 @@ type BackupRetention struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('87600h')",message="spec.backup.retention.maxAge must be between 1m and 87600h"
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`

@@ -103,7 +103,6 @@ type RedisClusterSpec struct {
 
 	// NodeSelector constrains the nodes the pods run on. Its label keys and values are
 	// checked when the operator applies the StatefulSet (see Affinity).
-	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
@@ -114,16 +113,8 @@ type RedisClusterSpec struct {
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
-	// Tolerations of the pods, as a pod's: operator Equal or Exists (no value with Exists; an
-	// empty key only with Exists), effect NoSchedule, PreferNoSchedule or NoExecute,
-	// tolerationSeconds only with NoExecute. Keys and values are label keys and values,
-	// checked when the operator applies the StatefulSet (see Affinity).
-	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Equal', 'Exists'])",message="spec.tolerations[].operator is Equal or Exists"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="spec.tolerations[].effect is NoSchedule, PreferNoSchedule or NoExecute"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key.size() > 0) || (has(t.operator) && t.operator == 'Exists'))",message="spec.tolerations[].key may be empty only with operator Exists"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.value) || t.value.size() == 0 || !has(t.operator) || t.operator != 'Exists')",message="spec.tolerations[].value must be empty with operator Exists"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",message="spec.tolerations[].tolerationSeconds is only for effect NoExecute"
+	// Tolerations of the pods, as a pod's; checked when the operator applies the StatefulSet
+	// (see Affinity).
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
@@ -132,7 +123,6 @@ type RedisClusterSpec struct {
 	// ScheduleAnyway, minDomains (1 or more) only with DoNotSchedule; the grammar of the
 	// topologyKey, labelSelector and matchLabelKeys are checked when the operator applies the
 	// StatefulSet (see Affinity).
-	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.maxSkew >= 1)",message="spec.topologySpreadConstraints[].maxSkew is 1 or more"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.topologyKey.size() > 0)",message="spec.topologySpreadConstraints[].topologyKey is a label key: it is required"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.whenUnsatisfiable in ['DoNotSchedule', 'ScheduleAnyway'])",message="spec.topologySpreadConstraints[].whenUnsatisfiable is DoNotSchedule or ScheduleAnyway"
@@ -168,7 +158,6 @@ type ClusterSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.cluster.nodeTimeout must be between 1s and 10m"
 	// +optional
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
@@ -197,7 +186,6 @@ type StorageSpec struct {
 	Size resource.Quantity `json:"size"`
 
 	// StorageClassName of the volumes; the cluster's default class when unset.
-	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
@@ -228,7 +216,6 @@ type AuthSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="spec.auth.previousPasswordValidFor must be between 0s and 168h"
 	// +optional
 	PreviousPasswordValidFor *metav1.Duration `json:"previousPasswordValidFor,omitempty"`
@@ -313,7 +300,6 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.failover.unreachableTimeout must be positive and at most 10m"
 	// +optional
 	UnreachableTimeout *metav1.Duration `json:"unreachableTimeout,omitempty"`
@@ -333,7 +319,6 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="spec.failover.maxReplicaLag must be between 1s and 1h"
 	// +optional
 	MaxReplicaLag *metav1.Duration `json:"maxReplicaLag,omitempty"`
