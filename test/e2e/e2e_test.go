@@ -264,11 +264,19 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	t.Run("with etcd stopped for 30s a killed primary is replaced, and status and labels catch up", primaryDiesWhileEtcdIsStopped)
 
 	t.Run("a directive Redis refuses is reported and a fixed spec recovers", func(t *testing.T) {
-		broken := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"typo"},` +
-			`"spec":{"replicas":2,"config":{"maxmemory-policy":"sometimes"}}}`
-		path := filepath.Join(t.TempDir(), "typo.json")
-		require.NoError(t, os.WriteFile(path, []byte(broken), 0o600))
-		kubectl(t, "apply", "-n", ns, "-f", path)
+		write := func(config string) string {
+			spec := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"typo"},` +
+				`"spec":{"replicas":2,"config":` + config + `}}`
+			path := filepath.Join(t.TempDir(), "typo.json")
+			require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
+			return path
+		}
+		// A value outside the directive's grammar is refused by the API server, naming it
+		out, err := cluster.KubectlOutput("apply", "-n", ns, "-f", write(`{"maxmemory-policy":"sometimes"}`))
+		require.Error(t, err)
+		assert.Contains(t, out, "spec.config.maxmemory-policy is one of")
+		// A value of the grammar that Redis refuses (below proto-max-bulk-len's minimum) is applied
+		kubectl(t, "apply", "-n", ns, "-f", write(`{"proto-max-bulk-len":"1kb"}`))
 
 		// Then the RedisCluster says what Redis said, and the pods wait out the kubelet's back-off
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -277,14 +285,14 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDegraded)
 			require.NotNil(c, degraded)
 			assert.Equal(c, cachev1.ReasonRedisFailedToStart, degraded.Reason)
-			assert.Contains(c, degraded.Message, "maxmemory-policy")
+			assert.Contains(c, degraded.Message, "proto-max-bulk-len")
 			assert.True(c, meta.IsStatusConditionFalse(rc.Status.Conditions, cachev1.ConditionReady))
 		}, waitFor, tick)
 		assert.Contains(t, kubectl(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=typo"), "CrashLoopBackOff")
 		assert.Contains(t, kubectl(t, "describe", "rediscluster", "-n", ns, "typo"), cachev1.EventRedisFailedToStart)
 
 		// When the user fixes the spec, the failing pods are replaced and it becomes Ready
-		kubectl(t, "patch", "-n", ns, "rediscluster/typo", "--type=merge", "-p", `{"spec":{"config":{"maxmemory-policy":"allkeys-lru"}}}`)
+		kubectl(t, "patch", "-n", ns, "rediscluster/typo", "--type=merge", "-p", `{"spec":{"config":{"proto-max-bulk-len":"512mb"}}}`)
 		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/typo", "--timeout=90s")
 		kubectl(t, "delete", "-n", ns, "rediscluster/typo", "--wait")
 	})
