@@ -24,15 +24,16 @@ import (
 //
 // Never passwords (>p, <p, #h, !h, nopass, resetpass), on/off or reset: the operator sets those.
 const (
-	aclPatternChars   = `[!#-&(-~]` // printable ASCII but space, " and '
-	aclSelectorChars  = `[!#-&*-~]` // the same without ( and ), which delimit a selector
-	aclCommand        = `[+-](@[a-z0-9_-]+|[a-z][a-z0-9_-]*([|][a-z0-9_-]+)?)`
-	aclKeywords       = `allkeys|allchannels|allcommands|nocommands|resetkeys|resetchannels`
-	aclPatternPrefix  = `(~|%R~|%W~|%RW~|&)`
-	aclSelectorToken  = `(` + aclPatternPrefix + aclSelectorChars + `+|` + aclKeywords + `|` + aclCommand + `)`
-	aclToken          = `(` + aclPatternPrefix + aclPatternChars + `+|` + aclKeywords + `|` + aclCommand + `|clearselectors|[(]` + aclSelectorToken + `( ` + aclSelectorToken + `)*[)])`
-	UserRulesPattern  = `^(` + aclToken + `( ` + aclToken + `)*)?$`
-	userRulesMaxBytes = 1024
+	aclPatternChars  = `[!#-&(-~]` // printable ASCII but space, " and '
+	aclSelectorChars = `[!#-&*-~]` // the same without ( and ), which delimit a selector
+	aclCommand       = `[+-](@[a-z0-9_-]+|[a-z][a-z0-9_-]*([|][a-z0-9_-]+)?)`
+	aclKeywords      = `allkeys|allchannels|allcommands|nocommands|resetkeys|resetchannels`
+	aclPatternPrefix = `(~|%R~|%W~|%RW~|&)`
+	aclSelectorToken = `(` + aclPatternPrefix + aclSelectorChars + `+|` + aclKeywords + `|` + aclCommand + `)`
+	aclToken         = `(` + aclPatternPrefix + aclPatternChars + `+|` + aclKeywords + `|` + aclCommand + `|clearselectors|[(]` + aclSelectorToken + `( ` + aclSelectorToken + `)*[)])`
+	UserRulesPattern = `^(` + aclToken + `( ` + aclToken + `)*)?$`
+	// UserRulesMaxLength bounds a user's rules, in the API (ACLRules) and in SplitUserRules.
+	UserRulesMaxLength = 1024
 )
 
 var userRules = regexp.MustCompile(UserRulesPattern)
@@ -41,7 +42,7 @@ var userRules = regexp.MustCompile(UserRulesPattern)
 // as one argument. Rules the grammar refuses (an object stored before the API refused them)
 // are an error, never split another way.
 func SplitUserRules(rules string) ([]string, error) {
-	if len(rules) > userRulesMaxBytes || !userRules.MatchString(rules) {
+	if len(rules) > UserRulesMaxLength || !userRules.MatchString(rules) {
 		return nil, fmt.Errorf("rules %q are not tokens of key and channel patterns, keywords, commands, categories and selectors separated by single spaces", rules)
 	}
 	if rules == "" {

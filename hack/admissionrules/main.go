@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -76,13 +77,7 @@ func configRules() []rule {
 		}
 		return out
 	}
-	owned := slices.Sorted(func(yield func(string) bool) {
-		for k := range cachev1.ConfigOwnedBySpec {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	owned := slices.Sorted(maps.Keys(cachev1.ConfigOwnedBySpec))
 	ownedMap := mapOf(owned, func(k string) string { return quote(cachev1.ConfigOwnedBySpec[k]) })
 	runsCode := list(cachev1.ConfigRunsCode)
 
@@ -166,9 +161,8 @@ package v1
 		b.WriteString(r.marker())
 	}
 	b.WriteString("type RedisConfig map[string]ConfigValue\n\n")
-	b.WriteString(`// ACLRules are a user's ACL rules, of the grammar of UserRulesPattern.
-// +kubebuilder:validation:MaxLength=1024
-`)
+	b.WriteString("// ACLRules are a user's ACL rules, of the grammar of UserRulesPattern.\n")
+	fmt.Fprintf(&b, "// +kubebuilder:validation:MaxLength=%d\n", cachev1.UserRulesMaxLength)
 	fmt.Fprintf(&b, "// +kubebuilder:validation:XValidation:rule=`self.matches(%s)`,message=%q\n", quote(cachev1.UserRulesPattern),
 		"spec.users[].rules may hold only key and channel patterns (~, %R~, %W~, %RW~, &), allkeys, allchannels, allcommands, nocommands, "+
 			"resetkeys, resetchannels, +/- commands or @categories, and selectors of those in parentheses, separated by single spaces, "+
@@ -213,13 +207,7 @@ starts: a value it refuses shows as ` + "`RedisFailedToStart`" + ` with its own 
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", d.Name, strings.ReplaceAll(value, "|", "\\|"), d.Example, since)
 	}
 	b.WriteString("\nSet by other fields, and refused here:\n\n")
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range cachev1.ConfigOwnedBySpec {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(cachev1.ConfigOwnedBySpec)) {
 		fmt.Fprintf(&b, "- `%s`: %s\n", k, cachev1.ConfigOwnedBySpec[k])
 	}
 	b.WriteString("\nRefused because they load code into Redis or open its DEBUG, MODULE or protected CONFIG commands: ")

@@ -19,7 +19,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // minimum of @every); what only this parser finds (a range whose start is after its end) is
 // refused here, and so is a schedule stored before the API refused it.
 func ParseSchedule(spec string) (cron.Schedule, error) {
-	if strings.ContainsAny(spec, "=") {
+	if strings.Contains(spec, "=") {
 		// CRON_TZ= and TZ= would move the schedule out of UTC, which the API documents.
 		return nil, fmt.Errorf("a time zone is not taken: schedules are in UTC")
 	}

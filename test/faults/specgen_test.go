@@ -121,9 +121,7 @@ func (g *specGenerator) number(s apiextensionsv1.JSONSchemaProps) any {
 
 func (g *specGenerator) string(name string, s apiextensionsv1.JSONSchemaProps) any {
 	if len(s.Enum) > 0 && g.r.IntN(4) > 0 {
-		var v any
-		_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
-		return v
+		return g.enumValue(s)
 	}
 	if g.plausible {
 		return g.plausibleString(name, s)
@@ -152,7 +150,7 @@ func (g *specGenerator) stringMap(valueSchema apiextensionsv1.JSONSchemaProps, d
 		key := g.pick("maxmemory", "maxmemory-policy", "timeout", "hz", "appendonly", "loadmodule", "replicaof",
 			"min-replicas-to-write", "Bad Key", "", "x", "notify-keyspace-events", "app", "kubernetes.io/arch",
 			"user", "cluster-port", "slaveof", "cluster-announce-ip", "cluster-require-full-coverage").(string)
-		if g.plausible || g.r.IntN(2) == 0 {
+		if n <= 4 && (g.plausible || g.r.IntN(2) == 0) {
 			// A directive of the allow-list, with its example, its counter-example or an odd value.
 			d := cachev1.ConfigDirectives[g.r.IntN(len(cachev1.ConfigDirectives))]
 			key = d.Name
@@ -173,13 +171,18 @@ func (g *specGenerator) stringMap(valueSchema apiextensionsv1.JSONSchemaProps, d
 
 func (g *specGenerator) pick(values ...any) any { return values[g.r.IntN(len(values))] }
 
+// enumValue is one of the values the schema enumerates.
+func (g *specGenerator) enumValue(s apiextensionsv1.JSONSchemaProps) any {
+	var v any
+	_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
+	return v
+}
+
 // plausibleString is what a user would write in a string field: its enum's values, the first
 // (good) value of namedStrings, or a value of the field's kind.
 func (g *specGenerator) plausibleString(name string, s apiextensionsv1.JSONSchemaProps) any {
 	if len(s.Enum) > 0 {
-		var v any
-		_ = yaml.Unmarshal(s.Enum[g.r.IntN(len(s.Enum))].Raw, &v)
-		return v
+		return g.enumValue(s)
 	}
 	if s.Format == "duration" {
 		return g.pick("5s", "1m", "90s")

@@ -261,19 +261,3 @@ func Version() (string, error) {
 	}
 	return "", fmt.Errorf("redis-server --version printed no version: %q", out)
 }
-
-// AtLeast says whether version (major.minor[.patch]) is want or later.
-func AtLeast(version, want string) bool {
-	have, need := strings.Split(version, "."), strings.Split(want, ".")
-	for i := range need {
-		h, n := 0, 0
-		if i < len(have) {
-			h, _ = strconv.Atoi(have[i])
-		}
-		n, _ = strconv.Atoi(need[i])
-		if h != n {
-			return h > n
-		}
-	}
-	return true
-}
