@@ -406,7 +406,10 @@ func TestARestoreThatCannotBeDoneStartsNoRedis(t *testing.T) {
 
 func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	ctx := context.Background()
-	e := newBackupEnv(t, false)
+	// A store of its own: its backups come a minute or two into the run, when the shared
+	// SeaweedFS, after the other tests' buckets and snapshots, answered uploads to a new object
+	// with InternalError (seen in three CI runs, and reproduced with the whole package).
+	e := newBackupEnv(t, true)
 	rc := testenv.RedisCluster(e.ns, "sessions", 2)
 	// Every minute: the API refuses a schedule more frequent than that (issue 22).
 	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "* * * * *", Destination: e.destination(),
@@ -432,9 +435,13 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		phases := map[string]cachev1.BackupPhase{}
+		var why []string
 		for _, b := range scheduled(c) {
 			if b.DeletionTimestamp.IsZero() {
 				phases[b.Name] = b.Status.Phase
+				if b.Status.Phase == cachev1.BackupFailed {
+					why = append(why, fmt.Sprintf("%s: %v", b.Name, b.Status.Conditions))
+				}
 			}
 		}
 		var own []string
@@ -443,7 +450,7 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 				own = append(own, name)
 			}
 		}
-		assert.NotEmpty(c, own, "a backup the schedule took, completed: %v", phases)
+		assert.NotEmpty(c, own, "a backup the schedule took, completed: %v %v", phases, why)
 		assert.NotContains(c, phases, "sessions-earlier-0", "pruned")
 		assert.NotContains(c, phases, "sessions-earlier-1", "pruned")
 	}, 2*time.Minute+backupWait, tick)
