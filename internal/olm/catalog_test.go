@@ -149,7 +149,9 @@ func TestOpmServeAnswersTheRegistryAPI(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	serve := exec.CommandContext(ctx, opm(t), "serve", filepath.Join(repoRoot(t), "catalog"),
-		"--port", fmt.Sprint(port), "--pprof-addr", fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)))
+		"--port", fmt.Sprint(port), "--pprof-addr", fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)),
+		// Its cache under the test's directory: killed, opm serve leaves a cache it made itself in /tmp.
+		"--cache-dir", t.TempDir())
 	var logs bytes.Buffer
 	serve.Stdout, serve.Stderr = &logs, &logs
 	require.NoError(t, serve.Start())

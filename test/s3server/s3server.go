@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,11 +38,12 @@ const (
 // Server is a running S3 server.
 type Server struct {
 	// Endpoint is its S3 URL: http://<ip>:<port>.
-	Endpoint string
-	ip, dir  string
-	args     []string
-	cmd      *exec.Cmd
-	done     chan struct{}
+	Endpoint  string
+	ip, dir   string
+	args      []string
+	grpcPorts map[string]int
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
 // Binary is bin/weed of this repository, or $WEED_BINARY.
@@ -99,25 +102,67 @@ func StartIn(dir string) (*Server, error) {
 		return nil, err
 	}
 	ip := redistest.AllocateIP()
-	// The admin server's gRPC ports listen on 127.0.0.1 whatever -ip says: free ones of its own.
-	admin, err := freePort()
-	if err != nil {
-		return nil, err
+	// weed mini's services talk to each other over Unix sockets it names by gRPC port alone, in
+	// /tmp (seaweedfs-<service>-grpc-<port>.sock), whatever -ip says: two servers with the
+	// default ports would use each other's master and filer, and uploads fail with "volume not
+	// found". Each server has gRPC ports of its own, and so does its admin server (which listens
+	// on 127.0.0.1 whatever -ip says).
+	ports := map[string]int{}
+	for _, name := range grpcServices {
+		if ports[name], err = freeGRPCPort(ports); err != nil {
+			return nil, err
+		}
 	}
-	adminGRPC, err := freePort()
+	admin, err := freeGRPCPort(ports)
 	if err != nil {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return nil, err
+	logs := filepath.Join(dir, "logs")
+	for _, d := range []string{data, logs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
-	s := &Server{Endpoint: "http://" + net.JoinHostPort(ip, "8333"), ip: ip, dir: dir, args: []string{
-		binary, "mini", "-dir=" + data, "-ip=" + ip, "-ip.bind=" + ip, "-s3.config=" + config,
-		"-master.telemetry=false", "-admin.ui=false", "-s3.autoCreateBucket=false",
-		"-admin.port=" + strconv.Itoa(admin), "-admin.port.grpc=" + strconv.Itoa(adminGRPC), "-admin.port.legacy=0",
+	s := &Server{Endpoint: "http://" + net.JoinHostPort(ip, "8333"), ip: ip, dir: dir, grpcPorts: ports, args: []string{
+		binary, "-logdir=" + logs, "mini", "-dir=" + data, "-ip=" + ip, "-ip.bind=" + ip, "-s3.config=" + config,
+		"-master.telemetry=false", "-admin.ui=false", "-s3.autoCreateBucket=false", "-webdav=false",
+		"-s3.port.iceberg=0", "-s3.port.lance=0",
+		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
+		"-admin.port=" + strconv.Itoa(admin), "-admin.port.legacy=0",
 	}}
+	for _, name := range grpcServices {
+		s.args = append(s.args, fmt.Sprintf("-%s.port.grpc=%d", name, ports[name]))
+	}
 	return s, s.start()
+}
+
+// grpcServices are the services of weed mini whose gRPC ports name a socket in /tmp.
+var grpcServices = []string{"master", "volume", "filer", "s3", "admin"}
+
+// grpcSocket is where weed mini puts the socket of a service's gRPC port.
+func grpcSocket(service string, port int) string {
+	return fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", service, port)
+}
+
+// freeGRPCPort is a free port that no other server's socket names, and not one of taken.
+func freeGRPCPort(taken map[string]int) (int, error) {
+	for range 100 {
+		port, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		clash := slices.Contains(slices.Collect(maps.Values(taken)), port)
+		for _, name := range grpcServices {
+			if _, err := os.Stat(grpcSocket(name, port)); err == nil {
+				clash = true
+			}
+		}
+		if !clash {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port for the S3 server's gRPC services")
 }
 
 func freePort() (int, error) {
@@ -137,6 +182,8 @@ func (s *Server) start() error {
 	defer log.Close()
 	cmd := exec.Command(s.args[0], s.args[1:]...)
 	cmd.Dir = s.dir
+	// Its caches and anything else it puts in the temporary directory stay under its own.
+	cmd.Env = append(os.Environ(), "TMPDIR="+s.dir)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -194,6 +241,10 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+	// A killed server leaves its sockets in /tmp.
+	for name, port := range s.grpcPorts {
+		_ = os.Remove(grpcSocket(name, port))
+	}
 }
 
 // Restart starts the stopped server again, with its data.
