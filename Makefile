@@ -74,7 +74,7 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
+test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs bundle-validate-sdk redis-image ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation, the images in containerd.
 	go test ./... -count=1
 
 .PHONY: bench
@@ -133,12 +133,49 @@ run: manifests generate fmt vet ## Run the manager from your host against the cl
 	go run ./cmd
 
 .PHONY: docker-build
-docker-build: ## Build the manager image.
-	$(CONTAINER_TOOL) build -t $(IMG) .
+docker-build: ## Build the manager image: with $(CONTAINER_TOOL) when its engine answers, otherwise without an engine (make operator-image).
+	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
+		$(CONTAINER_TOOL) build -t $(IMG) . ; \
+	else \
+		echo "No $(CONTAINER_TOOL) engine answers: building $(IMG) without one, into $(IMAGES_DIR)/operator (an OCI layout)"; \
+		$(MAKE) operator-image; \
+	fi
 
 .PHONY: docker-push
 docker-push: ## Push the manager image.
 	$(CONTAINER_TOOL) push $(IMG)
+
+##@ Images without a container engine (test/images): OCI layouts under bin/images
+
+IMAGES_DIR ?= $(LOCALBIN)/images
+# The sandbox image the node's CRI starts first.
+PAUSE_IMG ?= registry.k8s.io/pause:3.10
+# The Redis image: Debian's redis-server on Debian's root filesystem. The harness tags it as every
+# version the tests ask for (test/images.RedisVersions).
+REDIS_IMG ?= docker.io/library/redis:7.2
+
+.PHONY: images
+images: operator-image pause-image redis-image ## The local node's images: the operator's, pause and Redis.
+
+.PHONY: operator-image
+operator-image: ## The operator's image as Dockerfile describes it, built without an engine: $(IMAGES_DIR)/operator.
+	mkdir -p $(IMAGES_DIR)
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES_DIR)/manager ./cmd
+	go run ./test/images/cmd/build-image operator -binary $(IMAGES_DIR)/manager -name $(IMG) -out $(IMAGES_DIR)/operator
+
+.PHONY: pause-image
+pause-image: ## The pause image: $(IMAGES_DIR)/pause.
+	mkdir -p $(IMAGES_DIR)
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES_DIR)/pause-binary ./test/images/pause
+	go run ./test/images/cmd/build-image pause -binary $(IMAGES_DIR)/pause-binary -name $(PAUSE_IMG) -out $(IMAGES_DIR)/pause
+
+.PHONY: redis-image
+redis-image: $(IMAGES_DIR)/redis/index.json ## The Redis image from Debian's packages (debootstrap; root): $(IMAGES_DIR)/redis.
+$(IMAGES_DIR)/redis/index.json: hack/redis-rootfs.sh test/images/images.go
+	mkdir -p $(IMAGES_DIR)
+	hack/redis-rootfs.sh $(IMAGES_DIR)/redis-rootfs
+	go run ./test/images/cmd/build-image redis -rootfs $(IMAGES_DIR)/redis-rootfs -name $(REDIS_IMG) -out $(IMAGES_DIR)/redis
+	rm -rf $(IMAGES_DIR)/redis-rootfs
 
 ##@ Deployment
 
@@ -281,6 +318,13 @@ $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	# grep reads all of it: with -q it would stop at the match, and kubectl, cut off, fails the pipe (pipefail).
 	$(ENVTEST_BIN)/kubectl version --client | grep '$(K8S_VERSION)' >/dev/null
+
+.PHONY: node
+node: localcluster $(ENVTEST_BIN)/kubelet ## Also build the kubelet and kube-proxy: the local cluster's real node (with Debian's containerd and runc).
+
+$(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
+	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+	$(ENVTEST_BIN)/kubelet --version | grep '$(K8S_VERSION)' >/dev/null
 
 .PHONY: olm
 olm: $(OLM_DIR)/olm ## Build OLM's olm and catalog operators ($(OLM_VERSION)) and copy its CRDs into bin/olm.

@@ -1,0 +1,217 @@
+// Package node runs the real parts below the local cluster's API server: containerd with runc
+// (Debian's packages), pulling from the harness's OCI registry. Each instance has its root,
+// state, sockets and runc root under its own directory; what containerd 1.6 and ctr keep at
+// fixed paths (shims' sockets in /run/containerd/s, stdio fifos in /run/containerd/fifo) is
+// removed when it stops, if it was not there before and nothing else uses it.
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Containerd is a running containerd.
+type Containerd struct {
+	// Socket is its gRPC socket, for ctr --address and the kubelet's container runtime endpoint.
+	Socket string
+	// RuncRoot is where runc keeps its containers' state.
+	RuncRoot string
+	// HostsDir holds a hosts.toml per registry host: every pull goes to the harness's registry.
+	HostsDir string
+	// cgroupParent holds the cgroups of the containers run with Cgroup, in every hierarchy.
+	cgroupParent string
+	dir          string
+	cmd          *exec.Cmd
+	done         chan struct{}
+	// madeRunDir says that /run/containerd did not exist before this containerd made it.
+	madeRunDir bool
+}
+
+// runDir is where containerd 1.6 keeps its shims' sockets, whatever its state directory.
+const runDir = "/run/containerd"
+
+// Required reports what this machine lacks to run containerd, or nil.
+func Required() error {
+	var missing []string
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s missing: apt-get install containerd runc", strings.Join(missing, ", "))
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("containerd needs root")
+	}
+	return nil
+}
+
+// StartContainerd runs containerd with everything of its own under dir, its pulls going to
+// the registry at registryHost (127.0.0.1:<port>) for every name in mirrored (docker.io,
+// example.com, registry.k8s.io), until Stop.
+func StartContainerd(dir, registryHost string, mirrored []string) (*Containerd, error) {
+	if err := Required(); err != nil {
+		return nil, err
+	}
+	c := &Containerd{dir: dir, Socket: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc"),
+		HostsDir: filepath.Join(dir, "certs.d"), cgroupParent: "redis-operator-" + filepath.Base(dir)}
+	if len(c.Socket) > 100 {
+		return nil, fmt.Errorf("containerd's socket path %s is longer than a Unix socket's 108 bytes allow", c.Socket)
+	}
+	for _, host := range mirrored {
+		if err := os.MkdirAll(filepath.Join(c.HostsDir, host), 0o755); err != nil {
+			return nil, err
+		}
+		// override_path: the registry holds each name under /v2/<host>/<repository>, so that one
+		// registry mirrors them all with their names kept (test/registry).
+		hosts := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"http://%s/v2/%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
+			host, registryHost, host)
+		if err := os.WriteFile(filepath.Join(c.HostsDir, host, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	config := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(config, []byte(c.config()), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(runDir); errors.Is(err, os.ErrNotExist) {
+		c.madeRunDir = true
+	}
+	log, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	c.cmd = exec.Command("containerd", "--config", config)
+	c.cmd.Stdout, c.cmd.Stderr = log, log
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting containerd: %w", err)
+	}
+	c.done = make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return nil, fmt.Errorf("containerd exited at start: %s", c.logTail())
+		default:
+		}
+		if conn, err := net.Dial("unix", c.Socket); err == nil {
+			conn.Close()
+			if _, err := c.Ctr(context.Background(), "version"); err == nil {
+				return c, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.Stop()
+	return nil, fmt.Errorf("containerd did not answer within 30s: %s", c.logTail())
+}
+
+// config is containerd 1.6's configuration. restrict_oom_score_adj: this machine's processes
+// lack CAP_SYS_RESOURCE, and without it every sandbox fails ("can't get final child's PID from
+// pipe: EOF"). The CRI's runc root is the instance's own, as ctr's is (Ctr).
+func (c *Containerd) config() string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      Root = %q
+`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc", c.HostsDir, c.RuncRoot)
+}
+
+// Ctr runs ctr against this containerd, in its k8s.io namespace (the kubelet's), and returns
+// its output.
+func (c *Containerd) Ctr(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.Socket, "--namespace", "k8s.io"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// Cgroup is the cgroup path for a container id run by ctr (ctr run --cgroup): under a parent of
+// this containerd's own, which Stop removes (ctr's default, /k8s.io, would outlive it).
+func (c *Containerd) Cgroup(id string) string {
+	return "/" + c.cgroupParent + "/" + id
+}
+
+// Pull pulls image through the registry mirror.
+func (c *Containerd) Pull(ctx context.Context, image string) error {
+	_, err := c.Ctr(ctx, "images", "pull", "--hosts-dir", c.HostsDir, image)
+	return err
+}
+
+// Stop ends containerd after removing every container and image it holds, so that no mount,
+// cgroup or shim outlives it.
+func (c *Containerd) Stop() {
+	if c.cmd == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := c.Ctr(ctx, "tasks", "list", "--quiet"); err == nil {
+		for _, id := range strings.Fields(out) {
+			_, _ = c.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+			_, _ = c.Ctr(ctx, "tasks", "delete", "--force", id)
+		}
+	}
+	if out, err := c.Ctr(ctx, "containers", "list", "--quiet"); err == nil {
+		for _, id := range strings.Fields(out) {
+			_, _ = c.Ctr(ctx, "containers", "delete", id)
+		}
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	c.cmd = nil
+	// containerd removes a container's cgroup with its task, not the parent.
+	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", c.cgroupParent))
+	for _, p := range parents {
+		_ = os.Remove(p)
+	}
+	// The snapshots' overlay mounts go with their containers; a bind mount of containerd's own
+	// (none in 1.6 with overlayfs) would keep dir from being removed, which the caller sees.
+	// Another containerd of the harness may still use it: only what is empty goes.
+	if c.madeRunDir {
+		_ = os.Remove(filepath.Join(runDir, "s"))    // shims' sockets
+		_ = os.Remove(filepath.Join(runDir, "fifo")) // ctr's stdio
+		_ = os.Remove(runDir)
+	}
+}
+
+func (c *Containerd) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "containerd.log"))
+	return string(b[max(0, len(b)-2000):])
+}

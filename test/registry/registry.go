@@ -1,0 +1,120 @@
+// Package registry runs an OCI registry for the local cluster: go-containerregistry's registry,
+// on a 127.0.0.1 port, with its blobs on disk under the caller's directory. The node's
+// containerd pulls every image through it, under the image's real name (docker.io/library/redis,
+// example.com/redis-operator), as an air-gapped cluster pulls from its mirror.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Registry is a running registry.
+type Registry struct {
+	// Host is its address, 127.0.0.1:<port>.
+	Host   string
+	server *http.Server
+	done   chan error
+}
+
+// Start serves a registry with its blobs under dir until Stop. Manifests live in memory: a
+// harness pushes its images after each start.
+func Start(dir string) (*Registry, error) {
+	blobs := filepath.Join(dir, "blobs")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening for the registry: %w", err)
+	}
+	r := &Registry{Host: l.Addr().String(), done: make(chan error, 1),
+		server: &http.Server{
+			Handler:           ggcrregistry.New(ggcrregistry.WithBlobHandler(ggcrregistry.NewDiskBlobHandler(blobs)), ggcrregistry.Logger(log.New(io.Discard, "", 0))),
+			ReadHeaderTimeout: 10 * time.Second,
+		}}
+	go func() { r.done <- r.server.Serve(l) }()
+	return r, nil
+}
+
+// Stop ends the registry.
+func (r *Registry) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.server.Shutdown(ctx)
+	if serveErr := <-r.done; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
+}
+
+// Reference is where the registry holds an image named image ("docker.io/library/redis:7.0",
+// "example.com/redis-operator:v0.2.0"): the repository keeps the name's registry as its first
+// path element, which is the layout containerd's mirror configuration asks for with
+// override_path (see Mirror).
+func (r *Registry) Reference(image string) (name.Reference, error) {
+	ref, host, err := parse(image)
+	if err != nil {
+		return nil, err
+	}
+	local := fmt.Sprintf("%s/%s/%s", r.Host, host, ref.Context().RepositoryStr())
+	switch ref := ref.(type) {
+	case name.Digest:
+		return name.NewDigest(local+"@"+ref.DigestStr(), name.Insecure)
+	default:
+		return name.NewTag(local+":"+ref.Identifier(), name.Insecure)
+	}
+}
+
+// HostOf is the registry host of an image's name as containerd names it: the directory of its
+// hosts.toml, and the first path element under which the registry keeps it.
+func HostOf(image string) (string, error) {
+	_, host, err := parse(image)
+	return host, err
+}
+
+func parse(image string) (name.Reference, string, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return nil, "", fmt.Errorf("parsing image name %q: %w", image, err)
+	}
+	host := ref.Context().RegistryStr()
+	if host == name.DefaultRegistry {
+		host = "docker.io" // the name containerd gives Docker Hub (go-containerregistry's is index.docker.io)
+	}
+	return ref, host, nil
+}
+
+// Push stores image under the name image and returns its digest.
+func (r *Registry) Push(ctx context.Context, image string, img v1.Image) (v1.Hash, error) {
+	ref, err := r.Reference(image)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		return v1.Hash{}, fmt.Errorf("pushing %s: %w", image, err)
+	}
+	return img.Digest()
+}
+
+// Pull reads the image stored under the name image.
+func (r *Registry) Pull(ctx context.Context, image string) (v1.Image, error) {
+	ref, err := r.Reference(image)
+	if err != nil {
+		return nil, err
+	}
+	return remote.Image(ref, remote.WithContext(ctx))
+}
