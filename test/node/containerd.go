@@ -29,6 +29,7 @@ type Containerd struct {
 	HostsDir string
 	// cgroupParent holds the cgroups of the containers run with Cgroup, in every hierarchy.
 	cgroupParent string
+	cniConfDir   string
 	dir          string
 	cmd          *exec.Cmd
 	done         chan struct{}
@@ -56,19 +57,31 @@ func Required() error {
 	return nil
 }
 
-// StartContainerd runs containerd with everything of its own under dir, its pulls going to
-// the registry at registryHost (127.0.0.1:<port>) for every name in mirrored (docker.io,
-// example.com, registry.k8s.io), until Stop.
-func StartContainerd(dir, registryHost string, mirrored []string) (*Containerd, error) {
+// ContainerdConfig says where a containerd runs.
+type ContainerdConfig struct {
+	// Dir holds everything of its own.
+	Dir string
+	// RegistryHost (127.0.0.1:<port>) serves every pull of the names in Mirrored (docker.io,
+	// example.com, registry.k8s.io).
+	RegistryHost string
+	Mirrored     []string
+	// Netns, when set, is where containerd runs, and so the pods' network (CNIConfDir).
+	Netns      *Netns
+	CNIConfDir string
+}
+
+// StartContainerd runs containerd until Stop.
+func StartContainerd(cfg ContainerdConfig) (*Containerd, error) {
 	if err := Required(); err != nil {
 		return nil, err
 	}
+	dir, registryHost := cfg.Dir, cfg.RegistryHost
 	c := &Containerd{dir: dir, Socket: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc"),
-		HostsDir: filepath.Join(dir, "certs.d"), cgroupParent: "redis-operator-" + filepath.Base(dir)}
+		HostsDir: filepath.Join(dir, "certs.d"), cgroupParent: "redis-operator-" + filepath.Base(dir), cniConfDir: cfg.CNIConfDir}
 	if len(c.Socket) > 100 {
 		return nil, fmt.Errorf("containerd's socket path %s is longer than a Unix socket's 108 bytes allow", c.Socket)
 	}
-	for _, host := range mirrored {
+	for _, host := range cfg.Mirrored {
 		if err := os.MkdirAll(filepath.Join(c.HostsDir, host), 0o755); err != nil {
 			return nil, err
 		}
@@ -92,7 +105,11 @@ func StartContainerd(dir, registryHost string, mirrored []string) (*Containerd, 
 		return nil, err
 	}
 	defer log.Close()
-	c.cmd = exec.Command("containerd", "--config", config)
+	if cfg.Netns != nil {
+		c.cmd = cfg.Netns.Command(context.Background(), "containerd", "--config", config)
+	} else {
+		c.cmd = exec.Command("containerd", "--config", config)
+	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
@@ -123,6 +140,10 @@ func StartContainerd(dir, registryHost string, mirrored []string) (*Containerd, 
 // lack CAP_SYS_RESOURCE, and without it every sandbox fails ("can't get final child's PID from
 // pipe: EOF"). The CRI's runc root is the instance's own, as ctr's is (Ctr).
 func (c *Containerd) config() string {
+	cni := ""
+	if c.cniConfDir != "" {
+		cni = fmt.Sprintf("  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n    bin_dir = \"/usr/lib/cni\"\n    conf_dir = %q\n", c.cniConfDir)
+	}
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -142,7 +163,7 @@ state = %q
     runtime_type = "io.containerd.runc.v2"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       Root = %q
-`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc", c.HostsDir, c.RuncRoot)
+%s`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc", c.HostsDir, c.RuncRoot, cni)
 }
 
 // Ctr runs ctr against this containerd, in its k8s.io namespace (the kubelet's), and returns

@@ -43,6 +43,17 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
+// staticBuild builds pkg as make images does: statically linked.
+func staticBuild(t *testing.T, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,12 +69,7 @@ func TestTheOperatorImageRunsAsNonRootOnAReadOnlyRootAndServesItsProbes(t *testi
 	require.NoError(t, node.Required())
 	ctx := context.Background()
 
-	manager := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", manager, "github.com/org/redis-operator/cmd")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	img, err := images.Operator(manager)
+	img, err := images.Operator(staticBuild(t, "github.com/org/redis-operator/cmd"))
 	require.NoError(t, err)
 	env, cfg, err := testenv.Start()
 	require.NoError(t, err)
@@ -193,7 +199,7 @@ func startContainerd(t *testing.T, images map[string]v1.Image) (*node.Containerd
 		hosts[host] = true
 	}
 	before.dir = shortDir(t)
-	c, err := node.StartContainerd(before.dir, reg.Host, slices.Collect(maps.Keys(hosts)))
+	c, err := node.StartContainerd(node.ContainerdConfig{Dir: before.dir, RegistryHost: reg.Host, Mirrored: slices.Collect(maps.Keys(hosts))})
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
 	return c, before

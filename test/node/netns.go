@@ -1,0 +1,150 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Netns is a network namespace the harness made (ip netns add): the node's addresses, bridges,
+// routes and iptables rules live in it, so none exists in the machine's own namespace and two
+// nodes never collide. Deleting it takes all of them away.
+type Netns struct {
+	Name string
+}
+
+// CreateNetns makes the namespace name with its loopback up.
+func CreateNetns(name string) (*Netns, error) {
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip netns add %s: %w: %s", name, err, out)
+	}
+	n := &Netns{Name: name}
+	if err := n.IP("link", "set", "lo", "up"); err != nil {
+		n.Delete()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Path is the namespace's file, for nsenter --net and setns.
+func (n *Netns) Path() string { return filepath.Join("/run/netns", n.Name) }
+
+// IP runs ip with args in the namespace.
+func (n *Netns) IP(args ...string) error {
+	out, err := exec.Command("ip", append([]string{"-n", n.Name}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip -n %s %s: %w: %s", n.Name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// Command is a command that runs in the namespace and only there: nsenter switches the network
+// namespace alone (ip netns exec would also give it a mount namespace of its own, and the
+// kubelet's mounts must be seen by containerd and runc).
+func (n *Netns) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.Path(), "--", name}, args...)...)
+}
+
+// Delete removes the namespace (ip netns delete), and with it its interfaces and rules.
+func (n *Netns) Delete() {
+	_ = exec.Command("ip", "netns", "delete", n.Name).Run()
+}
+
+// Listen opens a listener inside the namespace. A socket keeps the namespace it was made in,
+// so the harness's own goroutines serve it from the machine's namespace.
+func (n *Netns) Listen(network, address string) (net.Listener, error) {
+	var l net.Listener
+	err := n.do(func() error {
+		var err error
+		l, err = net.Listen(network, address)
+		return err
+	})
+	return l, err
+}
+
+// Dial connects to an address inside the namespace (a pod's, a ClusterIP).
+func (n *Netns) Dial(ctx context.Context, network, address string) (net.Conn, error) {
+	var c net.Conn
+	err := n.do(func() error {
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
+// do runs f on an OS thread switched into the namespace, then switches it back. A thread that
+// cannot be switched back is left locked, so that it ends with its goroutine.
+func (n *Netns) do(f func() error) error {
+	errs := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		origin, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errs <- err
+			return
+		}
+		defer origin.Close()
+		target, err := os.Open(n.Path())
+		if err != nil {
+			runtime.UnlockOSThread()
+			errs <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errs <- fmt.Errorf("entering network namespace %s: %w", n.Name, err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
+			errs <- errors.Join(ferr, fmt.Errorf("leaving network namespace %s: %w", n.Name, err))
+			return // the thread stays locked and dies with this goroutine
+		}
+		runtime.UnlockOSThread()
+		errs <- ferr
+	}()
+	return <-errs
+}
+
+// Forward accepts connections on l and joins each to a connection that dial opens, until l is
+// closed: the API server on the machine's loopback seen from inside the namespace, or the
+// namespace's API server seen from the machine's loopback.
+func Forward(l net.Listener, dial func() (net.Conn, error)) {
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer in.Close()
+			out, err := dial()
+			if err != nil {
+				return
+			}
+			defer out.Close()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(out, in); closeWrite(out); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(in, out); closeWrite(in); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}

@@ -1,0 +1,341 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Node is a real Kubernetes node: a kubelet with containerd, runc and the CNI bridge plugin, in a
+// network namespace of its own. It joins the API server the harness runs on the machine's
+// loopback: inside the namespace, the same address is forwarded to it.
+type Node struct {
+	Name string
+	// IP is the node's address, inside its namespace.
+	IP string
+	// PodCIDR is where its pods' addresses come from.
+	PodCIDR    string
+	Netns      *Netns
+	Containerd *Containerd
+	dir        string
+	kubelet    *exec.Cmd
+	done       chan struct{}
+	forwards   []net.Listener
+	before     machineState
+}
+
+// Config says what a node joins.
+type Config struct {
+	// Dir holds everything of the node's own; it must be short (Unix sockets live in it).
+	Dir string
+	// Name is the node's name, and its namespace's.
+	Name string
+	// Kubeconfig is the kubelet's credentials for the API server, at an address on the machine's
+	// loopback (127.0.0.1:<port>).
+	Kubeconfig string
+	// APIServer is that address.
+	APIServer string
+	// RegistryHost (127.0.0.1:<port>) serves the pulls of the names in Mirrored.
+	RegistryHost string
+	Mirrored     []string
+}
+
+const (
+	nodeIP     = "10.87.0.2"
+	nodeSubnet = "/24"
+	podCIDR    = "10.244.0.0/24"
+)
+
+// The kubelet changes these and the machine must find them as they were.
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+// fixedDirs are where the kubelet, containerd and the CNI plugins write whatever their
+// configuration says.
+var fixedDirs = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd", "/run/netns"}
+
+// machineState is what the node changes outside its directory, read before it starts.
+type machineState struct {
+	sysctls  map[string]string
+	existing map[string]bool // of fixedDirs and the kubelet's cgroups
+	netns    []string
+}
+
+func readMachineState() machineState {
+	m := machineState{sysctls: map[string]string{}, existing: map[string]bool{}}
+	for _, key := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + key); err == nil {
+			m.sysctls[key] = strings.TrimSpace(string(b))
+		}
+	}
+	for _, d := range append(slices.Clone(fixedDirs), kubeletCgroups()...) {
+		if _, err := os.Stat(d); err == nil {
+			m.existing[d] = true
+		}
+	}
+	m.netns, _ = filepath.Glob("/run/netns/*")
+	return m
+}
+
+// kubeletCgroups are the cgroups the kubelet makes, in each hierarchy.
+func kubeletCgroups() []string {
+	m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	return m
+}
+
+// Start brings the node up; it is Ready once the API server says so (the caller waits).
+func Start(cfg Config) (n *Node, err error) {
+	if err := Required(); err != nil {
+		return nil, err
+	}
+	n = &Node{Name: cfg.Name, IP: nodeIP, PodCIDR: podCIDR, dir: cfg.Dir, before: readMachineState()}
+	defer func() {
+		if err != nil {
+			n.Stop()
+			n = nil
+		}
+	}()
+	if n.Netns, err = CreateNetns(cfg.Name); err != nil {
+		return n, err
+	}
+	// The node's address: the kubelet refuses a loopback one, and the kernel here has no dummy
+	// interfaces, so a bridge of its own carries it.
+	for _, args := range [][]string{
+		{"link", "add", "node0", "type", "bridge"},
+		{"addr", "add", nodeIP + nodeSubnet, "dev", "node0"},
+		{"link", "set", "node0", "up"},
+	} {
+		if err := n.Netns.IP(args...); err != nil {
+			return n, err
+		}
+	}
+	for _, addr := range []string{cfg.APIServer, cfg.RegistryHost} {
+		if err := n.forwardFromMachine(addr); err != nil {
+			return n, err
+		}
+	}
+	cniConf := filepath.Join(cfg.Dir, "cni", "net.d")
+	if err := n.writeCNIConfig(cniConf); err != nil {
+		return n, err
+	}
+	if n.Containerd, err = StartContainerd(ContainerdConfig{Dir: filepath.Join(cfg.Dir, "containerd"), RegistryHost: cfg.RegistryHost,
+		Mirrored: cfg.Mirrored, Netns: n.Netns, CNIConfDir: cniConf}); err != nil {
+		return n, err
+	}
+	return n, n.startKubelet(cfg)
+}
+
+// forwardFromMachine makes addr (127.0.0.1:<port> on the machine) answer at the same address
+// inside the namespace.
+func (n *Node) forwardFromMachine(addr string) error {
+	l, err := n.Netns.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s in the node's namespace: %w", addr, err)
+	}
+	n.forwards = append(n.forwards, l)
+	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+	return nil
+}
+
+// writeCNIConfig is the pods' network: the bridge plugin on cni0 with host-local addresses from
+// the node's pod CIDR, its state under the node's directory.
+func (n *Node) writeCNIConfig(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "pods",
+  "plugins": [{
+    "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}
+  }]
+}
+`, podCIDR, filepath.Join(n.dir, "cni", "networks"))
+	return os.WriteFile(filepath.Join(dir, "10-pods.conflist"), []byte(conf), 0o644)
+}
+
+// startKubelet runs the kubelet in the namespace. failCgroupV1: this machine has cgroup v1
+// (hybrid). NeverVerify: otherwise a preloaded image becomes ErrImageNeverPull once the same
+// image was pulled under another name. The kubelet's pod logs and root are the node's own; its
+// cgroup driver is cgroupfs (containerd 1.6 does not answer RuntimeConfig).
+func (n *Node) startKubelet(cfg Config) error {
+	root := filepath.Join(cfg.Dir, "kubelet")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	config := filepath.Join(cfg.Dir, "kubelet.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://%s
+imagePullCredentialsVerificationPolicy: NeverVerify
+podLogsDir: %s
+address: %s
+readOnlyPort: 0
+healthzPort: 0
+failSwapOn: false
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+mergeDefaultEvictionSettings: false
+resolvConf: ""
+serializeImagePulls: false
+`, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), nodeIP), 0o644); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(cfg.Dir, "kubelet.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	bin, err := kubeletBinary()
+	if err != nil {
+		return err
+	}
+	n.kubelet = n.Netns.Command(context.Background(), bin, "--config="+config, "--kubeconfig="+cfg.Kubeconfig,
+		"--root-dir="+root, "--node-ip="+nodeIP, "--hostname-override="+cfg.Name, "--v=1")
+	n.kubelet.Stdout, n.kubelet.Stderr = log, log
+	n.kubelet.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n.kubelet.Start(); err != nil {
+		return fmt.Errorf("starting the kubelet: %w", err)
+	}
+	n.done = make(chan struct{})
+	go func() { _ = n.kubelet.Wait(); close(n.done) }()
+	return nil
+}
+
+// kubeletBinary is bin/k8s/kubelet of this repository (make node).
+func kubeletBinary() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b := filepath.Join(dir, "bin", "k8s", "kubelet")
+		if _, err := os.Stat(b); err == nil {
+			return b, nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return "", fmt.Errorf("%s is missing: run make node", b)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no bin/k8s/kubelet above the working directory: run make node")
+		}
+		dir = parent
+	}
+}
+
+// KubeletLog is the end of the kubelet's log, for a failure message.
+func (n *Node) KubeletLog() string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "kubelet.log"))
+	return string(b[max(0, len(b)-4000):])
+}
+
+// Stop ends the node and undoes what it did to the machine: the kubelet first (the caller
+// deletes its pods before), then containerd with whatever containers remain, the mounts under
+// its directory, the namespace with its interfaces and rules, the kubelet's cgroups, the
+// sysctls it set, and the fixed-path directories that were not there before.
+func (n *Node) Stop() {
+	if n.kubelet != nil {
+		_ = n.kubelet.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.done:
+		case <-time.After(10 * time.Second):
+			_ = n.kubelet.Process.Kill()
+			<-n.done
+		}
+		n.kubelet = nil
+	}
+	if n.Containerd != nil {
+		n.Containerd.Stop()
+	}
+	for _, l := range n.forwards {
+		_ = l.Close()
+	}
+	unmountUnder(n.dir)
+	// Pod sandboxes' namespaces that containerd made and a forced stop left.
+	now, _ := filepath.Glob("/run/netns/cni-*")
+	for _, ns := range now {
+		if !slices.Contains(n.before.netns, ns) {
+			_ = unix.Unmount(ns, unix.MNT_DETACH)
+			_ = os.Remove(ns)
+		}
+	}
+	if n.Netns != nil {
+		n.Netns.Delete()
+	}
+	removeCgroups(n.before.existing)
+	for key, value := range n.before.sysctls {
+		_ = os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
+	}
+	for _, d := range fixedDirs {
+		if !n.before.existing[d] {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first.
+func unmountUnder(dir string) {
+	for range 3 { // a mount may hide another at the same point
+		points := mountPointsUnder(dir)
+		if len(points) == 0 {
+			return
+		}
+		slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+		for _, p := range points {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
+		}
+	}
+}
+
+// mountPointsUnder lists the machine's mount points under dir (dir included).
+func mountPointsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	return points
+}
+
+// removeCgroups removes the kubelet's cgroup trees that were not there before, deepest first
+// (a cgroup directory goes with rmdir once its children are gone).
+func removeCgroups(existing map[string]bool) {
+	for _, top := range kubeletCgroups() {
+		if existing[top] {
+			continue
+		}
+		var dirs []string
+		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+		for _, d := range dirs {
+			_ = os.Remove(d)
+		}
+	}
+}
