@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,16 +19,11 @@ import (
 // network namespace of its own. It joins the API server the harness runs on the machine's
 // loopback: inside the namespace, the same address is forwarded to it.
 type Node struct {
-	Name string
-	// IP is the node's address, inside its namespace.
-	IP string
-	// PodCIDR is where its pods' addresses come from.
-	PodCIDR    string
+	Name       string
 	Netns      *Netns
 	Containerd *Containerd
 	dir        string
-	kubelet    *exec.Cmd
-	done       chan struct{}
+	procs      []*process // the kubelet, then kube-proxy
 	forwards   []net.Listener
 	before     machineState
 }
@@ -38,23 +32,55 @@ type Node struct {
 type Config struct {
 	// Dir holds everything of the node's own; it must be short (Unix sockets live in it).
 	Dir string
-	// Name is the node's name, and its namespace's.
+	// Name is the node's name.
 	Name string
-	// Kubeconfig is the kubelet's credentials for the API server, at an address on the machine's
-	// loopback (127.0.0.1:<port>).
+	// Netns is the node's namespace (CreateNodeNetns); Stop deletes it.
+	Netns *Netns
+	// Kubeconfig is the kubelet's and kube-proxy's credentials for the API server, at an address
+	// they reach from inside the namespace.
 	Kubeconfig string
-	// APIServer is that address.
-	APIServer string
-	// RegistryHost (127.0.0.1:<port>) serves the pulls of the names in Mirrored.
+	// ForwardFromMachine are addresses on the machine's loopback (127.0.0.1:<port>) that answer
+	// at the same address inside the namespace: an API server or a registry the harness runs
+	// outside it.
+	ForwardFromMachine []string
+	// RegistryHost (127.0.0.1:<port>, inside the namespace) serves the pulls of the names in
+	// Mirrored.
 	RegistryHost string
 	Mirrored     []string
 }
 
+// The node's addresses, inside its namespace.
 const (
-	nodeIP     = "10.87.0.2"
-	nodeSubnet = "/24"
-	podCIDR    = "10.244.0.0/24"
+	NodeIP = "10.87.0.2"
+	// PodCIDR is where its pods' addresses come from.
+	PodCIDR = "10.244.0.0/24"
+	// ServiceCIDR is where the API server allocates ClusterIPs, which kube-proxy routes.
+	ServiceCIDR = "10.96.0.0/16"
+	nodeSubnet  = "/24"
 )
+
+// CreateNodeNetns makes a node's namespace, name, with the node's address on a bridge of its
+// own: the kubelet refuses a loopback address, and the kernel here has no dummy interfaces.
+func CreateNodeNetns(name string) (*Netns, error) {
+	n, err := CreateNetns(name)
+	if err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{
+		{"link", "add", "node0", "type", "bridge"},
+		{"addr", "add", NodeIP + nodeSubnet, "dev", "node0"},
+		{"link", "set", "node0", "up"},
+		// A route for every address: ClusterIPs are routed nowhere until kube-proxy's rules
+		// rewrite them, and without a route a connection fails before the rules are read.
+		{"route", "add", "default", "dev", "node0"},
+	} {
+		if err := n.IP(args...); err != nil {
+			n.Delete()
+			return nil, err
+		}
+	}
+	return n, nil
+}
 
 // The kubelet changes these and the machine must find them as they were.
 var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
@@ -97,28 +123,14 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := Required(); err != nil {
 		return nil, err
 	}
-	n = &Node{Name: cfg.Name, IP: nodeIP, PodCIDR: podCIDR, dir: cfg.Dir, before: readMachineState()}
+	n = &Node{Name: cfg.Name, Netns: cfg.Netns, dir: cfg.Dir, before: readMachineState()}
 	defer func() {
 		if err != nil {
 			n.Stop()
 			n = nil
 		}
 	}()
-	if n.Netns, err = CreateNetns(cfg.Name); err != nil {
-		return n, err
-	}
-	// The node's address: the kubelet refuses a loopback one, and the kernel here has no dummy
-	// interfaces, so a bridge of its own carries it.
-	for _, args := range [][]string{
-		{"link", "add", "node0", "type", "bridge"},
-		{"addr", "add", nodeIP + nodeSubnet, "dev", "node0"},
-		{"link", "set", "node0", "up"},
-	} {
-		if err := n.Netns.IP(args...); err != nil {
-			return n, err
-		}
-	}
-	for _, addr := range []string{cfg.APIServer, cfg.RegistryHost} {
+	for _, addr := range cfg.ForwardFromMachine {
 		if err := n.forwardFromMachine(addr); err != nil {
 			return n, err
 		}
@@ -131,7 +143,10 @@ func Start(cfg Config) (n *Node, err error) {
 		Mirrored: cfg.Mirrored, Netns: n.Netns, CNIConfDir: cniConf}); err != nil {
 		return n, err
 	}
-	return n, n.startKubelet(cfg)
+	if err := n.startKubelet(cfg); err != nil {
+		return n, err
+	}
+	return n, n.startKubeProxy(cfg)
 }
 
 // forwardFromMachine makes addr (127.0.0.1:<port> on the machine) answer at the same address
@@ -160,7 +175,7 @@ func (n *Node) writeCNIConfig(dir string) error {
     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}
   }]
 }
-`, podCIDR, filepath.Join(n.dir, "cni", "networks"))
+`, PodCIDR, filepath.Join(n.dir, "cni", "networks"))
 	return os.WriteFile(filepath.Join(dir, "10-pods.conflist"), []byte(conf), 0o644)
 }
 
@@ -194,38 +209,76 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 mergeDefaultEvictionSettings: false
 resolvConf: ""
 serializeImagePulls: false
-`, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), nodeIP), 0o644); err != nil {
+clusterDNS: []
+`, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), NodeIP), 0o644); err != nil {
 		return err
 	}
-	log, err := os.Create(filepath.Join(cfg.Dir, "kubelet.log"))
+	return n.run("kubelet", "--config="+config, "--kubeconfig="+cfg.Kubeconfig,
+		"--root-dir="+root, "--node-ip="+NodeIP, "--hostname-override="+cfg.Name, "--v=1")
+}
+
+// startKubeProxy runs kube-proxy in iptables mode in the namespace: its chains live and die
+// there. It leaves conntrack's sysctls alone (they are the machine's).
+func (n *Node) startKubeProxy(cfg Config) error {
+	config := filepath.Join(cfg.Dir, "kube-proxy.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: %s
+clusterCIDR: %s
+clientConnection:
+  kubeconfig: %s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+healthzBindAddress: ""
+metricsBindAddress: ""
+`, cfg.Name, PodCIDR, cfg.Kubeconfig), 0o644); err != nil {
+		return err
+	}
+	return n.run("kube-proxy", "--config="+config, "--v=1")
+}
+
+// run starts one of the node's Kubernetes binaries in the namespace, its output in
+// <dir>/<name>.log.
+func (n *Node) run(name string, args ...string) error {
+	bin, err := k8sBinary(name)
+	if err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(n.dir, name+".log"))
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	bin, err := kubeletBinary()
-	if err != nil {
-		return err
+	cmd := n.Netns.Command(context.Background(), bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	n.kubelet = n.Netns.Command(context.Background(), bin, "--config="+config, "--kubeconfig="+cfg.Kubeconfig,
-		"--root-dir="+root, "--node-ip="+nodeIP, "--hostname-override="+cfg.Name, "--v=1")
-	n.kubelet.Stdout, n.kubelet.Stderr = log, log
-	n.kubelet.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := n.kubelet.Start(); err != nil {
-		return fmt.Errorf("starting the kubelet: %w", err)
-	}
-	n.done = make(chan struct{})
-	go func() { _ = n.kubelet.Wait(); close(n.done) }()
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	n.procs = append(n.procs, p)
 	return nil
 }
 
-// kubeletBinary is bin/k8s/kubelet of this repository (make node).
-func kubeletBinary() (string, error) {
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// k8sBinary is bin/k8s/<name> of this repository (make node).
+func k8sBinary(name string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		b := filepath.Join(dir, "bin", "k8s", "kubelet")
+		b := filepath.Join(dir, "bin", "k8s", name)
 		if _, err := os.Stat(b); err == nil {
 			return b, nil
 		}
@@ -234,15 +287,15 @@ func kubeletBinary() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no bin/k8s/kubelet above the working directory: run make node")
+			return "", fmt.Errorf("no bin/k8s/%s above the working directory: run make node", name)
 		}
 		dir = parent
 	}
 }
 
-// KubeletLog is the end of the kubelet's log, for a failure message.
-func (n *Node) KubeletLog() string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, "kubelet.log"))
+// Log is the end of a component's log (kubelet, kube-proxy), for a failure message.
+func (n *Node) Log(name string) string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, name+".log"))
 	return string(b[max(0, len(b)-4000):])
 }
 
@@ -251,16 +304,16 @@ func (n *Node) KubeletLog() string {
 // its directory, the namespace with its interfaces and rules, the kubelet's cgroups, the
 // sysctls it set, and the fixed-path directories that were not there before.
 func (n *Node) Stop() {
-	if n.kubelet != nil {
-		_ = n.kubelet.Process.Signal(syscall.SIGTERM)
+	for _, p := range slices.Backward(n.procs) {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-n.done:
+		case <-p.done:
 		case <-time.After(10 * time.Second):
-			_ = n.kubelet.Process.Kill()
-			<-n.done
+			_ = p.cmd.Process.Kill()
+			<-p.done
 		}
-		n.kubelet = nil
 	}
+	n.procs = nil
 	if n.Containerd != nil {
 		n.Containerd.Stop()
 	}

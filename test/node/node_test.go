@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,8 +68,10 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	before := snapshotMachine(t)
 	dir := shortDir(t)
 	name := "node-" + strconv.Itoa(os.Getpid()%100000)
-	n, err := node.Start(node.Config{Dir: dir, Name: name, Kubeconfig: kubeconfig, APIServer: apiURL.Host,
-		RegistryHost: reg.Host, Mirrored: []string{"docker.io", "registry.k8s.io"}})
+	netns, err := node.CreateNodeNetns(name)
+	require.NoError(t, err)
+	n, err := node.Start(node.Config{Dir: dir, Name: name, Netns: netns, Kubeconfig: kubeconfig,
+		ForwardFromMachine: []string{apiURL.Host, reg.Host}, RegistryHost: reg.Host, Mirrored: []string{"docker.io", "registry.k8s.io"}})
 	require.NoError(t, err)
 	stopped := false
 	t.Cleanup(func() {
@@ -76,7 +79,13 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 			n.Stop()
 		}
 	})
-	dump := func() string { return n.KubeletLog() }
+	t.Cleanup(func() {
+		if t.Failed() && !stopped {
+			t.Logf("kubelet:\n%s\nkube-proxy:\n%s", n.Log("kubelet"), n.Log("kube-proxy"))
+			out, _ := n.Netns.Command(context.Background(), "iptables-save").CombinedOutput()
+			t.Logf("iptables in the node's namespace:\n%s", out)
+		}
+	})
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -84,7 +93,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 			return
 		}
 		assert.True(c, nodeReady(got), "node Ready")
-	}, 90*time.Second, time.Second, "the kubelet registers a Ready node: %s", dump)
+	}, 90*time.Second, time.Second, "the kubelet registers a Ready node")
 
 	_, err = clientset.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
@@ -120,7 +129,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 		}
 		assert.True(c, podReady(got), "pod Ready: %+v", got.Status)
 		running = got
-	}, 120*time.Second, 250*time.Millisecond, "the pod runs and its probe passes: %s", dump)
+	}, 120*time.Second, 250*time.Millisecond, "the pod runs and its probe passes")
 	t.Logf("pod Ready %.1fs after its creation, at %s", time.Since(start).Seconds(), running.Status.PodIP)
 	assert.True(t, strings.HasPrefix(running.Status.PodIP, "10.244.0."), running.Status.PodIP)
 
@@ -135,6 +144,28 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	// Limits alone make the pod Guaranteed, whose cgroups sit right under kubepods (the other
 	// classes have a level of their own).
 	require.Equal(t, corev1.PodQOSGuaranteed, running.Status.QOSClass)
+	// A Service's ClusterIP, routed by kube-proxy's rules to the pod. envtest runs no
+	// controllers: the test writes the EndpointSlice the EndpointSlice controller would.
+	svc, err := clientset.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "redis"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 6379, Protocol: corev1.ProtocolTCP}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = clientset.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "redis-1", Labels: map[string]string{discoveryv1.LabelServiceName: "redis"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{running.Status.PodIP},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](6379), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	viaService := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(svc.Spec.ClusterIP, "6379"), MaxRetries: -1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return n.Netns.Dial(ctx, network, addr)
+		}})
+	defer viaService.Close()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, "v", viaService.Get(ctx, "k").Val())
+	}, 30*time.Second, 250*time.Millisecond, "kube-proxy routes the ClusterIP %s to the pod", svc.Spec.ClusterIP)
+
 	limits, err := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/memory/kubepods/pod%s/*/memory.limit_in_bytes", running.UID))
 	require.NoError(t, err)
 	var found bool
@@ -150,7 +181,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := clientset.CoreV1().Pods("default").Get(ctx, "redis", metav1.GetOptions{})
 		assert.True(c, apierrors.IsNotFound(err), "pod gone: %v", err)
-	}, 60*time.Second, 250*time.Millisecond, "the kubelet removes the deleted pod: %s", dump)
+	}, 60*time.Second, 250*time.Millisecond, "the kubelet removes the deleted pod")
 	n.Stop()
 	stopped = true
 	assert.Equal(t, before, snapshotMachine(t), "the machine after the node stopped")
