@@ -56,6 +56,9 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	operator *process
+
+	// real is the real node's part, when the cluster runs on one (StartOnRealNode).
+	real *realNode
 }
 
 // Start brings up the control plane and the node, installs the CRDs, and grants the operator's
@@ -65,16 +68,7 @@ func Start(ctx context.Context, root, dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	var crds []string
-	for _, kind := range []string{"redisclusters", "redisbackups"} {
-		crds = append(crds, "-f", filepath.Join(root, "bundle", "manifests", "cache.example.com_"+kind+".yaml"))
-	}
-	if err := c.Kubectl(append([]string{"apply", "--server-side"}, crds...)...); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	// The operator's informers need them served before it starts.
-	if err := c.Kubectl(append([]string{"wait", "--for", "condition=established", "--timeout=60s"}, crds...)...); err != nil {
+	if err := c.installCRDs(); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -83,6 +77,19 @@ func Start(ctx context.Context, root, dir string) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// installCRDs applies the bundle's CRDs and waits until they are served: the operator's
+// informers need them before it starts.
+func (c *Cluster) installCRDs() error {
+	var crds []string
+	for _, kind := range []string{"redisclusters", "redisbackups"} {
+		crds = append(crds, "-f", filepath.Join(c.Root, "bundle", "manifests", "cache.example.com_"+kind+".yaml"))
+	}
+	if err := c.Kubectl(append([]string{"apply", "--server-side"}, crds...)...); err != nil {
+		return err
+	}
+	return c.Kubectl(append([]string{"wait", "--for", "condition=established", "--timeout=60s"}, crds...)...)
 }
 
 // StartWithOLM brings up the control plane, the node and OLM, with nothing of the operator
@@ -361,6 +368,9 @@ func (c *Cluster) Stop() {
 		case <-c.agentDone:
 		case <-time.After(30 * time.Second):
 		}
+	}
+	if c.real != nil {
+		c.stopRealNode()
 	}
 	c.ControlPlane.Stop()
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -24,6 +25,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/org/redis-operator/test/node"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -36,6 +39,10 @@ type Options struct {
 	Dir string
 	// Logs, when set, receives the components' output; otherwise it goes to files in Dir.
 	Logs *os.File
+	// Netns, when set, is the real node's namespace (test/node): the control plane runs in it,
+	// the API server on the node's address where pods reach it through the kubernetes Service,
+	// and the machine reaches it at Server(), a port on its loopback forwarded there.
+	Netns *node.Netns
 }
 
 // ControlPlane is etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
@@ -46,6 +53,11 @@ type ControlPlane struct {
 	AdminKubeconfig string
 	// AdminConfig is the same, for Go clients.
 	AdminConfig *rest.Config
+	// NodeKubeconfig is a kubeconfig with the same rights for what runs inside the node's
+	// namespace (the controllers, the scheduler, the kubelet, kube-proxy): the API server at the
+	// node's address. Without a namespace it is AdminKubeconfig.
+	NodeKubeconfig string
+	forward        net.Listener
 
 	apiserverPort int
 	apiserverArgs []string
@@ -103,7 +115,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		return err
 	}
 	cp.apiserverArgs = append(cp.apiserverArgs, "--etcd-servers="+clientURL)
-	return waitHTTP(ctx, clientURL+"/health", nil, 30*time.Second)
+	return waitHTTP(ctx, clientURL+"/health", cp.transport(nil), 30*time.Second)
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
@@ -116,47 +128,102 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	cp.apiserverPort = freePort()
+	if cp.opts.Netns != nil {
+		cp.apiserverArgs = append(cp.apiserverArgs,
+			// Every address of the namespace: its loopback too, so that the certificate it makes
+			// itself names localhost, which the machine's clients ask for through the forward.
+			"--bind-address=0.0.0.0", "--advertise-address="+node.NodeIP,
+			"--secure-port="+strconv.Itoa(apiserverNodePort),
+			"--service-cluster-ip-range="+node.ServiceCIDR,
+			"--kubelet-preferred-address-types=InternalIP",
+		)
+		if err := cp.forwardAPIServer(); err != nil {
+			return err
+		}
+	} else {
+		cp.apiserverArgs = append(cp.apiserverArgs,
+			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(cp.apiserverPort),
+			// ClusterIPs are allocated but never routed here: clients reach Services through their EndpointSlices.
+			"--service-cluster-ip-range=10.0.0.0/16",
+			// The kubernetes Service cannot point at a loopback address.
+			"--endpoint-reconciler-type=none",
+			// The node's name does not resolve: reach its kubelet endpoint (container logs) by IP.
+			"--kubelet-preferred-address-types=InternalIP",
+		)
+	}
 	cp.apiserverArgs = append(cp.apiserverArgs,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(cp.apiserverPort),
 		"--cert-dir="+cp.path("pki"),
 		"--token-auth-file="+tokens,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+saKey,
 		"--service-account-signing-key-file="+saKey,
-		// ClusterIPs are allocated but never routed here: clients reach Services through their EndpointSlices.
-		"--service-cluster-ip-range=10.0.0.0/16",
 		"--allow-privileged=false",
-		// The kubernetes Service cannot point at a loopback address.
-		"--endpoint-reconciler-type=none",
-		// The node's name does not resolve: reach its kubelet endpoint (container logs) by IP.
-		"--kubelet-preferred-address-types=InternalIP",
 	)
 	if err := cp.runAPIServer(ctx); err != nil {
 		return err
 	}
-	kubeconfig := clientcmdapi.NewConfig()
-	kubeconfig.Clusters["local"] = &clientcmdapi.Cluster{
-		Server:               cp.Server(),
-		CertificateAuthority: cp.path("pki", "apiserver.crt"),
+	cp.AdminKubeconfig, cp.NodeKubeconfig = cp.path("admin.kubeconfig"), cp.path("admin.kubeconfig")
+	serverName := ""
+	if cp.opts.Netns != nil {
+		serverName = "localhost" // the forward's address is not in the certificate
+		cp.NodeKubeconfig = cp.path("node.kubeconfig")
+		if err := cp.writeKubeconfig(cp.NodeKubeconfig, fmt.Sprintf("https://%s:%d", node.NodeIP, apiserverNodePort), ""); err != nil {
+			return err
+		}
 	}
-	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: adminToken}
-	kubeconfig.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
-	kubeconfig.CurrentContext = "local"
-	cp.AdminKubeconfig = cp.path("admin.kubeconfig")
-	if err := clientcmd.WriteToFile(*kubeconfig, cp.AdminKubeconfig); err != nil {
+	if err := cp.writeKubeconfig(cp.AdminKubeconfig, cp.Server(), serverName); err != nil {
 		return err
 	}
 	cp.AdminConfig, err = clientcmd.BuildConfigFromFlags("", cp.AdminKubeconfig)
 	return err
 }
 
+// apiserverNodePort is the API server's port at the node's address.
+const apiserverNodePort = 6443
+
+func (cp *ControlPlane) writeKubeconfig(path, server, serverName string) error {
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["local"] = &clientcmdapi.Cluster{
+		Server:               server,
+		CertificateAuthority: cp.path("pki", "apiserver.crt"),
+		TLSServerName:        serverName,
+	}
+	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: adminToken}
+	kubeconfig.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	kubeconfig.CurrentContext = "local"
+	return clientcmd.WriteToFile(*kubeconfig, path)
+}
+
+// forwardAPIServer makes the API server in the node's namespace answer at Server(), on the
+// machine's loopback, for the harness, kubectl and the tests.
+func (cp *ControlPlane) forwardAPIServer() error {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(cp.apiserverPort))
+	if err != nil {
+		return err
+	}
+	cp.forward = l
+	target := net.JoinHostPort(node.NodeIP, strconv.Itoa(apiserverNodePort))
+	go node.Forward(l, func() (net.Conn, error) { return cp.opts.Netns.Dial(context.Background(), "tcp", target) })
+	return nil
+}
+
+// transport is an HTTP transport that reaches the control plane's own addresses: in the node's
+// namespace when there is one.
+func (cp *ControlPlane) transport(tlsConfig *tls.Config) *http.Transport {
+	t := &http.Transport{TLSClientConfig: tlsConfig}
+	if cp.opts.Netns != nil {
+		t.DialContext = cp.opts.Netns.Dial
+	}
+	return t
+}
+
 func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
 	if err := cp.run("kube-apiserver", filepath.Join(cp.opts.BinDir, "kube-apiserver"), cp.apiserverArgs...); err != nil {
 		return err
 	}
-	return waitHTTP(ctx, cp.Server()+"/readyz", &http.Transport{TLSClientConfig: insecureTLS()}, 60*time.Second)
+	return waitHTTP(ctx, cp.Server()+"/readyz", &http.Transport{TLSClientConfig: insecureTLS()}, 60*time.Second) // through the forward
 }
 
 // Server is the API server's URL.
@@ -187,7 +254,7 @@ func (cp *ControlPlane) signal(name string, sig syscall.Signal) error {
 func (cp *ControlPlane) startControllersAndScheduler() error {
 	saKey := cp.path("pki", "sa.key")
 	err := cp.run("kube-controller-manager", filepath.Join(cp.opts.BinDir, "kube-controller-manager"),
-		"--kubeconfig="+cp.AdminKubeconfig,
+		"--kubeconfig="+cp.NodeKubeconfig,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port=0",
 		"--service-account-private-key-file="+saKey,
@@ -200,7 +267,7 @@ func (cp *ControlPlane) startControllersAndScheduler() error {
 		return err
 	}
 	return cp.run("kube-scheduler", filepath.Join(cp.opts.BinDir, "kube-scheduler"),
-		"--kubeconfig="+cp.AdminKubeconfig,
+		"--kubeconfig="+cp.NodeKubeconfig,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port=0",
 	)
@@ -208,6 +275,9 @@ func (cp *ControlPlane) startControllersAndScheduler() error {
 
 func (cp *ControlPlane) run(name, bin string, args ...string) error {
 	cmd := exec.Command(bin, args...)
+	if cp.opts.Netns != nil {
+		cmd = cp.opts.Netns.Command(context.Background(), bin, args...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := cp.opts.Logs
 	if out == nil {
@@ -251,6 +321,9 @@ func (cp *ControlPlane) stopProcess(name string) {
 func (cp *ControlPlane) Stop() {
 	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		cp.stopProcess(name)
+	}
+	if cp.forward != nil {
+		_ = cp.forward.Close()
 	}
 }
 

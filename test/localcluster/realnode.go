@@ -1,0 +1,227 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/test/images"
+	"github.com/org/redis-operator/test/node"
+	"github.com/org/redis-operator/test/registry"
+)
+
+// RedisVersions are the versions the tests ask for (spec.version): the Redis image, Debian's
+// redis-server 7.0, is pushed under each of these tags.
+var RedisVersions = []string{"7.0", "7.2"}
+
+// PauseImage is the sandbox image containerd starts first in every pod.
+const PauseImage = "registry.k8s.io/pause:3.10"
+
+// realNode is what a cluster on a real node holds besides its control plane.
+type realNode struct {
+	netns    *node.Netns
+	node     *node.Node
+	registry *registry.Registry
+	dir      string // the node's own (short: Unix sockets live in it)
+}
+
+// StartOnRealNode brings up the control plane and a real node (test/node: kubelet, containerd,
+// runc, the CNI bridge, kube-proxy) in a network namespace of their own, with a registry holding
+// the operator's image (built from this tree), Redis's (make redis-image) and pause. It
+// installs the CRDs, grants the operator's ServiceAccount what the CSV grants, and runs the
+// operator as the CSV's Deployment, from its image, until it is available.
+func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err error) {
+	rn := &realNode{}
+	defer func() {
+		if err != nil {
+			if c != nil {
+				c.Stop()
+			} else {
+				rn.stop()
+			}
+			c = nil
+		}
+	}()
+	if rn.dir, err = os.MkdirTemp("", "node-"); err != nil {
+		return nil, err
+	}
+	if rn.netns, err = node.CreateNodeNetns(filepath.Base(rn.dir)); err != nil {
+		return nil, err
+	}
+	if rn.registry, err = registry.Start(filepath.Join(dir, "registry")); err != nil {
+		return nil, err
+	}
+	deployment, err := operatorDeployment(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := pushImages(ctx, root, dir, rn.registry, deployment.Spec.Template.Spec.Containers[0].Image); err != nil {
+		return nil, err
+	}
+	cp, err := StartControlPlane(ctx, Options{BinDir: filepath.Join(root, "bin", "k8s"), Dir: dir, Netns: rn.netns})
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{ControlPlane: cp, Root: root, ServiceAccount: "redis-operator-controller-manager", real: rn}
+	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: Scheme()}); err != nil {
+		return c, err
+	}
+	if rn.node, err = node.Start(node.Config{Dir: rn.dir, Name: "node-1", Netns: rn.netns, Kubeconfig: cp.NodeKubeconfig,
+		ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
+		Mirrored: []string{"docker.io", "example.com", "registry.k8s.io"}}); err != nil {
+		return c, err
+	}
+	if err := c.waitNodeReady(ctx, "node-1", 90*time.Second); err != nil {
+		return c, fmt.Errorf("%w\nkubelet:\n%s", err, rn.node.Log("kubelet"))
+	}
+	if err := c.installCRDs(); err != nil {
+		return c, err
+	}
+	if err := c.grantOperatorPermissions(ctx); err != nil {
+		return c, err
+	}
+	return c, c.deployOperator(ctx, deployment)
+}
+
+// waitNodeReady waits until the kubelet has registered the node and it is Ready.
+func (c *Cluster) waitNodeReady(ctx context.Context, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n := &corev1.Node{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, n); err == nil {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("node %s not Ready within %s", name, timeout)
+}
+
+// pushImages builds the operator's and pause images from this tree and pushes them with
+// Redis's (make redis-image) to the registry, under the names the manifests use.
+func pushImages(ctx context.Context, root, dir string, reg *registry.Registry, operatorImage string) error {
+	build := func(pkg, out string) error {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w: %s", pkg, err, b)
+		}
+		return nil
+	}
+	manager, pause := filepath.Join(dir, "images", "manager"), filepath.Join(dir, "images", "pause")
+	if err := build("./cmd", manager); err != nil {
+		return err
+	}
+	if err := build("./test/images/pause", pause); err != nil {
+		return err
+	}
+	operatorImg, err := images.Operator(manager)
+	if err != nil {
+		return err
+	}
+	pauseImg, err := images.Pause(pause)
+	if err != nil {
+		return err
+	}
+	_, redisImg, err := images.Load(filepath.Join(root, "bin", "images", "redis"))
+	if err != nil {
+		return fmt.Errorf("%w (make redis-image)", err)
+	}
+	all := map[string]v1.Image{operatorImage: operatorImg, PauseImage: pauseImg}
+	for _, v := range RedisVersions {
+		all["docker.io/library/redis:"+v] = redisImg
+	}
+	for name, img := range all {
+		if _, err := reg.Push(ctx, name, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// operatorDeployment is the CSV's Deployment, in the operator's namespace, watching every
+// namespace as OLM runs it for an AllNamespaces OperatorGroup.
+func operatorDeployment(root string) (*appsv1.Deployment, error) {
+	b, err := apimanifests.GetBundleFromDir(filepath.Join(root, "bundle", "manifests"))
+	if err != nil {
+		return nil, err
+	}
+	specs := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
+	if len(specs) != 1 || len(specs[0].Spec.Template.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("the CSV has %d deployments, not one with a container", len(specs))
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: OperatorNamespace, Name: specs[0].Name}, Spec: specs[0].Spec}
+	// olm.targetNamespaces "" is OLM's AllNamespaces: WATCH_NAMESPACE reads it.
+	if d.Spec.Template.Annotations == nil {
+		d.Spec.Template.Annotations = map[string]string{}
+	}
+	d.Spec.Template.Annotations["olm.targetNamespaces"] = ""
+	return d, nil
+}
+
+// deployOperator creates the operator's Deployment and waits until it is available.
+func (c *Cluster) deployOperator(ctx context.Context, d *appsv1.Deployment) error {
+	if err := c.Client.Create(ctx, d); err != nil {
+		return fmt.Errorf("creating the operator's Deployment: %w", err)
+	}
+	if err := c.Kubectl("-n", OperatorNamespace, "rollout", "status", "deployment/"+d.Name, "--timeout=120s"); err != nil {
+		logs, _ := c.KubectlOutput("-n", OperatorNamespace, "logs", "deployment/"+d.Name, "--tail=40")
+		return fmt.Errorf("%w\noperator's logs:\n%s", err, logs)
+	}
+	return nil
+}
+
+// stopRealNode deletes every pod (the controllers stopped first, so that none comes back),
+// waits until the kubelet has removed them, then stops the node and its registry. The control
+// plane is stopped after, by the caller; the namespace goes last.
+func (c *Cluster) stopRealNode() {
+	rn := c.real
+	if rn.node != nil && c.Client != nil {
+		c.stopProcess("kube-controller-manager")
+		c.stopProcess("kube-scheduler")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_ = c.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(OperatorNamespace), client.GracePeriodSeconds(1))
+		nss := &corev1.NamespaceList{}
+		if err := c.Client.List(ctx, nss); err == nil {
+			for _, ns := range nss.Items {
+				_ = c.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns.Name), client.GracePeriodSeconds(1))
+			}
+		}
+		for ctx.Err() == nil {
+			pods := &corev1.PodList{}
+			if err := c.Client.List(ctx, pods); err != nil || len(pods.Items) == 0 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	rn.stop()
+}
+
+func (rn *realNode) stop() {
+	if rn.node != nil {
+		rn.node.Stop() // deletes the namespace
+	} else if rn.netns != nil {
+		rn.netns.Delete()
+	}
+	if rn.registry != nil {
+		_ = rn.registry.Stop()
+	}
+	if rn.dir != "" {
+		_ = os.RemoveAll(rn.dir)
+	}
+}
