@@ -74,7 +74,7 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs bundle-validate-sdk redis-image ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation, the images in containerd.
+test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
 .PHONY: bench
@@ -103,12 +103,16 @@ test-faults: envtest ## Fault suite on its own: the operator crashed after each 
 bench-failover: ## Failover time with real redis-server processes: p50 and p95 over 12 rounds.
 	go test ./test/bench/... -run '^$$' -bench Failover -benchtime 1x -count 1 -timeout 10m
 
+.PHONY: test-node
+test-node: node redis-image ## The real node (root): the images in containerd, a pod on the kubelet, make demo on the real node and its Ctrl-C. One package at a time: a node changes machine-wide state (sysctls, cgroups).
+	go test -tags node -p 1 ./test/node/... ./test/localcluster/... -count=1 -timeout 20m -v
+
 .PHONY: test-e2e
 test-e2e: localcluster build seaweedfs ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
 
 .PHONY: demo
-demo: localcluster build ## Start a local cluster, run the operator, apply the sample and show it working; Ctrl-C ends it.
+demo: node redis-image ## Start a local cluster on a real node (root), run the operator from its image, apply the sample and show it working; Ctrl-C ends it.
 	go run ./test/localcluster/cmd/localcluster
 
 .PHONY: demo-olm

@@ -278,7 +278,7 @@ func (cp *ControlPlane) run(name, bin string, args ...string) error {
 	if cp.opts.Netns != nil {
 		cmd = cp.opts.Netns.Command(context.Background(), bin, args...)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = node.OwnProcessGroup()
 	out := cp.opts.Logs
 	if out == nil {
 		f, err := os.OpenFile(cp.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

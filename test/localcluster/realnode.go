@@ -2,7 +2,9 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +93,15 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 		return c, err
 	}
 	return c, c.deployOperator(ctx, deployment)
+}
+
+// DialInNode connects to an address inside the real node's namespace (a pod's IP, a ClusterIP),
+// as a client running on the node would.
+func (c *Cluster) DialInNode(ctx context.Context, network, address string) (net.Conn, error) {
+	if c.real == nil {
+		return nil, errors.New("the cluster does not run on the real node")
+	}
+	return c.real.netns.Dial(ctx, network, address)
 }
 
 // waitNodeReady waits until the kubelet has registered the node and it is Ready.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -111,7 +112,7 @@ func StartContainerd(cfg ContainerdConfig) (*Containerd, error) {
 		c.cmd = exec.Command("containerd", "--config", config)
 	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = OwnProcessGroup()
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting containerd: %w", err)
 	}
@@ -217,6 +218,7 @@ func (c *Containerd) Stop() {
 		<-c.done
 	}
 	c.cmd = nil
+	c.removeLeftovers()
 	// containerd removes a container's cgroup with its task, not the parent.
 	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", c.cgroupParent))
 	for _, p := range parents {
@@ -229,6 +231,30 @@ func (c *Containerd) Stop() {
 		_ = os.Remove(filepath.Join(runDir, "s"))    // shims' sockets
 		_ = os.Remove(filepath.Join(runDir, "fifo")) // ctr's stdio
 		_ = os.Remove(runDir)
+	}
+}
+
+// removeLeftovers stops what outlives containerd when it could not stop its containers (it was
+// killed first): runc's state names each container, which runc deletes with its processes and
+// cgroups; then the shims, which serve containerd's socket path.
+func (c *Containerd) removeLeftovers() {
+	namespaces, _ := os.ReadDir(c.RuncRoot)
+	for _, ns := range namespaces {
+		root := filepath.Join(c.RuncRoot, ns.Name())
+		containers, _ := os.ReadDir(root)
+		for _, id := range containers {
+			_ = exec.Command("runc", "--root", root, "delete", "--force", id.Name()).Run()
+		}
+	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), "containerd-shim") || !strings.Contains(string(b), c.Socket) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build node
+
 package node_test
 
 import (

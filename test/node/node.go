@@ -256,7 +256,7 @@ func (n *Node) run(name string, args ...string) error {
 	defer log.Close()
 	cmd := n.Netns.Command(context.Background(), bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = OwnProcessGroup()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}

@@ -1,12 +1,15 @@
-// Command localcluster is `make demo`: it starts a local Kubernetes control plane with a node
-// that runs pods as local processes, runs the operator as its ServiceAccount, applies the
-// sample RedisCluster, shows it working, and keeps the cluster up until Ctrl-C.
+// Command localcluster is `make demo`: it starts a local Kubernetes control plane with a real
+// node (test/node) in a network namespace of their own, runs the operator as its CSV's
+// Deployment from its image, applies the sample RedisCluster, shows it working, and keeps the
+// cluster up until Ctrl-C. With --olm it runs the emulated node (test/localcluster's agent) and
+// lets OLM install the operator.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,8 +54,13 @@ func run() error {
 			return err
 		}
 	} else {
-		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a local node")
-		if cluster, err = localcluster.Start(ctx, root, dir); err != nil {
+		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a node (kubelet, containerd, runc, " +
+			"the CNI bridge, kube-proxy) in a network namespace of their own; the operator runs as its CSV's Deployment, " +
+			"from its image")
+		if cluster, err = localcluster.StartOnRealNode(ctx, root, dir); err != nil {
+			return err
+		}
+		if err := show(cluster, "get", "-n", localcluster.OperatorNamespace, "deployments,pods", "-o", "wide"); err != nil {
 			return err
 		}
 	}
@@ -71,11 +79,6 @@ func run() error {
 		if err := installFromCatalog(ctx, cluster, root); err != nil {
 			return err
 		}
-	default:
-		step("Running the operator as ServiceAccount " + localcluster.OperatorNamespace + "/" + cluster.ServiceAccount + ", with the bundle's RBAC")
-		if err := cluster.StartOperator(ctx); err != nil {
-			return err
-		}
 	}
 	step("kubectl apply -f config/samples/cache_v1_rediscluster.yaml")
 	if err := show(cluster, "apply", "-n", "default", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml")); err != nil {
@@ -89,16 +92,43 @@ func run() error {
 		return err
 	}
 
-	step("Writing a key through the primary Service, reading it through the replicas Service")
+	step("Writing a key through the primary Service, reading it through the replicas Service (their ClusterIPs, from the node)")
 	password, err := cluster.SecretValue(ctx, "default", "sessions-auth", "password")
 	if err != nil {
 		return err
 	}
-	primary, err := cluster.WaitServiceEndpoints(ctx, "default", "sessions", 1)
+	if err := writeAndRead(ctx, cluster, password); err != nil {
+		return err
+	}
+	step("The cluster is yours until Ctrl-C")
+	printUsage(cluster)
+	fmt.Printf(`  kubectl get redisclusters,pods -L cache.example.com/role
+  kubectl describe rediscluster sessions
+  kubectl patch rediscluster sessions --type merge -p '{"spec":{"replicas":5}}'
+  The password: export REDISCLI_AUTH=$(kubectl get secret sessions-auth -o jsonpath='{.data.password}' | base64 -d)
+  kubectl exec sessions-0 -c redis -- env REDISCLI_AUTH=$REDISCLI_AUTH redis-cli info replication
+  kubectl port-forward svc/sessions 6379, then redis-cli -p 6379 ping
+`)
+	<-ctx.Done()
+	fmt.Println()
+	return nil
+}
+
+// writeAndRead writes a key through the primary Service and reads it through the replicas
+// Service, at their ClusterIPs from inside the node's namespace: kube-proxy routes them.
+func writeAndRead(ctx context.Context, cluster *localcluster.Cluster, password string) error {
+	clusterIP := func(name string) (string, error) {
+		out, err := cluster.KubectlOutput("get", "-n", "default", "service", name, "-o", "jsonpath={.spec.clusterIP}")
+		if err != nil {
+			return "", fmt.Errorf("%w: %s", err, out)
+		}
+		return net.JoinHostPort(out, "6379"), nil
+	}
+	primary, err := clusterIP("sessions")
 	if err != nil {
 		return err
 	}
-	w := goredis.NewClient(&goredis.Options{Addr: primary[0], Password: password})
+	w := goredis.NewClient(&goredis.Options{Addr: primary, Password: password, Dialer: cluster.DialInNode})
 	defer w.Close()
 	if err := w.Set(ctx, "greeting", "hello from the primary", 0).Err(); err != nil {
 		return err
@@ -106,32 +136,18 @@ func run() error {
 	if err := w.Do(ctx, "WAIT", 2, 5000).Err(); err != nil {
 		return err
 	}
-	fmt.Printf("SET greeting on %s (sessions)\n", primary[0])
-	replicas, err := cluster.WaitServiceEndpoints(ctx, "default", "sessions-replicas", 2)
+	fmt.Printf("SET greeting on %s (sessions)\n", primary)
+	replicas, err := clusterIP("sessions-replicas")
 	if err != nil {
 		return err
 	}
-	r := goredis.NewClient(&goredis.Options{Addr: replicas[0], Password: password})
+	r := goredis.NewClient(&goredis.Options{Addr: replicas, Password: password, Dialer: cluster.DialInNode})
 	defer r.Close()
 	v, err := r.Get(ctx, "greeting").Result()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("GET greeting on %s (sessions-replicas): %q\n", replicas[0], v)
-
-	step("The cluster is yours until Ctrl-C")
-	printUsage(cluster)
-	fmt.Printf(`  kubectl get redisclusters,pods -L cache.example.com/role
-  kubectl describe rediscluster sessions
-  kubectl patch rediscluster sessions --type merge -p '{"spec":{"replicas":5}}'
-  Pods are local redis-server processes; their IPs (127.x.y.z) are reachable from this machine.
-  The password: kubectl get secret sessions-auth -o jsonpath='{.data.password}' | base64 -d
-`)
-	if cluster.MetricsAddr != "" {
-		fmt.Printf("  The operator's metrics: https://%s/metrics (see the README's Metrics section)\n", cluster.MetricsAddr)
-	}
-	<-ctx.Done()
-	fmt.Println()
+	fmt.Printf("GET greeting on %s (sessions-replicas): %q\n", replicas, v)
 	return nil
 }
 
