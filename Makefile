@@ -173,13 +173,24 @@ pause-image: ## The pause image: $(IMAGES_DIR)/pause.
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(IMAGES_DIR)/pause-binary ./test/images/pause
 	go run ./test/images/cmd/build-image pause -binary $(IMAGES_DIR)/pause-binary -name $(PAUSE_IMG) -out $(IMAGES_DIR)/pause
 
+# Debootstrap downloads Debian's packages each time: the image is also kept in the user's cache,
+# under the hash of what makes it, so that a fresh clone (CI) copies it instead.
+IMAGES_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/redis-operator/images
+REDIS_IMAGE_KEY = $(shell cat hack/redis-rootfs.sh test/images/images.go | sha256sum | cut -c1-16)
+
 .PHONY: redis-image
 redis-image: $(IMAGES_DIR)/redis/index.json ## The Redis image from Debian's packages (debootstrap; root): $(IMAGES_DIR)/redis.
 $(IMAGES_DIR)/redis/index.json: hack/redis-rootfs.sh test/images/images.go
-	mkdir -p $(IMAGES_DIR)
-	hack/redis-rootfs.sh $(IMAGES_DIR)/redis-rootfs
-	go run ./test/images/cmd/build-image redis -rootfs $(IMAGES_DIR)/redis-rootfs -name $(REDIS_IMG) -out $(IMAGES_DIR)/redis
-	rm -rf $(IMAGES_DIR)/redis-rootfs
+	mkdir -p $(IMAGES_DIR) $(IMAGES_CACHE)
+	if [ -f $(IMAGES_CACHE)/redis-$(REDIS_IMAGE_KEY)/index.json ]; then \
+		rm -rf $(IMAGES_DIR)/redis && cp -r $(IMAGES_CACHE)/redis-$(REDIS_IMAGE_KEY) $(IMAGES_DIR)/redis; \
+	else \
+		hack/redis-rootfs.sh $(IMAGES_DIR)/redis-rootfs && \
+		go run ./test/images/cmd/build-image redis -rootfs $(IMAGES_DIR)/redis-rootfs -name $(REDIS_IMG) -out $(IMAGES_DIR)/redis && \
+		rm -rf $(IMAGES_DIR)/redis-rootfs && \
+		rm -rf $(IMAGES_CACHE)/redis-$(REDIS_IMAGE_KEY) && cp -r $(IMAGES_DIR)/redis $(IMAGES_CACHE)/redis-$(REDIS_IMAGE_KEY); \
+	fi
+	touch $@
 
 ##@ Deployment
 
