@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/test/localcluster"
 	"github.com/org/redis-operator/test/s3server"
 	"github.com/org/redis-operator/test/testenv"
@@ -239,6 +240,11 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		require.NoError(t, cluster.StartOperator(context.Background()))
 
+		// The new operator acts once the killed one's lease has run out (up to its 60s): until
+		// then the status still names the dead primary, and says Ready.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NotEqual(c, old, redisCluster(c).Status.Primary, "a new primary")
+		}, operator.DefaultLeaseDuration+waitFor, tick)
 		rc := eventuallyReady(t, 5)
 		primaries := 0
 		for _, n := range rc.Status.Nodes {

@@ -22,6 +22,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -249,6 +250,17 @@ func tarOf(files []File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// BuildStatic builds the Go package pkg (a path or ./relative to dir) into out, statically
+// linked and stripped, as make images does: the binary its image needs.
+func BuildStatic(dir, pkg, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w: %s", pkg, err, b)
+	}
+	return nil
 }
 
 // requireStatic refuses a binary that needs a dynamic loader: the operator and pause images

@@ -26,10 +26,7 @@ import (
 func staticBuild(t *testing.T, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
+	require.NoError(t, images.BuildStatic(".", pkg, out))
 	return out
 }
 

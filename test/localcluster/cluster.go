@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/test/node"
 	"github.com/org/redis-operator/test/redistest"
 )
 
@@ -55,7 +56,7 @@ type Cluster struct {
 	agentDone   chan struct{}
 
 	mu       sync.Mutex
-	operator *process
+	operator *node.Process
 
 	// real is the real node's part, when the cluster runs on one (StartOnRealNode).
 	real *realNode
@@ -317,11 +318,10 @@ func (c *Cluster) StartOperator(ctx context.Context) error {
 	}
 	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the operator (make build first): %w", err)
+	p, err := node.StartProcess(cmd)
+	if err != nil {
+		return fmt.Errorf("the operator (make build first): %w", err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	c.mu.Lock()
 	c.operator = p
 	c.mu.Unlock()
@@ -337,7 +337,7 @@ func (c *Cluster) OperatorRunning() bool {
 		return false
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return false
 	default:
 		return true
@@ -351,8 +351,8 @@ func (c *Cluster) KillOperator() {
 	c.operator = nil
 	c.mu.Unlock()
 	if p != nil {
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		_ = p.Cmd.Process.Kill()
+		<-p.Done()
 	}
 }
 

@@ -62,19 +62,14 @@ type ControlPlane struct {
 	apiserverPort int
 	apiserverArgs []string
 	mu            sync.Mutex
-	procs         map[string]*process
-}
-
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	procs         map[string]*node.Process
 }
 
 const adminToken = "local-admin-token"
 
 // StartControlPlane starts etcd, then kube-apiserver, then the controller manager and scheduler.
 func StartControlPlane(ctx context.Context, opts Options) (*ControlPlane, error) {
-	cp := &ControlPlane{opts: opts, procs: map[string]*process{}}
+	cp := &ControlPlane{opts: opts, procs: map[string]*node.Process{}}
 	for _, d := range []string{"etcd", "pki", "logs"} {
 		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
 			return nil, err
@@ -248,7 +243,7 @@ func (cp *ControlPlane) signal(name string, sig syscall.Signal) error {
 	if p == nil {
 		return fmt.Errorf("%s is not running", name)
 	}
-	return p.cmd.Process.Signal(sig)
+	return p.Cmd.Process.Signal(sig)
 }
 
 func (cp *ControlPlane) startControllersAndScheduler() error {
@@ -278,7 +273,6 @@ func (cp *ControlPlane) run(name, bin string, args ...string) error {
 	if cp.opts.Netns != nil {
 		cmd = cp.opts.Netns.Command(context.Background(), bin, args...)
 	}
-	cmd.SysProcAttr = node.OwnProcessGroup()
 	out := cp.opts.Logs
 	if out == nil {
 		f, err := os.OpenFile(cp.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -289,11 +283,10 @@ func (cp *ControlPlane) run(name, bin string, args ...string) error {
 		out = f
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+	p, err := node.StartProcess(cmd)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	cp.mu.Lock()
 	cp.procs[name] = p
 	cp.mu.Unlock()
@@ -308,13 +301,7 @@ func (cp *ControlPlane) stopProcess(name string) {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.Stop(10 * time.Second)
 }
 
 // Stop ends every process, the API server's clients first.

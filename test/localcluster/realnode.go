@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -35,6 +34,7 @@ type realNode struct {
 	node     *node.Node
 	registry *registry.Registry
 	dir      string // the node's own (short: Unix sockets live in it)
+	before   node.Machine
 }
 
 // StartOnRealNode brings up the control plane and a real node (test/node: kubelet, containerd,
@@ -43,7 +43,7 @@ type realNode struct {
 // installs the CRDs, grants the operator's ServiceAccount what the CSV grants, and runs the
 // operator as the CSV's Deployment, from its image, until it is available.
 func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err error) {
-	rn := &realNode{}
+	rn := &realNode{before: node.Snapshot()}
 	defer func() {
 		if err != nil {
 			if c != nil {
@@ -78,7 +78,7 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: Scheme()}); err != nil {
 		return c, err
 	}
-	if rn.node, err = node.Start(node.Config{Dir: rn.dir, Name: "node-1", Netns: rn.netns, Kubeconfig: cp.NodeKubeconfig,
+	if rn.node, err = node.Start(node.Config{Dir: rn.dir, Name: "node-1", Netns: rn.netns, Before: rn.before, Kubeconfig: cp.NodeKubeconfig,
 		ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
 		Mirrored: []string{"docker.io", "example.com", "registry.k8s.io"}}); err != nil {
 		return c, err
@@ -124,19 +124,11 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string, timeout time.D
 // pushImages builds the operator's and pause images from this tree and pushes them with
 // Redis's (make redis-image) to the registry, under the names the manifests use.
 func pushImages(ctx context.Context, root, dir string, reg *registry.Registry, operatorImage string) error {
-	build := func(pkg, out string) error {
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w: %s", pkg, err, b)
-		}
-		return nil
-	}
 	manager, pause := filepath.Join(dir, "images", "manager"), filepath.Join(dir, "images", "pause")
-	if err := build("./cmd", manager); err != nil {
+	if err := images.BuildStatic(root, "./cmd", manager); err != nil {
 		return err
 	}
-	if err := build("./test/images/pause", pause); err != nil {
+	if err := images.BuildStatic(root, "./test/images/pause", pause); err != nil {
 		return err
 	}
 	operatorImg, err := images.Operator(manager)

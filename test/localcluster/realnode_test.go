@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -36,7 +35,7 @@ func TestTheDemoRunsOnTheRealNodeAndCtrlCLeavesNothingBehind(t *testing.T) {
 	ctx := context.Background()
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
-	before := snapshotMachine(t)
+	before := node.Snapshot()
 
 	demo := filepath.Join(t.TempDir(), "demo")
 	build := exec.Command("go", "build", "-o", demo, "./test/localcluster/cmd/localcluster")
@@ -114,54 +113,7 @@ func TestTheDemoRunsOnTheRealNodeAndCtrlCLeavesNothingBehind(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the demo did not end within 2 minutes of Ctrl-C:\n%s", printed.String())
 	}
-	assert.Equal(t, before, snapshotMachine(t), "the machine after Ctrl-C")
-}
-
-// machine is what a cluster on the real node may change outside its directories.
-type machine struct {
-	Sysctls   map[string]string
-	Dirs      map[string]bool
-	Cgroups   []string
-	Netns     []string
-	Processes []string
-	Mounts    int
-}
-
-func snapshotMachine(t *testing.T) machine {
-	t.Helper()
-	m := machine{Sysctls: map[string]string{}, Dirs: map[string]bool{}}
-	for _, key := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"} {
-		b, err := os.ReadFile("/proc/sys/" + key)
-		require.NoError(t, err)
-		m.Sysctls[key] = strings.TrimSpace(string(b))
-	}
-	for _, d := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd"} {
-		_, err := os.Stat(d)
-		m.Dirs[d] = err == nil
-	}
-	var err error
-	m.Cgroups, err = filepath.Glob("/sys/fs/cgroup/*/kubepods*")
-	require.NoError(t, err)
-	m.Netns, err = filepath.Glob("/run/netns/*")
-	require.NoError(t, err)
-	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	require.NoError(t, err)
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
-		for _, name := range []string{"kubelet", "kube-proxy", "containerd", "kube-apiserver", "etcd ", "redis-server", "/pause", "/manager"} {
-			if strings.Contains(cmdline, name) {
-				m.Processes = append(m.Processes, cmdline)
-			}
-		}
-	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	require.NoError(t, err)
-	m.Mounts = strings.Count(string(mounts), "\n")
-	return m
+	assert.Equal(t, before, node.Snapshot(), "the machine after Ctrl-C")
 }
 
 func freePort(t *testing.T) int {

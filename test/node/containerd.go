@@ -32,8 +32,7 @@ type Containerd struct {
 	cgroupParent string
 	cniConfDir   string
 	dir          string
-	cmd          *exec.Cmd
-	done         chan struct{}
+	proc         *Process
 	// madeRunDir says that /run/containerd did not exist before this containerd made it.
 	madeRunDir bool
 }
@@ -106,22 +105,18 @@ func StartContainerd(cfg ContainerdConfig) (*Containerd, error) {
 		return nil, err
 	}
 	defer log.Close()
+	cmd := exec.Command("containerd", "--config", config)
 	if cfg.Netns != nil {
-		c.cmd = cfg.Netns.Command(context.Background(), "containerd", "--config", config)
-	} else {
-		c.cmd = exec.Command("containerd", "--config", config)
+		cmd = cfg.Netns.Command(context.Background(), "containerd", "--config", config)
 	}
-	c.cmd.Stdout, c.cmd.Stderr = log, log
-	c.cmd.SysProcAttr = OwnProcessGroup()
-	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting containerd: %w", err)
+	cmd.Stdout, cmd.Stderr = log, log
+	if c.proc, err = StartProcess(cmd); err != nil {
+		return nil, err
 	}
-	c.done = make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(c.done) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case <-c.done:
+		case <-c.proc.Done():
 			return nil, fmt.Errorf("containerd exited at start: %s", c.logTail())
 		default:
 		}
@@ -194,7 +189,7 @@ func (c *Containerd) Pull(ctx context.Context, image string) error {
 // Stop ends containerd after removing every container and image it holds, so that no mount,
 // cgroup or shim outlives it.
 func (c *Containerd) Stop() {
-	if c.cmd == nil {
+	if c.proc == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -210,14 +205,8 @@ func (c *Containerd) Stop() {
 			_, _ = c.Ctr(ctx, "containers", "delete", id)
 		}
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-	c.cmd = nil
+	c.proc.Stop(10 * time.Second)
+	c.proc = nil
 	c.removeLeftovers()
 	// containerd removes a container's cgroup with its task, not the parent.
 	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", c.cgroupParent))

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,11 +147,4 @@ func closeWrite(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}
-}
-
-// OwnProcessGroup is how the harness starts the cluster's processes: in a process group of their
-// own, so that Ctrl-C in a terminal (sent to the whole foreground group) reaches the harness
-// alone, which stops them in order (pods first); killed with the harness if it dies.
-func OwnProcessGroup() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

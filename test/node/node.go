@@ -2,14 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,9 +22,9 @@ type Node struct {
 	Netns      *Netns
 	Containerd *Containerd
 	dir        string
-	procs      []*process // the kubelet, then kube-proxy
+	procs      []*Process // the kubelet, then kube-proxy
 	forwards   []net.Listener
-	before     machineState
+	before     Machine
 }
 
 // Config says what a node joins.
@@ -36,6 +35,9 @@ type Config struct {
 	Name string
 	// Netns is the node's namespace (CreateNodeNetns); Stop deletes it.
 	Netns *Netns
+	// Before is the machine as it was before the namespace was made (Snapshot): what Stop
+	// restores.
+	Before Machine
 	// Kubeconfig is the kubelet's and kube-proxy's credentials for the API server, at an address
 	// they reach from inside the namespace.
 	Kubeconfig string
@@ -82,48 +84,15 @@ func CreateNodeNetns(name string) (*Netns, error) {
 	return n, nil
 }
 
-// The kubelet changes these and the machine must find them as they were.
-var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
-
-// fixedDirs are where the kubelet, containerd and the CNI plugins write whatever their
-// configuration says.
-var fixedDirs = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd", "/run/netns"}
-
-// machineState is what the node changes outside its directory, read before it starts.
-type machineState struct {
-	sysctls  map[string]string
-	existing map[string]bool // of fixedDirs and the kubelet's cgroups
-	netns    []string
-}
-
-func readMachineState() machineState {
-	m := machineState{sysctls: map[string]string{}, existing: map[string]bool{}}
-	for _, key := range kubeletSysctls {
-		if b, err := os.ReadFile("/proc/sys/" + key); err == nil {
-			m.sysctls[key] = strings.TrimSpace(string(b))
-		}
-	}
-	for _, d := range append(slices.Clone(fixedDirs), kubeletCgroups()...) {
-		if _, err := os.Stat(d); err == nil {
-			m.existing[d] = true
-		}
-	}
-	m.netns, _ = filepath.Glob("/run/netns/*")
-	return m
-}
-
-// kubeletCgroups are the cgroups the kubelet makes, in each hierarchy.
-func kubeletCgroups() []string {
-	m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	return m
-}
-
 // Start brings the node up; it is Ready once the API server says so (the caller waits).
 func Start(cfg Config) (n *Node, err error) {
 	if err := Required(); err != nil {
 		return nil, err
 	}
-	n = &Node{Name: cfg.Name, Netns: cfg.Netns, dir: cfg.Dir, before: readMachineState()}
+	if cfg.Before.Sysctls == nil {
+		return nil, errors.New("node.Config.Before: take a Snapshot before making the namespace")
+	}
+	n = &Node{Name: cfg.Name, Netns: cfg.Netns, dir: cfg.Dir, before: cfg.Before}
 	defer func() {
 		if err != nil {
 			n.Stop()
@@ -256,20 +225,12 @@ func (n *Node) run(name string, args ...string) error {
 	defer log.Close()
 	cmd := n.Netns.Command(context.Background(), bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = OwnProcessGroup()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return err
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	n.procs = append(n.procs, p)
 	return nil
-}
-
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 // k8sBinary is bin/k8s/<name> of this repository (make node).
@@ -306,13 +267,7 @@ func (n *Node) Log(name string) string {
 // sysctls it set, and the fixed-path directories that were not there before.
 func (n *Node) Stop() {
 	for _, p := range slices.Backward(n.procs) {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		p.Stop(10 * time.Second)
 	}
 	n.procs = nil
 	if n.Containerd != nil {
@@ -325,7 +280,7 @@ func (n *Node) Stop() {
 	// Pod sandboxes' namespaces that containerd made and a forced stop left.
 	now, _ := filepath.Glob("/run/netns/cni-*")
 	for _, ns := range now {
-		if !slices.Contains(n.before.netns, ns) {
+		if !slices.Contains(n.before.Netns, ns) {
 			_ = unix.Unmount(ns, unix.MNT_DETACH)
 			_ = os.Remove(ns)
 		}
@@ -333,12 +288,16 @@ func (n *Node) Stop() {
 	if n.Netns != nil {
 		n.Netns.Delete()
 	}
-	removeCgroups(n.before.existing)
-	for key, value := range n.before.sysctls {
+	if left, _ := filepath.Glob("/run/netns/*"); !n.before.NetnsDir && len(left) == 0 {
+		_ = unix.Unmount("/run/netns", unix.MNT_DETACH)
+		_ = os.Remove("/run/netns")
+	}
+	removeCgroups(n.before.Cgroups)
+	for key, value := range n.before.Sysctls {
 		_ = os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
 	}
-	for _, d := range fixedDirs {
-		if !n.before.existing[d] {
+	for d, existed := range n.before.Dirs {
+		if !existed {
 			_ = os.RemoveAll(d)
 		}
 	}
@@ -375,9 +334,9 @@ func mountPointsUnder(dir string) []string {
 
 // removeCgroups removes the kubelet's cgroup trees that were not there before, deepest first
 // (a cgroup directory goes with rmdir once its children are gone).
-func removeCgroups(existing map[string]bool) {
+func removeCgroups(before []string) {
 	for _, top := range kubeletCgroups() {
-		if existing[top] {
+		if slices.Contains(before, top) {
 			continue
 		}
 		var dirs []string

@@ -67,12 +67,12 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	before := snapshotMachine(t)
+	before := node.Snapshot()
 	dir := shortDir(t)
 	name := "node-" + strconv.Itoa(os.Getpid()%100000)
 	netns, err := node.CreateNodeNetns(name)
 	require.NoError(t, err)
-	n, err := node.Start(node.Config{Dir: dir, Name: name, Netns: netns, Kubeconfig: kubeconfig,
+	n, err := node.Start(node.Config{Dir: dir, Name: name, Netns: netns, Before: before, Kubeconfig: kubeconfig,
 		ForwardFromMachine: []string{apiURL.Host, reg.Host}, RegistryHost: reg.Host, Mirrored: []string{"docker.io", "registry.k8s.io"}})
 	require.NoError(t, err)
 	stopped := false
@@ -186,10 +186,8 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	}, 60*time.Second, 250*time.Millisecond, "the kubelet removes the deleted pod")
 	n.Stop()
 	stopped = true
-	assert.Equal(t, before, snapshotMachine(t), "the machine after the node stopped")
-	assert.NoFileExists(t, "/run/netns/"+name)
+	assert.Equal(t, before, node.Snapshot(), "the machine after the node stopped")
 	assert.Empty(t, mountsUnder(t, dir))
-	assert.Empty(t, processesMentioning(t, dir))
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -208,47 +206,4 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// machine is what a node may change outside its directory.
-type machine struct {
-	Sysctls map[string]string
-	Dirs    map[string]bool
-	Cgroups []string
-	Netns   []string
-}
-
-func snapshotMachine(t *testing.T) machine {
-	t.Helper()
-	m := machine{Sysctls: map[string]string{}, Dirs: map[string]bool{}}
-	for _, key := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"} {
-		b, err := os.ReadFile("/proc/sys/" + key)
-		require.NoError(t, err)
-		m.Sysctls[key] = strings.TrimSpace(string(b))
-	}
-	for _, d := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd"} {
-		_, err := os.Stat(d)
-		m.Dirs[d] = err == nil
-	}
-	var err error
-	m.Cgroups, err = filepath.Glob("/sys/fs/cgroup/*/kubepods*")
-	require.NoError(t, err)
-	m.Netns, err = filepath.Glob("/run/netns/*")
-	require.NoError(t, err)
-	return m
-}
-
-// processesMentioning are the processes whose command line names dir.
-func processesMentioning(t *testing.T, dir string) []string {
-	t.Helper()
-	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	require.NoError(t, err)
-	var found []string
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(b), dir) {
-			found = append(found, strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
 }
