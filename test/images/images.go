@@ -72,12 +72,12 @@ func Operator(manager string) (v1.Image, error) {
 		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
 		{Path: "/manager", Mode: 0o755, Source: manager},
 	}
-	if certs, err := caCertificates(); err == nil {
-		files = append(files, File{Path: "/etc/ssl", Mode: fs.ModeDir | 0o755}, File{Path: "/etc/ssl/certs", Mode: fs.ModeDir | 0o755},
-			File{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Source: certs})
-	} else {
+	certs, err := caCertificates()
+	if err != nil {
 		return nil, err
 	}
+	files = append(files, File{Path: "/etc/ssl", Mode: fs.ModeDir | 0o755}, File{Path: "/etc/ssl/certs", Mode: fs.ModeDir | 0o755},
+		File{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Source: certs})
 	return imageOf(files, v1.Config{
 		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootUID),
 		Entrypoint: []string{"/manager"},

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -110,7 +109,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		return err
 	}
 	cp.apiserverArgs = append(cp.apiserverArgs, "--etcd-servers="+clientURL)
-	return waitHTTP(ctx, clientURL+"/health", cp.transport(nil), 30*time.Second)
+	return waitHTTP(ctx, clientURL+"/health", cp.etcdTransport(), 30*time.Second)
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
@@ -204,10 +203,9 @@ func (cp *ControlPlane) forwardAPIServer() error {
 	return nil
 }
 
-// transport is an HTTP transport that reaches the control plane's own addresses: in the node's
-// namespace when there is one.
-func (cp *ControlPlane) transport(tlsConfig *tls.Config) *http.Transport {
-	t := &http.Transport{TLSClientConfig: tlsConfig}
+// etcdTransport reaches etcd's loopback address: the node's namespace's, when there is one.
+func (cp *ControlPlane) etcdTransport() *http.Transport {
+	t := &http.Transport{}
 	if cp.opts.Netns != nil {
 		t.DialContext = cp.opts.Netns.Dial
 	}

@@ -67,7 +67,8 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 	if err != nil {
 		return nil, err
 	}
-	if err := pushImages(ctx, root, dir, rn.registry, deployment.Spec.Template.Spec.Containers[0].Image); err != nil {
+	mirrored, err := pushImages(ctx, root, dir, rn.registry, deployment.Spec.Template.Spec.Containers[0].Image)
+	if err != nil {
 		return nil, err
 	}
 	cp, err := StartControlPlane(ctx, Options{BinDir: filepath.Join(root, "bin", "k8s"), Dir: dir, Netns: rn.netns})
@@ -80,7 +81,7 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 	}
 	if rn.node, err = node.Start(node.Config{Dir: rn.dir, Name: "node-1", Netns: rn.netns, Before: rn.before, Kubeconfig: cp.NodeKubeconfig,
 		ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
-		Mirrored: []string{"docker.io", "example.com", "registry.k8s.io"}}); err != nil {
+		Mirrored: mirrored}); err != nil {
 		return c, err
 	}
 	if err := c.waitNodeReady(ctx, "node-1", 90*time.Second); err != nil {
@@ -122,37 +123,33 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string, timeout time.D
 }
 
 // pushImages builds the operator's and pause images from this tree and pushes them with
-// Redis's (make redis-image) to the registry, under the names the manifests use.
-func pushImages(ctx context.Context, root, dir string, reg *registry.Registry, operatorImage string) error {
+// Redis's (make redis-image) to the registry, under the names the manifests use; it returns
+// the registry hosts containerd mirrors.
+func pushImages(ctx context.Context, root, dir string, reg *registry.Registry, operatorImage string) ([]string, error) {
 	manager, pause := filepath.Join(dir, "images", "manager"), filepath.Join(dir, "images", "pause")
 	if err := images.BuildStatic(root, "./cmd", manager); err != nil {
-		return err
+		return nil, err
 	}
 	if err := images.BuildStatic(root, "./test/images/pause", pause); err != nil {
-		return err
+		return nil, err
 	}
 	operatorImg, err := images.Operator(manager)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pauseImg, err := images.Pause(pause)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, redisImg, err := images.Load(filepath.Join(root, "bin", "images", "redis"))
 	if err != nil {
-		return fmt.Errorf("%w (make redis-image)", err)
+		return nil, fmt.Errorf("%w (make redis-image)", err)
 	}
 	all := map[string]v1.Image{operatorImage: operatorImg, PauseImage: pauseImg}
 	for _, v := range RedisVersions {
 		all["docker.io/library/redis:"+v] = redisImg
 	}
-	for name, img := range all {
-		if _, err := reg.Push(ctx, name, img); err != nil {
-			return err
-		}
-	}
-	return nil
+	return reg.PushAll(ctx, all)
 }
 
 // operatorDeployment is the CSV's Deployment, in the operator's namespace, watching every
@@ -197,7 +194,6 @@ func (c *Cluster) stopRealNode() {
 		c.stopProcess("kube-scheduler")
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		_ = c.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(OperatorNamespace), client.GracePeriodSeconds(1))
 		nss := &corev1.NamespaceList{}
 		if err := c.Client.List(ctx, nss); err == nil {
 			for _, ns := range nss.Items {

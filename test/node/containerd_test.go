@@ -7,12 +7,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,7 +163,7 @@ type machineBefore struct {
 func assertStopsLeavingNothing(t *testing.T, c *node.Containerd, before machineBefore) {
 	t.Helper()
 	c.Stop()
-	assert.Empty(t, mountsUnder(t, before.dir))
+	assert.Empty(t, node.MountPointsUnder(before.dir))
 	assert.Equal(t, before.defaultCgroups, cgroupsNamed(t, "k8s.io"))
 	if !before.runDirExisted {
 		assert.NoDirExists(t, "/run/containerd")
@@ -188,16 +186,10 @@ func startContainerd(t *testing.T, images map[string]v1.Image) (*node.Containerd
 	reg, err := registry.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, reg.Stop()) })
-	hosts := map[string]bool{}
-	for image, img := range images {
-		_, err = reg.Push(context.Background(), image, img)
-		require.NoError(t, err)
-		host, err := registry.HostOf(image)
-		require.NoError(t, err)
-		hosts[host] = true
-	}
+	mirrored, err := reg.PushAll(context.Background(), images)
+	require.NoError(t, err)
 	before.dir = shortDir(t)
-	c, err := node.StartContainerd(node.ContainerdConfig{Dir: before.dir, RegistryHost: reg.Host, Mirrored: slices.Collect(maps.Keys(hosts))})
+	c, err := node.StartContainerd(node.ContainerdConfig{Dir: before.dir, RegistryHost: reg.Host, Mirrored: mirrored})
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
 	return c, before
@@ -246,20 +238,6 @@ func rootMountOptions(t *testing.T, pid int) []string {
 	}
 	t.Fatalf("no root mount for %d", pid)
 	return nil
-}
-
-// mountsUnder are the machine's mount points under dir.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	require.NoError(t, err)
-	var under []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir) {
-			under = append(under, f[4])
-		}
-	}
-	return under
 }
 
 // cgroupsNamed are the cgroup directories called name at the top of each hierarchy.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // Node is a real Kubernetes node: a kubelet with containerd, runc and the CNI bridge plugin, in a
@@ -233,26 +235,18 @@ func (n *Node) run(name string, args ...string) error {
 	return nil
 }
 
-// k8sBinary is bin/k8s/<name> of this repository (make node).
+// k8sBinary is <name> beside the other Kubernetes binaries the harness runs (bin/k8s: make
+// node).
 func k8sBinary(name string) (string, error) {
-	dir, err := os.Getwd()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	for {
-		b := filepath.Join(dir, "bin", "k8s", name)
-		if _, err := os.Stat(b); err == nil {
-			return b, nil
-		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return "", fmt.Errorf("%s is missing: run make node", b)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no bin/k8s/%s above the working directory: run make node", name)
-		}
-		dir = parent
+	b := filepath.Join(testenv.BinaryDir(root), name)
+	if _, err := os.Stat(b); err != nil {
+		return "", fmt.Errorf("%s is missing: run make node", b)
 	}
+	return b, nil
 }
 
 // Log is the end of a component's log (kubelet, kube-proxy), for a failure message.
@@ -306,7 +300,7 @@ func (n *Node) Stop() {
 // unmountUnder unmounts every mount point under dir, deepest first.
 func unmountUnder(dir string) {
 	for range 3 { // a mount may hide another at the same point
-		points := mountPointsUnder(dir)
+		points := MountPointsUnder(dir)
 		if len(points) == 0 {
 			return
 		}
@@ -317,8 +311,8 @@ func unmountUnder(dir string) {
 	}
 }
 
-// mountPointsUnder lists the machine's mount points under dir (dir included).
-func mountPointsUnder(dir string) []string {
+// MountPointsUnder lists the machine's mount points under dir (dir included).
+func MountPointsUnder(dir string) []string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil

@@ -62,10 +62,8 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	reg, err := registry.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, reg.Stop()) })
-	for name, img := range map[string]v1.Image{redisImage: redisImg, "registry.k8s.io/pause:3.10": pauseImg} {
-		_, err := reg.Push(ctx, name, img)
-		require.NoError(t, err)
-	}
+	mirrored, err := reg.PushAll(ctx, map[string]v1.Image{redisImage: redisImg, "registry.k8s.io/pause:3.10": pauseImg})
+	require.NoError(t, err)
 
 	before := node.Snapshot()
 	dir := shortDir(t)
@@ -73,7 +71,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	netns, err := node.CreateNodeNetns(name)
 	require.NoError(t, err)
 	n, err := node.Start(node.Config{Dir: dir, Name: name, Netns: netns, Before: before, Kubeconfig: kubeconfig,
-		ForwardFromMachine: []string{apiURL.Host, reg.Host}, RegistryHost: reg.Host, Mirrored: []string{"docker.io", "registry.k8s.io"}})
+		ForwardFromMachine: []string{apiURL.Host, reg.Host}, RegistryHost: reg.Host, Mirrored: mirrored})
 	require.NoError(t, err)
 	stopped := false
 	t.Cleanup(func() {
@@ -187,7 +185,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	n.Stop()
 	stopped = true
 	assert.Equal(t, before, node.Snapshot(), "the machine after the node stopped")
-	assert.Empty(t, mountsUnder(t, dir))
+	assert.Empty(t, node.MountPointsUnder(dir))
 }
 
 func nodeReady(n *corev1.Node) bool {

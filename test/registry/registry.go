@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -107,6 +109,23 @@ func (r *Registry) Push(ctx context.Context, image string, img v1.Image) (v1.Has
 		return v1.Hash{}, fmt.Errorf("pushing %s: %w", image, err)
 	}
 	return img.Digest()
+}
+
+// PushAll stores each image under its name and returns the registry hosts those names name
+// (sorted), the ones containerd must mirror to this registry.
+func (r *Registry) PushAll(ctx context.Context, images map[string]v1.Image) ([]string, error) {
+	hosts := map[string]bool{}
+	for image, img := range images {
+		if _, err := r.Push(ctx, image, img); err != nil {
+			return nil, err
+		}
+		host, err := HostOf(image)
+		if err != nil {
+			return nil, err
+		}
+		hosts[host] = true
+	}
+	return slices.Sorted(maps.Keys(hosts)), nil
 }
 
 // Pull reads the image stored under the name image.
