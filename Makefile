@@ -78,7 +78,7 @@ test: manifests generate fmt vet envtest kustomize opm prometheus-crds seaweedfs
 	go test ./... -count=1
 
 .PHONY: bench
-bench: localcluster build seaweedfs ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster; a 1 GiB backup and restore through SeaweedFS; cluster mode's scale-out from 3 to 5 shards.
+bench: localcluster node redis-image build seaweedfs ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster on its real node (root); a 1 GiB backup and restore through SeaweedFS; cluster mode's scale-out from 3 to 5 shards.
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster|Backup1GiB|ScaleOutShards' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1
@@ -108,7 +108,7 @@ test-node: node redis-image ## The real node (root): the images in containerd, a
 	go test -tags node -p 1 ./test/node/... ./test/localcluster/... -count=1 -timeout 20m -v
 
 .PHONY: test-e2e
-test-e2e: localcluster build seaweedfs ## End-to-end: a local cluster (no containers), the operator as its ServiceAccount, kubectl.
+test-e2e: localcluster node redis-image seaweedfs ## End-to-end on the local cluster's real node (root): the operator from its image as the CSV's Deployment, Redis's image, kubectl.
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
 
 .PHONY: demo
@@ -277,7 +277,7 @@ scorecard-build: ## Build our scorecard test image.
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN): hack/tools/gen/go.mod hack/tools/gen/go.sum
-	cd hack/tools/gen && go build -o $(LOCALBIN)/ sigs.k8s.io/controller-tools/cmd/controller-gen
+	hack/build-tool.sh $(LOCALBIN)/ hack/tools/gen sigs.k8s.io/controller-tools/cmd/controller-gen
 
 # The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, generated from its API types
 # (pinned in hack/tools/prometheus-crds): the tests install them.
@@ -296,22 +296,22 @@ WEED ?= $(LOCALBIN)/weed
 .PHONY: seaweedfs
 seaweedfs: $(WEED) ## Build SeaweedFS (bin/weed): the S3 server of the backup tests.
 $(WEED): hack/tools/seaweedfs/go.mod hack/tools/seaweedfs/go.sum
-	cd hack/tools/seaweedfs && go build -o $(LOCALBIN)/ github.com/seaweedfs/seaweedfs/weed
+	hack/build-tool.sh $(LOCALBIN)/ hack/tools/seaweedfs github.com/seaweedfs/seaweedfs/weed
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE)
 $(KUSTOMIZE): hack/tools/kustomize/go.mod hack/tools/kustomize/go.sum
-	cd hack/tools/kustomize && go build -o $(LOCALBIN)/ sigs.k8s.io/kustomize/kustomize/v5
+	hack/build-tool.sh $(LOCALBIN)/ hack/tools/kustomize sigs.k8s.io/kustomize/kustomize/v5
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
-	cd hack/tools/lint && go build -o $(LOCALBIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	hack/build-tool.sh $(LOCALBIN)/ hack/tools/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: opm
 opm: $(OPM)
 $(OPM): hack/tools/gen/go.mod hack/tools/gen/go.sum
-	cd hack/tools/gen && go build -tags containers_image_openpgp -o $(LOCALBIN)/ github.com/operator-framework/operator-registry/cmd/opm
+	hack/build-tool.sh $(LOCALBIN)/ hack/tools/gen -tags containers_image_openpgp github.com/operator-framework/operator-registry/cmd/opm
 
 .PHONY: envtest
 envtest: $(ENVTEST_BIN)/kube-apiserver $(ENVTEST_BIN)/etcd ## Build kube-apiserver and etcd (v1.37.2, v3.6.16) into bin/k8s: what make test needs.
@@ -327,10 +327,10 @@ K8S_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=2026-01-01T00:00:00Z)
 
 $(ENVTEST_BIN)/kube-apiserver: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
-	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver
+	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver
 
 $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
-	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	# grep reads all of it: with -q it would stop at the match, and kubectl, cut off, fails the pipe (pipefail).
 	$(ENVTEST_BIN)/kubectl version --client | grep '$(K8S_VERSION)' >/dev/null
 
@@ -338,19 +338,19 @@ $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 node: localcluster $(ENVTEST_BIN)/kubelet ## Also build the kubelet and kube-proxy: the local cluster's real node (with Debian's containerd and runc).
 
 $(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
-	cd hack/tools/k8s && go build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $(ENVTEST_BIN)/ k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 	$(ENVTEST_BIN)/kubelet --version | grep '$(K8S_VERSION)' >/dev/null
 
 .PHONY: olm
 olm: $(OLM_DIR)/olm ## Build OLM's olm and catalog operators ($(OLM_VERSION)) and copy its CRDs into bin/olm.
 $(OLM_DIR)/olm: hack/tools/olm/go.mod hack/tools/olm/go.sum
 	mkdir -p $(OLM_DIR)/crds
-	cd hack/tools/olm && go build -o $(OLM_DIR)/ github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
+	hack/build-tool.sh $(OLM_DIR)/ hack/tools/olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
 	cp "$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)"/deploy/chart/crds/*.yaml $(OLM_DIR)/crds/
 	chmod u+w $(OLM_DIR)/crds/*.yaml
 
 $(ENVTEST_BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
-	cd hack/tools/etcd && go build -o $(ENVTEST_BIN)/etcd go.etcd.io/etcd/server/v3
+	hack/build-tool.sh $(ENVTEST_BIN)/etcd hack/tools/etcd go.etcd.io/etcd/server/v3
 
 # make run-bundle and friends act on the local cluster of make demo-olm (export the KUBECONFIG it prints).
 BUNDLE ?= bundle

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,20 +23,23 @@ const (
 	serviceFailoverRound = 6
 )
 
-// BenchmarkLocalCluster runs the operator binary on the local cluster (real control plane, pods
-// as redis-server processes) and reports:
+// BenchmarkLocalCluster runs the local cluster on its real node (root: kubelet, containerd, runc,
+// kube-proxy; the operator as its CSV's Deployment from its image) and reports:
 //   - apply-to-ready-s: from `kubectl apply` of the sample until its Ready condition, median;
-//   - service-failover-p50-s, -p95-s: from killing the primary's Redis until a client that
-//     resolves the primary Service on every attempt gets a write accepted.
+//   - service-failover-p50-s, -p95-s: from killing the primary's redis-server (SIGKILL, from the
+//     machine) until a client opening a new connection to the primary Service's ClusterIP on
+//     every attempt gets a write accepted;
+//   - the node's own cost with the pods of three samples and the operator running (10 pods):
+//     the kubelet's, containerd's, kube-proxy's and the shims' share of a core and resident
+//     memory over an idle window.
 func BenchmarkLocalCluster(b *testing.B) {
 	root, err := testenv.RepoRoot()
 	require.NoError(b, err)
 	for range b.N {
 		dir := b.TempDir()
 		ctx := context.Background()
-		cluster, err := localcluster.Start(ctx, root, dir)
+		cluster, err := localcluster.StartOnRealNode(ctx, root, dir)
 		require.NoError(b, err)
-		require.NoError(b, cluster.StartOperator(ctx))
 
 		var ready []time.Duration
 		for i := range applyRounds {
@@ -48,6 +51,7 @@ func BenchmarkLocalCluster(b *testing.B) {
 			ready = append(ready, time.Since(start))
 		}
 		slices.Sort(ready)
+		cost := nodeCost(b, cluster, 10*time.Second)
 
 		var failovers []time.Duration
 		for range serviceFailoverRound {
@@ -60,9 +64,50 @@ func BenchmarkLocalCluster(b *testing.B) {
 		b.ReportMetric(ready[len(ready)/2].Seconds(), "apply-to-ready-s")
 		b.ReportMetric(percentile(failovers, 50).Seconds(), "service-failover-p50-s")
 		b.ReportMetric(percentile(failovers, 95).Seconds(), "service-failover-p95-s")
-		fmt.Printf("\nlocal cluster: kubectl apply to Ready %v (median of %d); failover through the Service p50 %.3fs, p95 %.3fs over %d rounds\n",
+		fmt.Printf("\nlocal cluster on the real node: kubectl apply to Ready %v (median of %d); failover through the ClusterIP p50 %.3fs, p95 %.3fs over %d rounds\n",
 			ready[len(ready)/2].Round(time.Millisecond), applyRounds, percentile(failovers, 50).Seconds(), percentile(failovers, 95).Seconds(), len(failovers))
+		fmt.Printf("the node idle with 10 pods: %s\n", cost)
 	}
+}
+
+// nodeCost measures the node's processes over an idle window: each one's share of a core and
+// resident memory (the shims summed).
+func nodeCost(b *testing.B, cluster *localcluster.Cluster, window time.Duration) string {
+	pids := cluster.NodePIDs()
+	names := []string{"kubelet", "containerd", "kube-proxy", "containerd-shim"}
+	before := map[string]time.Duration{}
+	for _, name := range names {
+		require.NotEmpty(b, pids[name], "the node's %s", name)
+		for _, pid := range pids[name] {
+			t, err := cpuTime(pid)
+			require.NoError(b, err)
+			before[name] += t
+		}
+	}
+	start := time.Now()
+	time.Sleep(window)
+	var parts []string
+	for _, name := range names {
+		var used time.Duration
+		var rss float64
+		for _, pid := range pids[name] {
+			t, err := cpuTime(pid)
+			require.NoError(b, err)
+			used += t
+			r, _, err := residentMiB(pid)
+			require.NoError(b, err)
+			rss += r
+		}
+		share := float64(used-before[name]) / float64(time.Since(start))
+		b.ReportMetric(100*share, name+"-cpu-%")
+		b.ReportMetric(rss, name+"-rss-MiB")
+		label := name
+		if name == "containerd-shim" {
+			label = fmt.Sprintf("%d shims", len(pids[name]))
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f%% of a core, %.0f MiB", label, 100*share, rss))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func waitReady(b *testing.B, cluster *localcluster.Cluster, ns string) {
@@ -80,42 +125,32 @@ func serviceFailover(b *testing.B, cluster *localcluster.Cluster, ns string) tim
 	ctx := context.Background()
 	password, err := cluster.SecretValue(ctx, ns, "sessions-auth", "password")
 	require.NoError(b, err)
-	addrs, err := cluster.WaitServiceEndpoints(ctx, ns, "sessions", 1)
+	_, err = cluster.WaitServiceEndpoints(ctx, ns, "sessions", 1)
 	require.NoError(b, err)
-	pod := podAt(b, cluster, ns, addrs[0])
+	pod, err := cluster.PodBehind(ctx, ns, "sessions")
+	require.NoError(b, err)
+	id, err := cluster.ContainerID(ctx, ns, pod, "redis")
+	require.NoError(b, err)
+	addr, err := cluster.ServiceAddress(ctx, ns, "sessions")
+	require.NoError(b, err)
 	// A cluster holding data, replicated: the restarted, empty primary cannot lead again.
-	w := goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: password})
+	w := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.DialInNode})
 	require.NoError(b, w.Set(ctx, "before-failover", time.Now().String(), 0).Err())
 	require.NoError(b, w.Do(ctx, "WAIT", 2, 2000).Err())
 	w.Close()
 
 	killed := time.Now()
-	cluster.Agent.Server(ns, pod).Kill()
+	require.NoError(b, cluster.KillContainer(ctx, id))
 	for time.Since(killed) < time.Minute {
-		addrs, err := cluster.ServiceEndpoints(ctx, ns, "sessions")
-		if err == nil && len(addrs) == 1 {
-			c := goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: password, MaxRetries: -1,
-				DialTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
-			err := c.Set(ctx, "after-failover", 1, 0).Err()
-			c.Close()
-			if err == nil {
-				return time.Since(killed)
-			}
+		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, MaxRetries: -1, Dialer: cluster.DialInNode,
+			DialTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+		err := c.Set(ctx, "after-failover", 1, 0).Err()
+		c.Close()
+		if err == nil {
+			return time.Since(killed)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("no write accepted through the Service a minute after killing %s", pod)
 	return 0
-}
-
-func podAt(b *testing.B, cluster *localcluster.Cluster, ns, addr string) string {
-	pods := &corev1.PodList{}
-	require.NoError(b, cluster.Client.List(context.Background(), pods, client.InNamespace(ns)))
-	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && len(addr) > len(p.Status.PodIP) && addr[:len(p.Status.PodIP)+1] == p.Status.PodIP+":" {
-			return p.Name
-		}
-	}
-	b.Fatalf("no pod at %s", addr)
-	return ""
 }

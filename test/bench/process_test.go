@@ -79,22 +79,44 @@ func (p *operatorProcess) stop() {
 
 // cpu is the CPU time the process used so far (user and system).
 func (p *operatorProcess) cpu(b *testing.B) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	d, err := cpuTime(p.cmd.Process.Pid)
 	require.NoError(b, err)
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, err := strconv.ParseInt(fields[11], 10, 64)
-	require.NoError(b, err)
-	stime, err := strconv.ParseInt(fields[12], 10, 64)
-	require.NoError(b, err)
-	const clockTicks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	return d
 }
 
 // memory is the process's resident set now and at its peak, in MiB.
 func (p *operatorProcess) memory(b *testing.B) (rss, peak float64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	rss, peak, err := residentMiB(p.cmd.Process.Pid)
 	require.NoError(b, err)
+	return rss, peak
+}
+
+// cpuTime is the CPU time process pid used so far (user and system).
+func cpuTime(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// residentMiB is process pid's resident set now and at its peak, in MiB.
+func residentMiB(pid int) (rss, peak float64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -108,7 +130,7 @@ func (p *operatorProcess) memory(b *testing.B) (rss, peak float64) {
 			peak = kb / 1024
 		}
 	}
-	return rss, peak
+	return rss, peak, sc.Err()
 }
 
 // cpuShare is the share of one core the process used over window, measured from now.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -134,7 +133,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				lastBeat = time.Now()
 			}
 		}
-		_ = a.provisionVolumes(ctx)
+		_ = provisioner{client: a.Client, dir: a.Dir}.provisionPending(ctx)
 		_ = a.syncPods(ctx)
 		select {
 		case <-ctx.Done():
@@ -188,39 +187,6 @@ func (a *Agent) heartbeat(ctx context.Context) error {
 		return err
 	}
 	return a.Client.Update(ctx, lease)
-}
-
-// provisionVolumes gives every pending claim a local volume, which the controller manager's
-// volume binder then binds.
-func (a *Agent) provisionVolumes(ctx context.Context) error {
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := a.Client.List(ctx, claims); err != nil {
-		return err
-	}
-	for _, pvc := range claims.Items {
-		if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" {
-			continue
-		}
-		dir := filepath.Join(a.Dir, "volumes", string(pvc.UID))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: "local-" + string(pvc.UID)},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
-				AccessModes:                   pvc.Spec.AccessModes,
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				StorageClassName:              ptr.Deref(pvc.Spec.StorageClassName, ""),
-				ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-			},
-		}
-		if err := a.Client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return nil
 }
 
 func (a *Agent) syncPods(ctx context.Context) error {

@@ -328,24 +328,17 @@ func (c *Cluster) StartOperator(ctx context.Context) error {
 	return nil
 }
 
-// OperatorRunning is true while the operator started by StartOperator has not exited.
-func (c *Cluster) OperatorRunning() bool {
-	c.mu.Lock()
-	p := c.operator
-	c.mu.Unlock()
-	if p == nil {
-		return false
+// KillOperator ends the operator at once (SIGKILL), as a crash would: the process started by
+// StartOperator, or on the real node its container, which the kubelet then restarts.
+func (c *Cluster) KillOperator(ctx context.Context) error {
+	if c.real != nil {
+		return c.killOperatorContainer(ctx)
 	}
-	select {
-	case <-p.Done():
-		return false
-	default:
-		return true
-	}
+	c.stopOperatorProcess()
+	return nil
 }
 
-// KillOperator ends the operator at once (SIGKILL), as a crash would.
-func (c *Cluster) KillOperator() {
+func (c *Cluster) stopOperatorProcess() {
 	c.mu.Lock()
 	p := c.operator
 	c.operator = nil
@@ -358,7 +351,7 @@ func (c *Cluster) KillOperator() {
 
 // Stop ends the operator, OLM, the node's processes and the control plane.
 func (c *Cluster) Stop() {
-	c.KillOperator()
+	c.stopOperatorProcess()
 	if c.OLM != nil {
 		c.OLM.Stop()
 	}

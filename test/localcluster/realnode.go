@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -35,6 +37,9 @@ type realNode struct {
 	registry *registry.Registry
 	dir      string // the node's own (short: Unix sockets live in it)
 	before   node.Machine
+	// stopProvisioning ends the volume provisioner; provisioned is closed when it has.
+	stopProvisioning context.CancelFunc
+	provisioned      chan struct{}
 }
 
 // StartOnRealNode brings up the control plane and a real node (test/node: kubelet, containerd,
@@ -87,6 +92,12 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 	if err := c.waitNodeReady(ctx, "node-1", 90*time.Second); err != nil {
 		return c, fmt.Errorf("%w\nkubelet:\n%s", err, rn.node.Log("kubelet"))
 	}
+	provisioning, stop := context.WithCancel(context.Background())
+	rn.stopProvisioning, rn.provisioned = stop, make(chan struct{})
+	go func() {
+		defer close(rn.provisioned)
+		provisioner{client: c.Client, dir: rn.dir, node: "node-1"}.run(provisioning)
+	}()
 	if err := c.installCRDs(); err != nil {
 		return c, err
 	}
@@ -212,6 +223,10 @@ func (c *Cluster) stopRealNode() {
 }
 
 func (rn *realNode) stop() {
+	if rn.stopProvisioning != nil {
+		rn.stopProvisioning()
+		<-rn.provisioned
+	}
 	if rn.node != nil {
 		rn.node.Stop() // deletes the namespace
 	} else if rn.netns != nil {
@@ -223,4 +238,96 @@ func (rn *realNode) stop() {
 	if rn.dir != "" {
 		_ = os.RemoveAll(rn.dir)
 	}
+}
+
+// ServiceAddress is where a Service's clients connect: its ClusterIP at its first port, which
+// kube-proxy routes inside the node's namespace (dial it with DialInNode).
+func (c *Cluster) ServiceAddress(ctx context.Context, namespace, service string) (string, error) {
+	svc := &corev1.Service{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: service}, svc); err != nil {
+		return "", fmt.Errorf("reading Service %s: %w", service, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
+		return "", fmt.Errorf("service %s has no ClusterIP or no port", service)
+	}
+	return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
+}
+
+// ReachableFromPods makes addr, a server the test runs on the machine's loopback (an S3 server),
+// reachable from pods at the node's address, same port, and returns that address.
+func (c *Cluster) ReachableFromPods(addr string) (string, error) {
+	if c.real == nil {
+		return addr, nil // the emulated node's pods are processes on the machine
+	}
+	return c.real.node.ExposeToPods(addr)
+}
+
+// ContainerID is the runtime's id of a pod's container, as its status says.
+func (c *Cluster) ContainerID(ctx context.Context, namespace, pod, container string) (string, error) {
+	p := &corev1.Pod{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, p); err != nil {
+		return "", err
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == container && s.ContainerID != "" {
+			_, id, _ := strings.Cut(s.ContainerID, "://")
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container %s running", namespace, pod, container)
+}
+
+// KillContainer ends a container's process at once (SIGKILL from the machine, as a crash or the
+// OOM killer would), by its id: the kubelet sees it exit and restarts it.
+func (c *Cluster) KillContainer(ctx context.Context, id string) error {
+	if c.real == nil {
+		return errors.New("the cluster does not run on the real node")
+	}
+	_, err := c.real.node.Containerd.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+	return err
+}
+
+// operatorContainer is the operator's pod and its manager container's id and restarts.
+func (c *Cluster) operatorContainer(ctx context.Context) (pod string, id string, restarts int32, err error) {
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.InNamespace(OperatorNamespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+		return "", "", 0, err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "manager" && s.ContainerID != "" {
+				_, id, _ := strings.Cut(s.ContainerID, "://")
+				return p.Name, id, s.RestartCount, nil
+			}
+		}
+	}
+	return "", "", 0, errors.New("no operator pod with a manager container")
+}
+
+// OperatorRestarts is how often the kubelet has restarted the operator's container.
+func (c *Cluster) OperatorRestarts(ctx context.Context) (int32, error) {
+	_, _, restarts, err := c.operatorContainer(ctx)
+	return restarts, err
+}
+
+// killOperatorContainer kills the operator's container (SIGKILL): its pod stays, and the kubelet
+// restarts it, as after a crash.
+func (c *Cluster) killOperatorContainer(ctx context.Context) error {
+	_, id, _, err := c.operatorContainer(ctx)
+	if err != nil {
+		return err
+	}
+	return c.KillContainer(ctx, id)
+}
+
+// NodePIDs are the real node's own processes by name (kubelet, kube-proxy, containerd,
+// containerd-shim), for what the node costs.
+func (c *Cluster) NodePIDs() map[string][]int {
+	if c.real == nil || c.real.node == nil {
+		return nil
+	}
+	return c.real.node.PIDs()
 }

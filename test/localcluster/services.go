@@ -9,14 +9,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ServiceEndpoints are the addresses (ip:port) a Service sends clients to: its selector's pods
-// that are ready (all of them when it publishes not-ready addresses), at the target port. This is
-// the EndpointSlice controller's selection, made here because EndpointSlice validation refuses
-// the loopback addresses the local node's pods have, and ClusterIPs are not routed here.
+// ServiceEndpoints are the addresses (ip:port) a Service sends clients to. On the real node they
+// are its EndpointSlices' ready endpoints, what kube-proxy routes the ClusterIP to. On the
+// emulated node they are its selector's pods that are ready (all of them when it publishes
+// not-ready addresses), at the target port: the EndpointSlice controller's selection, made here
+// because EndpointSlice validation refuses the loopback addresses those pods have.
 func (c *Cluster) ServiceEndpoints(ctx context.Context, namespace, service string) ([]string, error) {
+	if c.real != nil {
+		return c.endpointSliceAddresses(ctx, namespace, service)
+	}
 	svc := &corev1.Service{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: service}, svc); err != nil {
 		return nil, fmt.Errorf("reading Service %s: %w", service, err)
@@ -36,6 +42,27 @@ func (c *Cluster) ServiceEndpoints(ctx context.Context, namespace, service strin
 		port, ok := targetPort(&p, svc.Spec.Ports[0])
 		if ok {
 			addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)))
+		}
+	}
+	return addrs, nil
+}
+
+func (c *Cluster) endpointSliceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := c.Client.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+		return nil, fmt.Errorf("listing the EndpointSlices of Service %s: %w", service, err)
+	}
+	var addrs []string
+	for _, s := range slices.Items {
+		if len(s.Ports) == 0 || s.Ports[0].Port == nil {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if ptr.Deref(e.Conditions.Ready, false) && (e.Conditions.Terminating == nil || !*e.Conditions.Terminating) {
+				for _, a := range e.Addresses {
+					addrs = append(addrs, net.JoinHostPort(a, strconv.Itoa(int(*s.Ports[0].Port))))
+				}
+			}
 		}
 	}
 	return addrs, nil

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"testing"
+
+	"github.com/org/redis-operator/test/node"
 )
 
 // Suite is a test package's local cluster: started once for the package (TestMain), stopped
@@ -19,8 +22,11 @@ type Suite struct {
 	Diagnose func(c *Cluster, dir string)
 }
 
-// Run starts the cluster, hands it to use, runs the tests and returns the exit code.
+// Run starts the cluster, hands it to use, runs the tests and returns the exit code. After the
+// cluster has stopped, the machine must be as it was: no process of the cluster, and nothing a
+// real node changes (node.Snapshot: sysctls, cgroups, fixed-path directories, namespaces).
 func (s Suite) Run(m *testing.M, root string, use func(*Cluster)) int {
+	before := node.Snapshot()
 	dir, err := os.MkdirTemp("", "redis-operator-"+s.Name+"-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -44,6 +50,10 @@ func (s Suite) Run(m *testing.M, root string, use func(*Cluster)) int {
 	// The cluster cleans up after itself: no process it started is left.
 	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
 		fmt.Fprintf(os.Stderr, "processes left behind by the local cluster:\n%s", out)
+		code = 1
+	}
+	if after := node.Snapshot(); !reflect.DeepEqual(before, after) {
+		fmt.Fprintf(os.Stderr, "the machine after the local cluster stopped differs:\nbefore: %+v\nafter:  %+v\n", before, after)
 		code = 1
 	}
 	return code

@@ -235,6 +235,17 @@ func (c *Containerd) removeLeftovers() {
 			_ = exec.Command("runc", "--root", root, "delete", "--force", id.Name()).Run()
 		}
 	}
+	for _, pid := range c.ShimPIDs() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// PID is containerd's process id.
+func (c *Containerd) PID() int { return c.proc.Cmd.Process.Pid }
+
+// ShimPIDs are the process ids of the shims serving this containerd's socket: one per pod.
+func (c *Containerd) ShimPIDs() []int {
+	var pids []int
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range cmdlines {
 		b, err := os.ReadFile(p)
@@ -242,9 +253,10 @@ func (c *Containerd) removeLeftovers() {
 			continue
 		}
 		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }
 
 func (c *Containerd) logTail() string {

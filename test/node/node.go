@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,7 @@ type Node struct {
 	Containerd *Containerd
 	dir        string
 	procs      []*Process // the kubelet, then kube-proxy
+	mu         sync.Mutex
 	forwards   []net.Listener
 	before     Machine
 }
@@ -127,9 +129,31 @@ func (n *Node) forwardFromMachine(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s in the node's namespace: %w", addr, err)
 	}
+	n.mu.Lock()
 	n.forwards = append(n.forwards, l)
+	n.mu.Unlock()
 	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
 	return nil
+}
+
+// ExposeToPods makes addr (127.0.0.1:<port> on the machine: an S3 server the test runs) answer
+// at the node's address, same port, which pods reach through their default route; it returns
+// that address. Stop closes it.
+func (n *Node) ExposeToPods(addr string) (string, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	inNode := net.JoinHostPort(NodeIP, port)
+	l, err := n.Netns.Listen("tcp", inNode)
+	if err != nil {
+		return "", fmt.Errorf("listening on %s in the node's namespace: %w", inNode, err)
+	}
+	n.mu.Lock()
+	n.forwards = append(n.forwards, l)
+	n.mu.Unlock()
+	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+	return inNode, nil
 }
 
 // writeCNIConfig is the pods' network: the bridge plugin on cni0 with host-local addresses from
@@ -249,6 +273,25 @@ func k8sBinary(name string) (string, error) {
 	return b, nil
 }
 
+// PIDs are the process ids of the node's own processes, by name: kubelet, kube-proxy,
+// containerd, and the shims (one per pod), for what the node costs.
+func (n *Node) PIDs() map[string][]int {
+	pids := map[string][]int{}
+	for _, p := range n.procs {
+		// nsenter has become the binary it started: its comm is the binary's name.
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.Cmd.Process.Pid))
+		if err == nil {
+			name := strings.TrimSpace(string(comm))
+			pids[name] = append(pids[name], p.Cmd.Process.Pid)
+		}
+	}
+	if n.Containerd != nil {
+		pids["containerd"] = []int{n.Containerd.PID()}
+		pids["containerd-shim"] = n.Containerd.ShimPIDs()
+	}
+	return pids
+}
+
 // Log is the end of a component's log (kubelet, kube-proxy), for a failure message.
 func (n *Node) Log(name string) string {
 	b, _ := os.ReadFile(filepath.Join(n.dir, name+".log"))
@@ -267,9 +310,12 @@ func (n *Node) Stop() {
 	if n.Containerd != nil {
 		n.Containerd.Stop()
 	}
+	n.mu.Lock()
 	for _, l := range n.forwards {
 		_ = l.Close()
 	}
+	n.forwards = nil
+	n.mu.Unlock()
 	unmountUnder(n.dir)
 	// Pod sandboxes' namespaces that containerd made and a forced stop left.
 	now, _ := filepath.Glob("/run/netns/cni-*")

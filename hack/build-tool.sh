@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# build-tool.sh OUT MODULE_DIR [go build flags and packages...]
+#
+# go build in MODULE_DIR (a pinned tools module under hack/tools) with -o OUT (a directory when it
+# ends with /, else a file). Linking the Kubernetes binaries, OLM and the rest takes about two
+# minutes even with Go's build cache warm, so what a build makes is also kept in the user's cache
+# under the hash of what makes it (Go's version, the module's go.mod and go.sum, the flags): a
+# fresh clone (CI) copies it instead.
+set -euo pipefail
+out=$1 mod=$2
+shift 2
+cache=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/redis-operator/tools}
+key=$({ go version; go env GOOS GOARCH CGO_ENABLED; cat "$mod/go.mod" "$mod/go.sum"; echo "$(basename "$out")" "$*"; } | sha256sum | cut -c1-16)
+if [[ $out == */ ]]; then dest=$out; else dest=$(dirname "$out")/; fi
+mkdir -p "$dest"
+if [ ! -d "$cache/$key" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	target=$tmp/
+	[[ $out == */ ]] || target=$tmp/$(basename "$out")
+	(cd "$mod" && go build -o "$target" "$@")
+	mkdir -p "$cache"
+	rm -rf "$cache/$key.partial"
+	cp -r "$tmp" "$cache/$key.partial"
+	mv "$cache/$key.partial" "$cache/$key"
+fi
+# Not cp -p: the copies are newer than the go.mod they were built from, so make sees them current.
+cp "$cache/$key"/* "$dest"
