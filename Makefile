@@ -116,7 +116,7 @@ demo: node redis-image ## Start a local cluster on a real node (root), run the o
 	go run ./test/localcluster/cmd/localcluster
 
 .PHONY: demo-olm
-demo-olm: localcluster build olm opm ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
+demo-olm: localcluster node redis-image olm opm ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
 	go run ./test/localcluster/cmd/localcluster $(or $(DEMO_ARGS),--olm)
 
 .PHONY: verify
@@ -311,7 +311,7 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 .PHONY: opm
 opm: $(OPM)
 $(OPM): hack/tools/gen/go.mod hack/tools/gen/go.sum
-	hack/build-tool.sh $(LOCALBIN)/ hack/tools/gen -tags containers_image_openpgp github.com/operator-framework/operator-registry/cmd/opm
+	CGO_ENABLED=0 hack/build-tool.sh $(LOCALBIN)/ hack/tools/gen -tags containers_image_openpgp github.com/operator-framework/operator-registry/cmd/opm
 
 .PHONY: envtest
 envtest: $(ENVTEST_BIN)/kube-apiserver $(ENVTEST_BIN)/etcd ## Build kube-apiserver and etcd (v1.37.2, v3.6.16) into bin/k8s: what make test needs.
@@ -369,5 +369,5 @@ cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every Red
 	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: test-olm
-test-olm: localcluster olm opm prometheus-crds ## OLM installs, upgrades and removes the operator on the local cluster (catalog, run-bundle, install modes).
+test-olm: localcluster node redis-image olm opm prometheus-crds ## OLM installs, upgrades and removes the operator on the local cluster's real node (root; catalog, run-bundle, install modes, scorecard).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

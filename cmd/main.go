@@ -64,6 +64,9 @@ func main() {
 	if opts.LeaderElectionNamespace == "" {
 		opts.LeaderElectionNamespace = leaseNamespace()
 	}
+	// In a pod, the lease is held under the pod's name: restarted after a crash, the operator
+	// leads again at once instead of waiting out its own lease.
+	opts.LeaderElectionIdentity = os.Getenv("POD_NAME")
 	if installMonitoring {
 		opts.MonitoringNamespace = os.Getenv("POD_NAMESPACE")
 	}

@@ -5,6 +5,7 @@ package operator
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +82,9 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace is where the lease lives when the operator runs outside a cluster.
 	LeaderElectionNamespace string
+	// LeaderElectionIdentity is who holds the lease: the pod's name in a cluster (see
+	// leaderLock); empty, a new identity each start (the hostname and a UUID).
+	LeaderElectionIdentity string
 	// LeaseDuration and RenewDeadline of leader election. The leader exits when it cannot renew
 	// within RenewDeadline, so it must outlast an API server restart.
 	LeaseDuration, RenewDeadline time.Duration
@@ -216,6 +221,27 @@ func NewScheme() *runtime.Scheme {
 	return scheme
 }
 
+// leaderElectionID names the lease.
+const leaderElectionID = "redis-operator.cache.example.com"
+
+// leaderLock is the lease the operator's replicas elect their leader with, held under
+// opts.LeaderElectionIdentity: the pod's name. A container the kubelet restarts after a crash
+// keeps its pod's name, finds the lease its own and leads again at once; with a new identity it
+// would wait out the lease its dead self left, up to LeaseDuration, and no RedisCluster would
+// fail over meanwhile. Two processes never hold one pod's name at once: the kubelet starts a
+// container again only after it exited, and a Deployment names every pod anew.
+func leaderLock(cfg *rest.Config, opts Options) (resourcelock.Interface, error) {
+	if opts.LeaderElectionNamespace == "" {
+		return nil, errors.New("leader election needs the lease's namespace (--leader-election-namespace, or POD_NAMESPACE)")
+	}
+	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"))
+	if err != nil {
+		return nil, fmt.Errorf("creating the leader election client: %w", err)
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, opts.LeaderElectionNamespace, leaderElectionID,
+		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: opts.LeaderElectionIdentity})
+}
+
 // NewManager builds a manager running the RedisCluster controller.
 func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	scheme := NewScheme()
@@ -244,6 +270,13 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	var lock resourcelock.Interface
+	if opts.LeaderElection && opts.LeaderElectionIdentity != "" {
+		var err error
+		if lock, err = leaderLock(cfg, opts); err != nil {
+			return nil, err
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache:  cacheOpts,
@@ -253,8 +286,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
-		LeaderElectionID:        "redis-operator.cache.example.com",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// nil: controller-runtime's lease, with a new identity each start.
+		LeaderElectionResourceLockInterface: lock,
 		// Stepping down at once lets a new leader take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 durationOrNil(opts.LeaseDuration),

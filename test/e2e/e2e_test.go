@@ -27,8 +27,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -286,14 +288,25 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		killRedis(t, old)
 		time.Sleep(300 * time.Millisecond)
-		// The operator's container is killed; the kubelet restarts it.
+		// The operator's container is killed; the kubelet restarts it in the same pod, where it
+		// finds the lease its own (held under the pod's name) and leads again at once, instead of
+		// waiting out its dead self's lease (60s)
 		require.NoError(t, cluster.KillOperator(context.Background()))
+		killed := time.Now()
 
-		// The new operator acts once the killed one's lease has run out (up to its 60s): until
-		// then the status still names the dead primary, and says Ready.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.NotEqual(c, old, redisCluster(c).Status.Primary, "a new primary")
-		}, operator.DefaultLeaseDuration+waitFor, tick)
+		}, waitFor, tick)
+		// The restarted operator holds the lease again, well before the dead one's would run out
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			lease := &coordinationv1.Lease{}
+			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: "redis-operator.cache.example.com"}, lease))
+			pod, err := cluster.OperatorPod(context.Background())
+			require.NoError(c, err)
+			assert.Equal(c, pod, ptr.Deref(lease.Spec.HolderIdentity, ""), "held under the operator pod's name")
+			assert.True(c, lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(killed), "renewed since the kill")
+		}, operator.DefaultLeaseDuration/2, tick)
+		t.Logf("the restarted operator led again %.1fs after it was killed", time.Since(killed).Seconds())
 		rc := eventuallyReady(t, 5)
 		primaries := 0
 		for _, n := range rc.Status.Nodes {
@@ -388,40 +401,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		assert.ErrorContains(t, app.Set(context.Background(), "other:greeting", "hello", 0).Err(), "NOPERM")
 	})
 
-	t.Run("with storage every pod deleted at once comes back with every acknowledged write from the volumes the kubelet mounted", func(t *testing.T) {
-		spec := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"durable"},` +
-			`"spec":{"replicas":2,"storage":{"size":"64Mi"}}}`
-		path := filepath.Join(t.TempDir(), "durable.json")
-		require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
-		kubectl(t, "apply", "-n", ns, "-f", path)
-		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/durable", "--timeout=180s")
-		w := serviceClient(t, "durable", 1, withPassword(t, "durable-auth"))
-		require.NoError(t, w.Set(context.Background(), "kept", "on disk", 0).Err())
-		require.Equal(t, int64(1), w.Do(context.Background(), "WAIT", 1, 5000).Val(), "the replica acknowledged")
-		w.Close()
-
-		kubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=durable", "--grace-period=0", "--force")
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			r := serviceClient(c, "durable", 1, withPassword(c, "durable-auth"))
-			defer r.Close()
-			v, err := r.Get(context.Background(), "kept").Result()
-			assert.NoError(c, err)
-			assert.Equal(c, "on disk", v)
-		}, 3*time.Minute, time.Second)
-
-		// The claims are bound to local volumes, which the kubelet mounted with the pods' fsGroup
-		pvs := &corev1.PersistentVolumeList{}
-		require.NoError(t, cluster.Client.List(context.Background(), pvs))
-		bound := 0
-		for _, pv := range pvs.Items {
-			if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == ns && strings.Contains(ref.Name, "-durable-") {
-				assert.NotNil(t, pv.Spec.Local, pv.Name)
-				bound++
-			}
-		}
-		assert.Equal(t, 2, bound, "a local volume for each pod's claim")
-		kubectl(t, "delete", "-n", ns, "rediscluster/durable", "--wait")
-	})
+	t.Run("with storage every pod deleted at once comes back with every acknowledged write from the volumes the kubelet mounted", everyPodDeletedWithStorage)
 
 	t.Run("the README's backup example as written backs sessions up to S3 and restores it into a new cluster", func(t *testing.T) {
 		// Given a key in sessions and an S3 server (SeaweedFS) with a bucket
@@ -502,6 +482,43 @@ func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) {
 		}
 		c.Close()
 	}
+}
+
+// everyPodDeletedWithStorage: a RedisCluster with storage whose pods are all force-deleted at once
+// comes back with the write its replica acknowledged, from local volumes the kubelet mounted.
+func everyPodDeletedWithStorage(t *testing.T) {
+	spec := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"durable"},` +
+		`"spec":{"replicas":2,"storage":{"size":"64Mi"}}}`
+	path := filepath.Join(t.TempDir(), "durable.json")
+	require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
+	kubectl(t, "apply", "-n", ns, "-f", path)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/durable", "--timeout=180s")
+	w := serviceClient(t, "durable", 1, withPassword(t, "durable-auth"))
+	require.NoError(t, w.Set(context.Background(), "kept", "on disk", 0).Err())
+	require.Equal(t, int64(1), w.Do(context.Background(), "WAIT", 1, 5000).Val(), "the replica acknowledged")
+	w.Close()
+
+	kubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=durable", "--grace-period=0", "--force")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := serviceClient(c, "durable", 1, withPassword(c, "durable-auth"))
+		defer r.Close()
+		v, err := r.Get(context.Background(), "kept").Result()
+		assert.NoError(c, err)
+		assert.Equal(c, "on disk", v)
+	}, 3*time.Minute, time.Second)
+
+	// The claims are bound to local volumes, which the kubelet mounted with the pods' fsGroup
+	pvs := &corev1.PersistentVolumeList{}
+	require.NoError(t, cluster.Client.List(context.Background(), pvs))
+	bound := 0
+	for _, pv := range pvs.Items {
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == ns && strings.Contains(ref.Name, "-durable-") {
+			assert.NotNil(t, pv.Spec.Local, pv.Name)
+			bound++
+		}
+	}
+	assert.Equal(t, 2, bound, "a local volume for each pod's claim")
+	kubectl(t, "delete", "-n", ns, "rediscluster/durable", "--wait")
 }
 
 // primaryDiesWhileEtcdIsStopped: the failover must not wait on the API server.

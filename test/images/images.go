@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,9 +61,14 @@ type File struct {
 
 // Operator is the operator's image around manager, a statically linked build of ./cmd.
 func Operator(manager string) (v1.Image, error) {
-	if err := requireStatic(manager); err != nil {
-		return nil, err
-	}
+	return Static(map[string]string{"/manager": manager}, []string{"/manager"})
+}
+
+// Static is an image of statically linked binaries (a path in the image for each host file) on
+// what distroless/static:nonroot holds for them (passwd and group entries, CA certificates for
+// HTTPS, /tmp, the user's home), run as nonroot (65532) with entrypoint: the operator's, and the
+// tools' images the local cluster needs (opm, the scorecard tests, untar).
+func Static(binaries map[string]string, entrypoint []string) (v1.Image, error) {
 	files := []File{
 		{Path: "/etc", Mode: fs.ModeDir | 0o755},
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
@@ -70,7 +76,18 @@ func Operator(manager string) (v1.Image, error) {
 		{Path: "/home", Mode: fs.ModeDir | 0o755},
 		{Path: "/home/nonroot", Mode: fs.ModeDir | 0o700, UID: NonRootUID, GID: NonRootUID},
 		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
-		{Path: "/manager", Mode: 0o755, Source: manager},
+	}
+	dirs := map[string]bool{"/": true, "/etc": true, "/home": true, "/tmp": true}
+	for _, path := range slices.Sorted(maps.Keys(binaries)) {
+		if err := requireStatic(binaries[path]); err != nil {
+			return nil, err
+		}
+		var parents []File
+		for dir := filepath.Dir(path); !dirs[dir]; dir = filepath.Dir(dir) {
+			dirs[dir] = true
+			parents = append([]File{{Path: dir, Mode: fs.ModeDir | 0o755}}, parents...)
+		}
+		files = append(append(files, parents...), File{Path: path, Mode: 0o755, Source: binaries[path]})
 	}
 	certs, err := caCertificates()
 	if err != nil {
@@ -80,7 +97,7 @@ func Operator(manager string) (v1.Image, error) {
 		File{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Source: certs})
 	return imageOf(files, v1.Config{
 		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootUID),
-		Entrypoint: []string{"/manager"},
+		Entrypoint: entrypoint,
 		WorkingDir: "/",
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 	})
@@ -253,9 +270,10 @@ func tarOf(files []File) ([]byte, error) {
 }
 
 // BuildStatic builds the Go package pkg (a path or ./relative to dir) into out, statically
-// linked and stripped, as make images does: the binary its image needs.
-func BuildStatic(dir, pkg, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+// linked and stripped, as make images does: the binary its image needs. ldflags are added to
+// the linker's (-X main.version=...).
+func BuildStatic(dir, pkg, out string, ldflags ...string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", out, pkg)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s: %w: %s", pkg, err, b)

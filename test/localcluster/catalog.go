@@ -19,11 +19,13 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// OPMImage is the image of the catalog server's pod; the node runs bin/opm for it.
+// OPMImage is the image of the catalog server's pod: bin/opm, static (make opm), in an image
+// built here (test/images.Static).
 const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
 
 // labelCatalog marks the registry pods and ConfigMaps of a served catalog.
@@ -123,7 +125,7 @@ func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc 
 	if err := c.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating the catalog's ConfigMap: %w", err)
 	}
-	portNumber := freePort()
+	const portNumber = 50051 // opm's; the pod has its own network
 	port := strconv.Itoa(portNumber)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: namespace, Labels: labels},
@@ -132,10 +134,15 @@ func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc 
 			SecurityContext:              RestrictedPodSecurity(),
 			Containers: []corev1.Container{{
 				Name: "registry-server", Image: OPMImage, SecurityContext: RestrictedContainerSecurity(),
-				Command:      []string{"/bin/opm"},
-				Args:         []string{"serve", "/configs", "--port", port, "--pprof-addr=:6060", "--termination-log=/dev/null"},
-				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: int32(portNumber)}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "catalog", MountPath: "/configs"}},
+				Command: []string{"/bin/opm"},
+				Args:    []string{"serve", "/configs", "--port", port, "--pprof-addr=:6060", "--termination-log=/dev/null"},
+				Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: int32(portNumber)}},
+				// Ready once it serves: what the harness waits for, from wherever it runs.
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(portNumber)}},
+					PeriodSeconds: 1},
+				// The one file, not the ConfigMap's directory: opm serve walks /configs and fails
+				// on the directory's ..data link to the kubelet's atomically written copy.
+				VolumeMounts: []corev1.VolumeMount{{Name: "catalog", MountPath: "/configs/catalog.yaml", SubPath: "catalog.yaml"}},
 			}},
 			Volumes: []corev1.Volume{{Name: "catalog", VolumeSource: corev1.VolumeSource{
 				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: id}}}}},
@@ -144,7 +151,7 @@ func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc 
 	if err := c.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating the registry pod: %w", err)
 	}
-	addr, err := c.waitGRPC(ctx, pod, port)
+	addr, err := c.waitRegistry(ctx, pod, port)
 	if err != nil {
 		return nil, err
 	}
@@ -164,17 +171,14 @@ func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc 
 	return pod, c.removeOldRegistries(ctx, namespace, name, id)
 }
 
-// waitGRPC waits until the registry pod runs and its port takes connections.
-func (c *Cluster) waitGRPC(ctx context.Context, pod *corev1.Pod, port string) (string, error) {
+// waitRegistry waits until the registry pod is Ready (the kubelet's probe of its port) and
+// returns its address.
+func (c *Cluster) waitRegistry(ctx context.Context, pod *corev1.Pod, port string) (string, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		got := &corev1.Pod{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err == nil && got.Status.PodIP != "" {
-			addr := got.Status.PodIP + ":" + port
-			if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-				conn.Close()
-				return addr, nil
-			}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err == nil && got.Status.PodIP != "" && podReady(got) {
+			return net.JoinHostPort(got.Status.PodIP, port), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -182,7 +186,7 @@ func (c *Cluster) waitGRPC(ctx context.Context, pod *corev1.Pod, port string) (s
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return "", fmt.Errorf("registry pod %s did not serve within 60s", pod.Name)
+	return "", fmt.Errorf("registry pod %s was not Ready within 60s", pod.Name)
 }
 
 // removeOldRegistries deletes the registry pods and ConfigMaps of earlier serves of a catalog.

@@ -1,8 +1,10 @@
-// Package localcluster runs a real Kubernetes control plane on this machine without containers:
-// etcd, kube-apiserver, kube-controller-manager (the StatefulSet controller, the garbage
-// collector, EndpointSlices, the volume binder) and kube-scheduler, built by `make envtest`, plus
-// a node agent written here that runs the pods bound to its Node as local processes. Everything
-// listens on loopback.
+// Package localcluster runs a local Kubernetes cluster on this machine: a real control plane
+// (etcd, kube-apiserver, kube-controller-manager with the StatefulSet controller, the garbage
+// collector, EndpointSlices and the volume binder, kube-scheduler; built by `make localcluster`)
+// and a real node (test/node: kubelet, containerd, runc, the CNI bridge, kube-proxy), all in a
+// network namespace of their own, with a registry of images built here; the machine reaches the
+// API server on a loopback port forwarded into it. On it run the operator as the CSV's
+// Deployment (StartOnRealNode) or OLM (StartWithOLM).
 package localcluster
 
 import (

@@ -3,15 +3,13 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	"github.com/org/redis-operator/test/node"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,22 +24,19 @@ const (
 )
 
 // OLM is Operator Lifecycle Manager running on the local cluster: its CRDs, and its olm and
-// catalog operators (built from v0.38.0 by `make olm`) as supervised local processes.
+// catalog operators (built from v0.38.0 by `make olm`) as supervised processes in the node's
+// namespace, where they reach the registry pods (OLM's own images are not built yet: the next
+// issue's).
 type OLM struct {
-	c            *Cluster
-	placeholders []net.Listener
-	stop         chan struct{}
-	wg           sync.WaitGroup
+	c    *Cluster
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 // StartOLM installs OLM as its own install does (CRDs, namespaces, OperatorGroups) and runs
-// its two operators until Stop.
-//
-// Both operators serve health and metrics on a fixed port of every address (catalog :8080, olm
-// :8080 or :8443). In a cluster that is their pod's network; here pods share the host's, so an
-// operator pod on its own loopback address could not bind :8080. We keep 127.0.0.1:8080 and
-// :8443 bound while OLM runs: their wildcard binds fail, which they log and carry on from (the
-// health endpoints are the only thing lost).
+// its two operators until Stop. Both serve health and metrics on :8080 of every address; in a
+// cluster each has its pod's network, here they share the node's, so the second one's bind
+// fails, which it logs and carries on from (its health endpoint is all that is lost).
 func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 	binDir := filepath.Join(c.Root, "bin", "olm")
 	for _, bin := range []string{"olm", "catalog"} {
@@ -59,17 +54,9 @@ func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 		return nil, err
 	}
 	o := &OLM{c: c, stop: make(chan struct{})}
-	for _, port := range []string{"8080", "8443"} {
-		l, err := net.Listen("tcp", "127.0.0.1:"+port)
-		if err != nil {
-			o.Stop()
-			return nil, fmt.Errorf("holding 127.0.0.1:%s for OLM's health servers: %w", port, err)
-		}
-		o.placeholders = append(o.placeholders, l)
-	}
-	env := append(os.Environ(), "KUBECONFIG="+c.AdminKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)
+	env := append(os.Environ(), "KUBECONFIG="+c.NodeKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)
 	o.supervise("olm", filepath.Join(binDir, "olm"), env, "--namespace", OLMNamespace, "--writeStatusName=", "--writePackageServerStatusName=")
-	o.supervise("catalog", filepath.Join(binDir, "catalog"), env, "--namespace", OLMNamespace, "--kubeconfig", c.AdminKubeconfig, "--writeStatusName=")
+	o.supervise("catalog", filepath.Join(binDir, "catalog"), env, "--namespace", OLMNamespace, "--kubeconfig", c.NodeKubeconfig, "--writeStatusName=")
 	return o, nil
 }
 
@@ -99,28 +86,19 @@ func (o *OLM) supervise(name, bin string, env []string, args ...string) {
 			if err != nil {
 				return
 			}
-			cmd := exec.Command(bin, args...)
+			cmd := o.c.real.netns.Command(context.Background(), bin, args...)
 			cmd.Env = env
 			cmd.Stdout, cmd.Stderr = log, log
-			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			err = cmd.Start()
+			p, err := node.StartProcess(cmd)
 			log.Close()
 			if err != nil {
 				return
 			}
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
 			select {
 			case <-o.stop:
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-done:
-				case <-time.After(10 * time.Second):
-					_ = cmd.Process.Kill()
-					<-done
-				}
+				p.Stop(10 * time.Second)
 				return
-			case <-done:
+			case <-p.Done():
 			}
 			select {
 			case <-o.stop:
@@ -139,7 +117,4 @@ func (o *OLM) Stop() {
 		close(o.stop)
 	}
 	o.wg.Wait()
-	for _, l := range o.placeholders {
-		l.Close()
-	}
 }

@@ -47,7 +47,64 @@ type realNode struct {
 // the operator's image (built from this tree), Redis's (make redis-image) and pause. It
 // installs the CRDs, grants the operator's ServiceAccount what the CSV grants, and runs the
 // operator as the CSV's Deployment, from its image, until it is available.
-func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err error) {
+func StartOnRealNode(ctx context.Context, root, dir string) (*Cluster, error) {
+	deployment, err := operatorDeployment(root)
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := nodeImages(root, dir, map[string]string{deployment.Spec.Template.Spec.Containers[0].Image: ""})
+	if err != nil {
+		return nil, err
+	}
+	c, err := startRealNode(ctx, root, dir, imgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.installCRDs(); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.grantOperatorPermissions(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.deployOperator(ctx, deployment); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// StartWithOLM brings up the control plane, the real node and OLM, with nothing of the operator
+// installed: OLM installs it, from a catalog. The registry holds the operator's image at each
+// of versions (every version is built from the code checked out: two releases differ here only
+// in the version they report), the opm image of the registry pods, and the scorecard's images.
+func StartWithOLM(ctx context.Context, root, dir string, versions ...string) (*Cluster, error) {
+	operators := map[string]string{}
+	for _, v := range versions {
+		operators[OperatorImage(v)] = v
+	}
+	imgs, err := nodeImages(root, dir, operators)
+	if err != nil {
+		return nil, err
+	}
+	if err := olmImages(root, dir, imgs); err != nil {
+		return nil, err
+	}
+	c, err := startRealNode(ctx, root, dir, imgs)
+	if err != nil {
+		return nil, err
+	}
+	if c.OLM, err = c.StartOLM(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// startRealNode starts the registry with imgs, the node's namespace, the control plane in it,
+// the node, and the volume provisioner.
+func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Image) (c *Cluster, err error) {
 	rn := &realNode{before: node.Snapshot()}
 	defer func() {
 		if err != nil {
@@ -68,11 +125,7 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 	if rn.registry, err = registry.Start(filepath.Join(dir, "registry")); err != nil {
 		return nil, err
 	}
-	deployment, err := operatorDeployment(root)
-	if err != nil {
-		return nil, err
-	}
-	mirrored, err := pushImages(ctx, root, dir, rn.registry, deployment.Spec.Template.Spec.Containers[0].Image)
+	mirrored, err := rn.registry.PushAll(ctx, imgs)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +151,7 @@ func StartOnRealNode(ctx context.Context, root, dir string) (c *Cluster, err err
 		defer close(rn.provisioned)
 		provisioner{client: c.Client, dir: rn.dir, node: "node-1"}.run(provisioning)
 	}()
-	if err := c.installCRDs(); err != nil {
-		return c, err
-	}
-	if err := c.grantOperatorPermissions(ctx); err != nil {
-		return c, err
-	}
-	return c, c.deployOperator(ctx, deployment)
+	return c, nil
 }
 
 // DialInNode connects to an address inside the real node's namespace (a pod's IP, a ClusterIP),
@@ -133,19 +180,12 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string, timeout time.D
 	return fmt.Errorf("node %s not Ready within %s", name, timeout)
 }
 
-// pushImages builds the operator's and pause images from this tree and pushes them with
-// Redis's (make redis-image) to the registry, under the names the manifests use; it returns
-// the registry hosts containerd mirrors.
-func pushImages(ctx context.Context, root, dir string, reg *registry.Registry, operatorImage string) ([]string, error) {
-	manager, pause := filepath.Join(dir, "images", "manager"), filepath.Join(dir, "images", "pause")
-	if err := images.BuildStatic(root, "./cmd", manager); err != nil {
-		return nil, err
-	}
+// nodeImages builds the images every real node's registry serves, under the names the
+// manifests use: the operator's (each name in operators, its manager reporting the version given,
+// "" for the tree's own), pause, and Redis's (make redis-image) at RedisVersions.
+func nodeImages(root, dir string, operators map[string]string) (map[string]v1.Image, error) {
+	pause := filepath.Join(dir, "images", "pause")
 	if err := images.BuildStatic(root, "./test/images/pause", pause); err != nil {
-		return nil, err
-	}
-	operatorImg, err := images.Operator(manager)
-	if err != nil {
 		return nil, err
 	}
 	pauseImg, err := images.Pause(pause)
@@ -156,11 +196,57 @@ func pushImages(ctx context.Context, root, dir string, reg *registry.Registry, o
 	if err != nil {
 		return nil, fmt.Errorf("%w (make redis-image)", err)
 	}
-	all := map[string]v1.Image{operatorImage: operatorImg, PauseImage: pauseImg}
+	all := map[string]v1.Image{PauseImage: pauseImg}
 	for _, v := range RedisVersions {
 		all["docker.io/library/redis:"+v] = redisImg
 	}
-	return reg.PushAll(ctx, all)
+	for name, version := range operators {
+		manager := filepath.Join(dir, "images", "manager-"+version)
+		var ldflags []string
+		if version != "" {
+			ldflags = append(ldflags, "-X main.version="+version)
+		}
+		if err := images.BuildStatic(root, "./cmd", manager, ldflags...); err != nil {
+			return nil, err
+		}
+		if all[name], err = images.Operator(manager); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
+}
+
+// olmImages adds what OLM's pods and the scorecard's run: the opm image of the registry pods
+// (make opm builds it static), the scorecard tests' images (./scorecard under each command the
+// bundle's scorecard configuration runs in them: scorecard-test, redis-operator-scorecard), and
+// the untar image of the scorecard's init container.
+func olmImages(root, dir string, imgs map[string]v1.Image) error {
+	var err error
+	if imgs[OPMImage], err = images.Static(map[string]string{"/bin/opm": filepath.Join(root, "bin", "opm")}, []string{"/bin/opm"}); err != nil {
+		return fmt.Errorf("the opm image (make opm): %w", err)
+	}
+	scorecard, untar := filepath.Join(dir, "images", "scorecard-test"), filepath.Join(dir, "images", "untar")
+	if err := images.BuildStatic(root, "./scorecard", scorecard); err != nil {
+		return err
+	}
+	if err := images.BuildStatic(root, "./test/images/untar", untar); err != nil {
+		return err
+	}
+	tests, err := scorecardTestImages(root)
+	if err != nil {
+		return err
+	}
+	for name, commands := range tests {
+		binaries := map[string]string{}
+		for _, command := range commands {
+			binaries["/usr/local/bin/"+command] = scorecard
+		}
+		if imgs[name], err = images.Static(binaries, nil); err != nil {
+			return err
+		}
+	}
+	imgs[ScorecardUntarImage], err = images.Static(map[string]string{"/bin/tar": untar}, []string{"/bin/tar"})
+	return err
 }
 
 // operatorDeployment is the CSV's Deployment, in the operator's namespace, watching every
@@ -307,20 +393,16 @@ func (c *Cluster) operatorContainer(ctx context.Context) (pod string, id string,
 	return "", "", 0, errors.New("no operator pod with a manager container")
 }
 
+// OperatorPod is the name of the operator's pod.
+func (c *Cluster) OperatorPod(ctx context.Context) (string, error) {
+	pod, _, _, err := c.operatorContainer(ctx)
+	return pod, err
+}
+
 // OperatorRestarts is how often the kubelet has restarted the operator's container.
 func (c *Cluster) OperatorRestarts(ctx context.Context) (int32, error) {
 	_, _, restarts, err := c.operatorContainer(ctx)
 	return restarts, err
-}
-
-// killOperatorContainer kills the operator's container (SIGKILL): its pod stays, and the kubelet
-// restarts it, as after a crash.
-func (c *Cluster) killOperatorContainer(ctx context.Context) error {
-	_, id, _, err := c.operatorContainer(ctx)
-	if err != nil {
-		return err
-	}
-	return c.KillContainer(ctx, id)
 }
 
 // NodePIDs are the real node's own processes by name (kubelet, kube-proxy, containerd,

@@ -14,40 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ServiceEndpoints are the addresses (ip:port) a Service sends clients to. On the real node they
-// are its EndpointSlices' ready endpoints, what kube-proxy routes the ClusterIP to. On the
-// emulated node they are its selector's pods that are ready (all of them when it publishes
-// not-ready addresses), at the target port: the EndpointSlice controller's selection, made here
-// because EndpointSlice validation refuses the loopback addresses those pods have.
+// ServiceEndpoints are the addresses (ip:port) a Service sends clients to: its EndpointSlices'
+// ready endpoints, what kube-proxy routes the ClusterIP to.
 func (c *Cluster) ServiceEndpoints(ctx context.Context, namespace, service string) ([]string, error) {
-	if c.real != nil {
-		return c.endpointSliceAddresses(ctx, namespace, service)
-	}
-	svc := &corev1.Service{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: service}, svc); err != nil {
-		return nil, fmt.Errorf("reading Service %s: %w", service, err)
-	}
-	if len(svc.Spec.Selector) == 0 || len(svc.Spec.Ports) == 0 {
-		return nil, fmt.Errorf("service %s has no selector or no port", service)
-	}
-	pods := &corev1.PodList{}
-	if err := c.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
-		return nil, err
-	}
-	var addrs []string
-	for _, p := range pods.Items {
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || (!svc.Spec.PublishNotReadyAddresses && !podReady(&p)) {
-			continue
-		}
-		port, ok := targetPort(&p, svc.Spec.Ports[0])
-		if ok {
-			addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)))
-		}
-	}
-	return addrs, nil
-}
-
-func (c *Cluster) endpointSliceAddresses(ctx context.Context, namespace, service string) ([]string, error) {
 	slices := &discoveryv1.EndpointSliceList{}
 	if err := c.Client.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
 		return nil, fmt.Errorf("listing the EndpointSlices of Service %s: %w", service, err)
@@ -58,7 +27,7 @@ func (c *Cluster) endpointSliceAddresses(ctx context.Context, namespace, service
 			continue
 		}
 		for _, e := range s.Endpoints {
-			if ptr.Deref(e.Conditions.Ready, false) && (e.Conditions.Terminating == nil || !*e.Conditions.Terminating) {
+			if ptr.Deref(e.Conditions.Ready, false) && !ptr.Deref(e.Conditions.Terminating, false) {
 				for _, a := range e.Addresses {
 					addrs = append(addrs, net.JoinHostPort(a, strconv.Itoa(int(*s.Ports[0].Port))))
 				}
@@ -75,20 +44,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func targetPort(p *corev1.Pod, sp corev1.ServicePort) (int, bool) {
-	if sp.TargetPort.Type == 0 && sp.TargetPort.IntVal != 0 {
-		return int(sp.TargetPort.IntVal), true
-	}
-	for _, c := range p.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.Name == sp.TargetPort.StrVal {
-				return int(cp.ContainerPort), true
-			}
-		}
-	}
-	return 0, false
 }
 
 // SecretValue reads one key of a Secret.

@@ -85,11 +85,14 @@ func diagnose(c *localcluster.Cluster, dir string) {
 		out, _ := c.KubectlOutput(args...)
 		fmt.Fprintf(os.Stderr, "--- %s\n%s\n", q.title, out)
 	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "node", "pods", "*", "*.log"))
-	for _, name := range []string{"catalog", "olm"} {
-		logs = append(logs, c.LogPath(name))
+	out, _ := c.KubectlOutput("get", "pods", "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{\"\\n\"}{end}")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if namespace, name, ok := strings.Cut(line, " "); ok {
+			logs, _ := c.KubectlOutput("logs", "-n", namespace, name, "--all-containers", "--tail=40")
+			fmt.Fprintf(os.Stderr, "--- pod %s/%s (last 40 lines)\n%s\n", namespace, name, logs)
+		}
 	}
-	for _, l := range logs {
+	for _, l := range []string{c.LogPath("catalog"), c.LogPath("olm")} {
 		if log, err := os.ReadFile(l); err == nil {
 			fmt.Fprintf(os.Stderr, "--- %s (last 3 KiB)\n%s\n", l, log[max(0, len(log)-3072):])
 		}
@@ -284,7 +287,9 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	// And failover still works under the upgraded operator
 	primary := primaryPodName(t, ns)
 	killed := time.Now()
-	cluster.Agent.Server(ns, primary).Kill()
+	id, err := cluster.ContainerID(ctx, ns, primary, "redis")
+	require.NoError(t, err)
+	require.NoError(t, cluster.KillContainer(ctx, id))
 	require.Eventually(t, func() bool {
 		c, err := primaryClient(ctx, ns)
 		if err != nil {
@@ -523,8 +528,12 @@ func checkKeys(ctx context.Context, namespace string, keys []string, lost *atomi
 	}
 }
 
+// primaryClient connects to the primary Service's ClusterIP from the node.
 func primaryClient(ctx context.Context, namespace string) (*goredis.Client, error) {
-	addrs, err := cluster.WaitServiceEndpoints(ctx, namespace, "sessions", 1)
+	if _, err := cluster.WaitServiceEndpoints(ctx, namespace, "sessions", 1); err != nil {
+		return nil, err
+	}
+	addr, err := cluster.ServiceAddress(ctx, namespace, "sessions")
 	if err != nil {
 		return nil, err
 	}
@@ -532,6 +541,6 @@ func primaryClient(ctx context.Context, namespace string) (*goredis.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: pw, MaxRetries: -1,
+	return goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.DialInNode,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second}), nil
 }

@@ -49,7 +49,8 @@ func run() error {
 
 	var cluster *localcluster.Cluster
 	if *withOLM || *olmOnly {
-		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a local node and OLM " + "(olm and catalog operators)")
+		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a node (kubelet, containerd, runc, " +
+			"the CNI bridge, kube-proxy) in a network namespace of their own, and OLM (olm and catalog operators)")
 		if cluster, err = localcluster.StartWithOLM(ctx, root, dir, "0.1.0", "0.2.0"); err != nil {
 			return err
 		}
@@ -152,8 +153,8 @@ func writeAndRead(ctx context.Context, cluster *localcluster.Cluster, password s
 }
 
 func printUsage(cluster *localcluster.Cluster) {
-	fmt.Printf("  export KUBECONFIG=%s PATH=%s:$PATH\n  Logs of the control plane, OLM and the operator run as a process: %s\n",
-		cluster.AdminKubeconfig, filepath.Dir(cluster.KubectlPath()), filepath.Dir(cluster.LogPath("operator")))
+	fmt.Printf("  export KUBECONFIG=%s PATH=%s:$PATH\n  Logs of the control plane and OLM: %s; of the pods: kubectl logs\n",
+		cluster.AdminKubeconfig, filepath.Dir(cluster.KubectlPath()), filepath.Dir(cluster.LogPath("kube-apiserver")))
 }
 
 // installFromCatalog does what a platform team does on OperatorHub: a CatalogSource serving
