@@ -38,7 +38,8 @@ type Cluster struct {
 	// ServiceAccount is the operator's identity; it holds only what the bundle's CSV grants.
 	ServiceAccount string
 
-	// real is the real node's part.
+	// real is the node's part; nil in a Cluster made from a kubeconfig alone (make run-bundle,
+	// make scorecard-run), which reaches it only through the API server.
 	real *realNode
 }
 

@@ -14,15 +14,13 @@ import (
 )
 
 // provisioner stands in for a cluster's dynamic volume provisioner, the one part of the local
-// cluster still emulated on the real node: every pending claim gets a PersistentVolume of a
-// directory of its own under dir, which the controller manager's volume binder then binds.
+// cluster still emulated: every pending claim gets a `local` PersistentVolume of node, a
+// directory of its own under dir, which the controller manager's volume binder then binds and
+// the kubelet mounts with the pod's fsGroup (as a local static provisioner's volumes are).
 type provisioner struct {
 	client client.Client
 	dir    string
-	// node, when set, makes the volumes `local` volumes of that node (the kubelet mounts them
-	// and gives them the pod's fsGroup, as a local static provisioner's); otherwise they are
-	// hostPath directories, which the emulated node's pod runner maps.
-	node string
+	node   string
 }
 
 // run provisions until ctx ends.
@@ -58,14 +56,11 @@ func (p provisioner) provisionPending(ctx context.Context) error {
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				StorageClassName:              ptr.Deref(pvc.Spec.StorageClassName, ""),
 				ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.node}}},
+				}}}},
 			},
-		}
-		if p.node != "" {
-			pv.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}}
-			pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.node}}},
-			}}}}
 		}
 		if err := p.client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err

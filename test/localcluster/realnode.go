@@ -158,7 +158,7 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 // as a client running on the node would.
 func (c *Cluster) DialInNode(ctx context.Context, network, address string) (net.Conn, error) {
 	if c.real == nil {
-		return nil, errors.New("the cluster does not run on the real node")
+		return nil, errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
 	}
 	return c.real.netns.Dial(ctx, network, address)
 }
@@ -342,9 +342,6 @@ func (c *Cluster) ServiceAddress(ctx context.Context, namespace, service string)
 // ReachableFromPods makes addr, a server the test runs on the machine's loopback (an S3 server),
 // reachable from pods at the node's address, same port, and returns that address.
 func (c *Cluster) ReachableFromPods(addr string) (string, error) {
-	if c.real == nil {
-		return addr, nil // the emulated node's pods are processes on the machine
-	}
 	return c.real.node.ExposeToPods(addr)
 }
 
@@ -367,7 +364,7 @@ func (c *Cluster) ContainerID(ctx context.Context, namespace, pod, container str
 // OOM killer would), by its id: the kubelet sees it exit and restarts it.
 func (c *Cluster) KillContainer(ctx context.Context, id string) error {
 	if c.real == nil {
-		return errors.New("the cluster does not run on the real node")
+		return errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
 	}
 	_, err := c.real.node.Containerd.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
 	return err

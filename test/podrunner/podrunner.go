@@ -1,10 +1,10 @@
-// Package podrunner runs a pod's redis-server container as a local process, for tests and the
-// local cluster, where no container runtime exists. It does what the kubelet would: it writes
+// Package podrunner runs a pod's redis-server container as a local process, for the envtest
+// tests, where no kubelet runs. It does what the kubelet would: it writes
 // ConfigMap and Secret volumes as files, makes emptyDir volumes new directories and claims
 // their volume's directory, maps the paths the container's redis.conf names (include, dir)
 // from its mounts to those directories, starts the process on its own loopback address (the
 // pod IP), and restarts or stops it. Both the envtest StatefulSet emulator (test/testenv) and
-// the local cluster's node agent (test/localcluster) run pods through it.
+// the topology tests run pods through it.
 package podrunner
 
 import (

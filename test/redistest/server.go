@@ -31,7 +31,7 @@ type Server struct {
 	IP   string
 	Dir  string
 	conf string
-	// mu guards cmd and done: a test kills a server while its node agent restarts it.
+	// mu guards cmd and done: a test kills a server while its runner restarts it.
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}

@@ -1,8 +1,8 @@
 // Command localcluster is `make demo`: it starts a local Kubernetes control plane with a real
 // node (test/node) in a network namespace of their own, runs the operator as its CSV's
 // Deployment from its image, applies the sample RedisCluster, shows it working, and keeps the
-// cluster up until Ctrl-C. With --olm it runs the emulated node (test/localcluster's agent) and
-// lets OLM install the operator.
+// cluster up until Ctrl-C. With --olm it runs OLM on the same node and lets it install the
+// operator from the catalog.
 package main
 
 import (
