@@ -108,8 +108,8 @@ test-node: node redis-image ## The real node (root): the images in containerd, a
 	go test -tags node -p 1 ./test/node/... ./test/localcluster/... -count=1 -timeout 20m -v
 
 .PHONY: test-e2e
-test-e2e: localcluster node redis-image seaweedfs ## End-to-end on the local cluster's real node (root): the operator from its image as the CSV's Deployment, Redis's image, kubectl.
-	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
+test-e2e: localcluster node redis-image seaweedfs ## End-to-end on the local cluster's real node (root): the operator from its image as the CSV's Deployment, Redis's image, kubectl. E2E_KUBECONFIG=<file> [IMG=<operator image>]: on that cluster instead.
+	E2E_KUBECONFIG=$(E2E_KUBECONFIG) IMG=$(IMG) go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
 
 .PHONY: demo
 demo: node redis-image ## Start a local cluster on a real node (root), run the operator from its image, apply the sample and show it working; Ctrl-C ends it.

@@ -57,7 +57,13 @@ func TestMain(m *testing.M) {
 	suite := localcluster.Suite{
 		Name: "e2e",
 		Start: func(ctx context.Context, root, dir string) (*localcluster.Cluster, error) {
-			c, err := localcluster.StartOnRealNode(ctx, root, dir)
+			var c *localcluster.Cluster
+			var err error
+			if kubeconfig := os.Getenv("E2E_KUBECONFIG"); kubeconfig != "" {
+				c, err = localcluster.Attach(ctx, root, kubeconfig, os.Getenv("IMG"))
+			} else {
+				c, err = localcluster.StartOnRealNode(ctx, root, dir)
+			}
 			if err == nil {
 				// Users' namespaces enforce the restricted Pod Security Standard: the Redis pods
 				// must be admitted there.
@@ -113,7 +119,7 @@ func serviceClient(t require.TestingT, service string, want int, opts ...func(*g
 	// kube-proxy routes the ClusterIP once it has seen the endpoints (its next sync, within a
 	// second); until then it refuses connections, as a client would see too.
 	require.Eventually(t, func() bool {
-		conn, err := cluster.DialInNode(context.Background(), "tcp", addr)
+		conn, err := cluster.Dial(context.Background(), "tcp", addr)
 		if err == nil {
 			conn.Close()
 		}
@@ -121,7 +127,7 @@ func serviceClient(t require.TestingT, service string, want int, opts ...func(*g
 	}, 10*time.Second, 50*time.Millisecond, "kube-proxy routes %s's ClusterIP", service)
 	pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
 	require.NoError(t, err)
-	o := &goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.DialInNode,
+	o := &goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}
 	for _, f := range opts {
 		f(o)
@@ -129,7 +135,7 @@ func serviceClient(t require.TestingT, service string, want int, opts ...func(*g
 	if cfg := o.TLSConfig; cfg != nil {
 		// go-redis adds TLS only to its own dialer.
 		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := cluster.DialInNode(ctx, network, addr)
+			conn, err := cluster.Dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -151,11 +157,25 @@ func withPassword(t require.TestingT, name string) func(*goredis.Options) {
 	return func(o *goredis.Options) { o.Password = pw }
 }
 
-// killRedis kills the pod's redis-server from the machine (SIGKILL), as a crash would.
+// killRedis kills the pod's redis-server, as a crash would: on the local node from the
+// machine (SIGKILL to its container, which the kubelet restarts); on another cluster, where the
+// test cannot reach the node, by deleting the pod at once, as a user would.
 func killRedis(t require.TestingT, pod string) {
+	if !cluster.Local() {
+		out, err := cluster.KubectlOutput("delete", "pod", "-n", ns, pod, "--grace-period=0", "--force")
+		require.NoError(t, err, out)
+		return
+	}
 	id, err := cluster.ContainerID(context.Background(), ns, pod, "redis")
 	require.NoError(t, err)
 	require.NoError(t, cluster.KillContainer(context.Background(), id))
+}
+
+// needsLocalNode skips a step that reaches into the local cluster's processes or machine.
+func needsLocalNode(t *testing.T, what string) {
+	if !cluster.Local() {
+		t.Skipf("needs the local cluster: %s", what)
+	}
 }
 
 func primaryPod(c require.TestingT) string {
@@ -214,27 +234,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	t.Run("killing the primary's Redis fails over and writes continue through the Service", func(t *testing.T) {
-		old := primaryPod(t)
-		var acked, failed atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() { writeThroughService(stop, &acked, &failed) })
-		require.Eventually(t, func() bool { return acked.Load() > 50 }, 20*time.Second, tick)
-
-		killRedis(t, old)
-
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NotEqual(c, old, primaryPod(c))
-		}, waitFor, tick)
-		before := acked.Load()
-		require.Eventually(t, func() bool { return acked.Load() > before+20 }, 30*time.Second, tick, "writes resume")
-		close(stop)
-		wg.Wait()
-		rc := eventuallyReady(t, 5)
-		assert.Equal(t, primaryPod(t), rc.Status.Primary, "the Service points at the recorded primary")
-		t.Logf("writes acknowledged: %d, failed while failing over: %d", acked.Load(), failed.Load())
-	})
+	t.Run("killing the primary's Redis fails over and writes continue through the Service with none a replica acknowledged lost", primaryKilledWhileWriting)
 
 	t.Run("the operator's ServiceAccount may do what it needs and no more", func(t *testing.T) {
 		as := "--as=system:serviceaccount:" + localcluster.OperatorNamespace + ":" + cluster.ServiceAccount
@@ -282,47 +282,12 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		assert.Len(t, order, 6, "five pods replaced, one switchover: %v", notes)
 	})
 
-	t.Run("killing the operator during a failover converges to one primary", func(t *testing.T) {
-		old := primaryPod(t)
-		restarts, err := cluster.OperatorRestarts(context.Background())
-		require.NoError(t, err)
-		killRedis(t, old)
-		time.Sleep(300 * time.Millisecond)
-		// The operator's container is killed; the kubelet restarts it in the same pod, where it
-		// finds the lease its own (held under the pod's name) and leads again at once, instead of
-		// waiting out its dead self's lease (60s)
-		require.NoError(t, cluster.KillOperator(context.Background()))
-		killed := time.Now()
-
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NotEqual(c, old, redisCluster(c).Status.Primary, "a new primary")
-		}, waitFor, tick)
-		// The restarted operator holds the lease again, well before the dead one's would run out
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			lease := &coordinationv1.Lease{}
-			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: "redis-operator.cache.example.com"}, lease))
-			pod, err := cluster.OperatorPod(context.Background())
-			require.NoError(c, err)
-			assert.Equal(c, pod, ptr.Deref(lease.Spec.HolderIdentity, ""), "held under the operator pod's name")
-			assert.True(c, lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(killed), "renewed since the kill")
-		}, operator.DefaultLeaseDuration/2, tick)
-		t.Logf("the restarted operator led again %.1fs after it was killed", time.Since(killed).Seconds())
-		rc := eventuallyReady(t, 5)
-		primaries := 0
-		for _, n := range rc.Status.Nodes {
-			if n.Role == cachev1.RolePrimary {
-				primaries++
-			}
-		}
-		assert.Equal(t, 1, primaries)
-		assert.Equal(t, rc.Status.Primary, primaryPod(t))
-		now, err := cluster.OperatorRestarts(context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, restarts+1, now, "the kubelet restarted the operator once")
-	})
+	t.Run("killing the operator during a failover converges to one primary", operatorKilledMidFailover)
 
 	t.Run("the operator recovers from a kube-apiserver restart by itself", func(t *testing.T) {
-		require.NoError(t, cluster.RestartAPIServer(context.Background()))
+		if cluster.Local() {
+			require.NoError(t, cluster.RestartAPIServer(context.Background()))
+		}
 		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 		eventuallyReady(t, 3)
 		r := serviceClient(t, "sessions", 1)
@@ -404,6 +369,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	t.Run("with storage every pod deleted at once comes back with every acknowledged write from the volumes the kubelet mounted", everyPodDeletedWithStorage)
 
 	t.Run("the README's backup example as written backs sessions up to S3 and restores it into a new cluster", func(t *testing.T) {
+		needsLocalNode(t, "the S3 server runs on this machine")
 		// Given a key in sessions and an S3 server (SeaweedFS) with a bucket
 		w := serviceClient(t, "sessions", 1)
 		defer w.Close()
@@ -456,15 +422,17 @@ func TestRedisClusterLifecycle(t *testing.T) {
 }
 
 // writeThroughService writes through the primary Service's ClusterIP, a new connection each
-// time (kube-proxy picks the endpoint when a connection opens), until stop.
-func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) {
+// time (kube-proxy picks the endpoint when a connection opens), until stop, and returns the keys
+// a replica acknowledged (WAIT 1).
+func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) []string {
 	ctx := context.Background()
 	addr, err := cluster.ServiceAddress(ctx, ns, "sessions")
 	pw, _ := cluster.SecretValue(ctx, ns, "sessions-auth", "password")
+	var keys []string
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
-			return
+			return keys
 		default:
 		}
 		if err != nil {
@@ -473,15 +441,93 @@ func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) {
 			addr, err = cluster.ServiceAddress(ctx, ns, "sessions")
 			continue
 		}
-		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.DialInNode,
+		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
 			DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
-		if err := c.Set(ctx, fmt.Sprintf("w%d", i), i, 0).Err(); err != nil {
+		key := fmt.Sprintf("w%d", i)
+		if err := c.Set(ctx, key, i, 0).Err(); err != nil {
 			failed.Add(1)
-		} else {
+		} else if n, err := c.Do(ctx, "WAIT", 1, 200).Int(); err == nil && n >= 1 {
 			acked.Add(1)
+			keys = append(keys, key)
 		}
 		c.Close()
 	}
+}
+
+// primaryKilledWhileWriting: a client writes through the primary Service while the primary's Redis
+// is killed; writes resume on the new primary, and none a replica acknowledged is lost.
+func primaryKilledWhileWriting(t *testing.T) {
+	old := primaryPod(t)
+	var acked, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var keys []string
+	wg.Go(func() { keys = writeThroughService(stop, &acked, &failed) })
+	require.Eventually(t, func() bool { return acked.Load() > 50 }, 20*time.Second, tick)
+
+	killRedis(t, old)
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotEqual(c, old, primaryPod(c))
+	}, waitFor, tick)
+	before := acked.Load()
+	require.Eventually(t, func() bool { return acked.Load() > before+20 }, 30*time.Second, tick, "writes resume")
+	close(stop)
+	wg.Wait()
+	rc := eventuallyReady(t, 5)
+	assert.Equal(t, primaryPod(t), rc.Status.Primary, "the Service points at the recorded primary")
+	r := serviceClient(t, "sessions", 1)
+	defer r.Close()
+	lost := 0
+	for _, k := range keys {
+		if r.Exists(context.Background(), k).Val() != 1 {
+			lost++
+		}
+	}
+	assert.Zero(t, lost, "writes a replica acknowledged (WAIT 1), then lost")
+	t.Logf("writes acknowledged by a replica: %d, lost: %d, failed while failing over: %d", acked.Load(), lost, failed.Load())
+}
+
+// operatorKilledMidFailover: the operator's container is killed just after the primary's Redis;
+// restarted by the kubelet, it leads again at once and the cluster converges to one primary.
+func operatorKilledMidFailover(t *testing.T) {
+	needsLocalNode(t, "the operator's container is killed from the machine")
+	old := primaryPod(t)
+	restarts, err := cluster.OperatorRestarts(context.Background())
+	require.NoError(t, err)
+	killRedis(t, old)
+	time.Sleep(300 * time.Millisecond)
+	// The operator's container is killed; the kubelet restarts it in the same pod, where it
+	// finds the lease its own (held under the pod's name) and leads again at once, instead of
+	// waiting out its dead self's lease (60s)
+	require.NoError(t, cluster.KillOperator(context.Background()))
+	killed := time.Now()
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotEqual(c, old, redisCluster(c).Status.Primary, "a new primary")
+	}, waitFor, tick)
+	// The restarted operator holds the lease again, well before the dead one's would run out
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		lease := &coordinationv1.Lease{}
+		require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: "redis-operator.cache.example.com"}, lease))
+		pod, err := cluster.OperatorPod(context.Background())
+		require.NoError(c, err)
+		assert.Equal(c, pod, ptr.Deref(lease.Spec.HolderIdentity, ""), "held under the operator pod's name")
+		assert.True(c, lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(killed), "renewed since the kill")
+	}, operator.DefaultLeaseDuration/2, tick)
+	t.Logf("the restarted operator led again %.1fs after it was killed", time.Since(killed).Seconds())
+	rc := eventuallyReady(t, 5)
+	primaries := 0
+	for _, n := range rc.Status.Nodes {
+		if n.Role == cachev1.RolePrimary {
+			primaries++
+		}
+	}
+	assert.Equal(t, 1, primaries)
+	assert.Equal(t, rc.Status.Primary, primaryPod(t))
+	now, err := cluster.OperatorRestarts(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, restarts+1, now, "the kubelet restarted the operator once")
 }
 
 // everyPodDeletedWithStorage: a RedisCluster with storage whose pods are all force-deleted at once
@@ -507,6 +553,10 @@ func everyPodDeletedWithStorage(t *testing.T) {
 		assert.Equal(c, "on disk", v)
 	}, 3*time.Minute, time.Second)
 
+	kubectl(t, "delete", "-n", ns, "rediscluster/durable", "--wait")
+	if !cluster.Local() {
+		return // the cluster's own provisioner made the volumes
+	}
 	// The claims are bound to local volumes, which the kubelet mounted with the pods' fsGroup
 	pvs := &corev1.PersistentVolumeList{}
 	require.NoError(t, cluster.Client.List(context.Background(), pvs))
@@ -518,11 +568,11 @@ func everyPodDeletedWithStorage(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, bound, "a local volume for each pod's claim")
-	kubectl(t, "delete", "-n", ns, "rediscluster/durable", "--wait")
 }
 
 // primaryDiesWhileEtcdIsStopped: the failover must not wait on the API server.
 func primaryDiesWhileEtcdIsStopped(t *testing.T) {
+	needsLocalNode(t, "etcd is stopped")
 	rc := eventuallyReady(t, 3)
 	old := rc.Status.Primary
 	// What the test needs of the API, read while it answers
@@ -559,7 +609,7 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 			if name == old {
 				continue
 			}
-			c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Protocol: 2, DisableIdentity: true, Dialer: cluster.DialInNode,
+			c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Protocol: 2, DisableIdentity: true, Dialer: cluster.Dial,
 				DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
 			err := c.Set(context.Background(), "while-etcd-was-away", "yes", 0).Err()
 			_ = c.Close()
@@ -611,7 +661,7 @@ func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	pw, err := cluster.SecretValue(context.Background(), ns, "orders-auth", "password")
 	require.NoError(t, err)
 	// Seeded with the Service's ClusterIP, it follows MOVED to the pods' addresses.
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}, Password: pw, Dialer: cluster.DialInNode, DialTimeout: time.Second})
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}, Password: pw, Dialer: cluster.Dial, DialTimeout: time.Second})
 	defer cc.Close()
 	for i := range 200 {
 		require.NoError(t, cc.Set(context.Background(), fmt.Sprintf("order:%d", i), i, 0).Err())

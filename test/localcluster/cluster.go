@@ -38,9 +38,13 @@ type Cluster struct {
 	// ServiceAccount is the operator's identity; it holds only what the bundle's CSV grants.
 	ServiceAccount string
 
-	// real is the node's part; nil in a Cluster made from a kubeconfig alone (make run-bundle,
-	// make scorecard-run), which reaches it only through the API server.
+	// real is the node's part; nil in a Cluster made from a kubeconfig alone (Attach, make
+	// run-bundle, make scorecard-run), which reaches it only through the API server.
 	real *realNode
+	// attached: the cluster is not ours (Attach); Stop removes only what was installed in it.
+	attached bool
+	// grantedRoles are the ClusterRoles (and their bindings) grantOperatorPermissions made.
+	grantedRoles []string
 }
 
 // installCRDs applies the bundle's CRDs and waits until they are served: the operator's
@@ -92,6 +96,7 @@ func (c *Cluster) grantOperatorPermissions(ctx context.Context) error {
 	strategy := b.CSV.Spec.InstallStrategy.StrategySpec
 	for i, p := range append(strategy.ClusterPermissions, strategy.Permissions...) {
 		name := fmt.Sprintf("redis-operator-csv-%d", i)
+		c.grantedRoles = append(c.grantedRoles, name)
 		objs = append(objs,
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules},
 			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
@@ -150,6 +155,10 @@ func (c *Cluster) KillOperator(ctx context.Context) error {
 
 // Stop ends OLM, the node (its pods deleted first) and the control plane.
 func (c *Cluster) Stop() {
+	if c.attached {
+		c.detach()
+		return
+	}
 	if c.OLM != nil {
 		c.OLM.Stop()
 	}
