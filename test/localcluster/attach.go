@@ -8,11 +8,9 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -95,18 +93,13 @@ func (c *Cluster) podAt(ctx context.Context, ip string, port int) (namespace, po
 		if svc.Spec.ClusterIP != ip {
 			continue
 		}
-		slices := &discoveryv1.EndpointSliceList{}
-		if err := c.Client.List(ctx, slices, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		endpoints, err := c.readyEndpoints(ctx, svc.Namespace, svc.Name)
+		if err != nil {
 			return "", "", 0, err
 		}
-		for _, s := range slices.Items {
-			if len(s.Ports) == 0 || s.Ports[0].Port == nil {
-				continue
-			}
-			for _, e := range s.Endpoints {
-				if ptr.Deref(e.Conditions.Ready, false) && e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
-					return svc.Namespace, e.TargetRef.Name, int(*s.Ports[0].Port), nil
-				}
+		for _, e := range endpoints {
+			if e.pod != "" {
+				return svc.Namespace, e.pod, e.port, nil
 			}
 		}
 		return "", "", 0, fmt.Errorf("service %s/%s has no ready endpoint", svc.Namespace, svc.Name)

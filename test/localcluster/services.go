@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,24 +16,45 @@ import (
 // ServiceEndpoints are the addresses (ip:port) a Service sends clients to: its EndpointSlices'
 // ready endpoints, what kube-proxy routes the ClusterIP to.
 func (c *Cluster) ServiceEndpoints(ctx context.Context, namespace, service string) ([]string, error) {
+	endpoints, err := c.readyEndpoints(ctx, namespace, service)
+	var addrs []string
+	for _, e := range endpoints {
+		addrs = append(addrs, net.JoinHostPort(e.ip, strconv.Itoa(e.port)))
+	}
+	return addrs, err
+}
+
+// endpoint is one ready address of a Service: a pod's IP at the Service's target port.
+type endpoint struct {
+	ip, pod string
+	port    int
+}
+
+// readyEndpoints are the ready, not terminating endpoints of a Service's EndpointSlices.
+func (c *Cluster) readyEndpoints(ctx context.Context, namespace, service string) ([]endpoint, error) {
 	slices := &discoveryv1.EndpointSliceList{}
 	if err := c.Client.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
 		return nil, fmt.Errorf("listing the EndpointSlices of Service %s: %w", service, err)
 	}
-	var addrs []string
+	var endpoints []endpoint
 	for _, s := range slices.Items {
 		if len(s.Ports) == 0 || s.Ports[0].Port == nil {
 			continue
 		}
 		for _, e := range s.Endpoints {
-			if ptr.Deref(e.Conditions.Ready, false) && !ptr.Deref(e.Conditions.Terminating, false) {
-				for _, a := range e.Addresses {
-					addrs = append(addrs, net.JoinHostPort(a, strconv.Itoa(int(*s.Ports[0].Port))))
-				}
+			if !ptr.Deref(e.Conditions.Ready, false) || ptr.Deref(e.Conditions.Terminating, false) {
+				continue
+			}
+			pod := ""
+			if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
+				pod = e.TargetRef.Name
+			}
+			for _, a := range e.Addresses {
+				endpoints = append(endpoints, endpoint{ip: a, pod: pod, port: int(*s.Ports[0].Port)})
 			}
 		}
 	}
-	return addrs, nil
+	return endpoints, nil
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -81,18 +101,9 @@ func (c *Cluster) WaitServiceEndpoints(ctx context.Context, namespace, service s
 // PodBehind is the pod a single-endpoint Service sends clients to now; "" when it sends them
 // to none, or to more than one.
 func (c *Cluster) PodBehind(ctx context.Context, namespace, service string) (string, error) {
-	addrs, err := c.ServiceEndpoints(ctx, namespace, service)
-	if err != nil || len(addrs) != 1 {
+	endpoints, err := c.readyEndpoints(ctx, namespace, service)
+	if err != nil || len(endpoints) != 1 {
 		return "", err
 	}
-	pods := &corev1.PodList{}
-	if err := c.Client.List(ctx, pods, client.InNamespace(namespace)); err != nil {
-		return "", err
-	}
-	for _, p := range pods.Items {
-		if strings.HasPrefix(addrs[0], p.Status.PodIP+":") {
-			return p.Name, nil
-		}
-	}
-	return "", nil
+	return endpoints[0].pod, nil
 }
