@@ -134,7 +134,7 @@ func serviceFailover(b *testing.B, cluster *localcluster.Cluster, ns string) tim
 	addr, err := cluster.ServiceAddress(ctx, ns, "sessions")
 	require.NoError(b, err)
 	// A cluster holding data, replicated: the restarted, empty primary cannot lead again.
-	w := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.DialInNode})
+	w := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.Dial})
 	require.NoError(b, w.Set(ctx, "before-failover", time.Now().String(), 0).Err())
 	require.NoError(b, w.Do(ctx, "WAIT", 2, 2000).Err())
 	w.Close()
@@ -142,7 +142,7 @@ func serviceFailover(b *testing.B, cluster *localcluster.Cluster, ns string) tim
 	killed := time.Now()
 	require.NoError(b, cluster.KillContainer(ctx, id))
 	for time.Since(killed) < time.Minute {
-		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, MaxRetries: -1, Dialer: cluster.DialInNode,
+		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, MaxRetries: -1, Dialer: cluster.Dial,
 			DialTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
 		err := c.Set(ctx, "after-failover", 1, 0).Err()
 		c.Close()

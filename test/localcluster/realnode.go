@@ -154,15 +154,6 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	return c, nil
 }
 
-// DialInNode connects to an address inside the real node's namespace (a pod's IP, a ClusterIP),
-// as a client running on the node would.
-func (c *Cluster) DialInNode(ctx context.Context, network, address string) (net.Conn, error) {
-	if c.real == nil {
-		return nil, errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
-	}
-	return c.real.netns.Dial(ctx, network, address)
-}
-
 // waitNodeReady waits until the kubelet has registered the node and it is Ready.
 func (c *Cluster) waitNodeReady(ctx context.Context, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
@@ -327,7 +318,7 @@ func (rn *realNode) stop() {
 }
 
 // ServiceAddress is where a Service's clients connect: its ClusterIP at its first port, which
-// kube-proxy routes inside the node's namespace (dial it with DialInNode).
+// kube-proxy routes inside the node's namespace (Dial reaches it).
 func (c *Cluster) ServiceAddress(ctx context.Context, namespace, service string) (string, error) {
 	svc := &corev1.Service{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: service}, svc); err != nil {
@@ -351,13 +342,22 @@ func (c *Cluster) ContainerID(ctx context.Context, namespace, pod, container str
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, p); err != nil {
 		return "", err
 	}
+	if id, _ := runningContainer(p, container); id != "" {
+		return id, nil
+	}
+	return "", fmt.Errorf("pod %s/%s has no container %s running", namespace, pod, container)
+}
+
+// runningContainer is the runtime's id of a pod's container (without its containerd://
+// prefix) and its restart count, as the pod's status says; "" before it has started.
+func runningContainer(p *corev1.Pod, container string) (string, int32) {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == container && s.ContainerID != "" {
 			_, id, _ := strings.Cut(s.ContainerID, "://")
-			return id, nil
+			return id, s.RestartCount
 		}
 	}
-	return "", fmt.Errorf("pod %s/%s has no container %s running", namespace, pod, container)
+	return "", 0
 }
 
 // KillContainer ends a container's process at once (SIGKILL from the machine, as a crash or the
@@ -380,11 +380,8 @@ func (c *Cluster) operatorContainer(ctx context.Context) (pod string, id string,
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Name == "manager" && s.ContainerID != "" {
-				_, id, _ := strings.Cut(s.ContainerID, "://")
-				return p.Name, id, s.RestartCount, nil
-			}
+		if id, restarts := runningContainer(&p, "manager"); id != "" {
+			return p.Name, id, restarts, nil
 		}
 	}
 	return "", "", 0, errors.New("no operator pod with a manager container")

@@ -541,6 +541,6 @@ func primaryClient(ctx context.Context, namespace string) (*goredis.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.DialInNode,
+	return goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second}), nil
 }

@@ -129,7 +129,7 @@ func writeAndRead(ctx context.Context, cluster *localcluster.Cluster, password s
 	if err != nil {
 		return err
 	}
-	w := goredis.NewClient(&goredis.Options{Addr: primary, Password: password, Dialer: cluster.DialInNode})
+	w := goredis.NewClient(&goredis.Options{Addr: primary, Password: password, Dialer: cluster.Dial})
 	defer w.Close()
 	if err := w.Set(ctx, "greeting", "hello from the primary", 0).Err(); err != nil {
 		return err
@@ -142,7 +142,7 @@ func writeAndRead(ctx context.Context, cluster *localcluster.Cluster, password s
 	if err != nil {
 		return err
 	}
-	r := goredis.NewClient(&goredis.Options{Addr: replicas, Password: password, Dialer: cluster.DialInNode})
+	r := goredis.NewClient(&goredis.Options{Addr: replicas, Password: password, Dialer: cluster.Dial})
 	defer r.Close()
 	v, err := r.Get(ctx, "greeting").Result()
 	if err != nil {
