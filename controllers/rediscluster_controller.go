@@ -120,6 +120,9 @@ type clusterState struct {
 	// passwordOn is the hash of the default user's password each node was last given (again
 	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
 	passwordOn, passwordAnnounced map[string]string
+	// checkDue is when the health check is due after a reconcile that failed to apply a child
+	// but still served Redis; zero after any other reconcile (checkBound).
+	checkDue time.Time
 }
 
 // staleCacheRetry is how soon a reconcile that found the cache behind this operator's own
@@ -315,11 +318,49 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if state.move != nil && state.move.done {
 		recordPrimaryChange(rc, state.move, time.Now())
 	}
+	cs.checkAfterFailure(state, failedKind, r.requeueAfter(state))
 	if state.err != nil {
-		// controller-runtime logs it, once, and retries with backoff.
+		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
 		return ctrl.Result{}, state.err.logged()
 	}
 	return ctrl.Result{RequeueAfter: r.requeueAfter(state)}, nil
+}
+
+// checkAfterFailure records when the health check is due after a reconcile whose failure left
+// Redis served (a refused child: failover still ran), and forgets it after any other.
+func (cs *clusterState) checkAfterFailure(state *reconcileState, failedKind phaseKind, next time.Duration) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.checkDue = time.Time{}
+	if state.err != nil && failedKind == appliesChild && next > 0 {
+		cs.checkDue = time.Now().Add(next)
+	}
+}
+
+// checkBound is the workqueue's rate limiter, bounded by the health check: a failed reconcile
+// is retried with exponential back-off, but never later than the health check it would have
+// asked for had it not failed. A spec the API server refuses stops the children from changing,
+// not the failure detector: without the bound, a primary that hangs while the spec is refused
+// would wait for the refused spec's next retry (up to MaxRetryDelay) to be replaced.
+type checkBound struct {
+	workqueue.TypedRateLimiter[reconcile.Request]
+	r *RedisClusterReconciler
+}
+
+func (b checkBound) When(req reconcile.Request) time.Duration {
+	backoff := b.TypedRateLimiter.When(req)
+	cs, ok := b.r.clusters.Load(req.NamespacedName)
+	if !ok {
+		return backoff
+	}
+	state := cs.(*clusterState)
+	state.mu.Lock()
+	due := state.checkDue
+	state.mu.Unlock()
+	if due.IsZero() {
+		return backoff
+	}
+	return min(backoff, max(time.Until(due), 0))
 }
 
 // phases are the phases of a RedisCluster of one primary and its replicas.
@@ -522,11 +563,11 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&cachev1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.clustersWaitingFor))
 	}
 	return b.
-		WithOptions(controller.Options{RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+		WithOptions(controller.Options{RateLimiter: checkBound{r: r, TypedRateLimiter: workqueue.NewTypedMaxOfRateLimiter(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxDelay),
 			// controller-runtime's overall bound, kept: 10 retries a second, bursts of 100.
 			&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-		)}).
+		)}}).
 		For(&cachev1.RedisCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&appsv1.StatefulSet{}, r.childEvents(mgr)).
 		Watches(&corev1.Service{}, r.childEvents(mgr)).

@@ -668,13 +668,19 @@ func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *test
 }
 
 func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {
-	// Given a ready cluster whose spec then asks for a pod the API server refuses (a
-	// toleration with a value but no key must use the operator Exists): the CRD takes it
+	// Given a ready cluster whose spec then asks, again and again, for a pod the API server
+	// refuses (a toleration with a value but no key must use the operator Exists): the CRD
+	// takes each one, the StatefulSet does not, and every reconcile fails. Ten failures on top
+	// of the retries' own put the back-off of the failed reconciles at its one-minute cap.
 	ns, rc, node := readyCluster(t)
 	old := rc.Status.Primary
-	patch := client.MergeFrom(rc.DeepCopy())
-	rc.Spec.Tolerations = []corev1.Toleration{{Value: "x"}}
-	require.NoError(t, k8sClient.Patch(context.Background(), rc, patch))
+	for i := range 10 {
+		patch := client.MergeFrom(rc.DeepCopy())
+		rc.Spec.Tolerations = []corev1.Toleration{{Value: fmt.Sprintf("refused-%d", i)}}
+		rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: time.Second}}
+		require.NoError(t, k8sClient.Patch(context.Background(), rc, patch))
+		time.Sleep(100 * time.Millisecond)
+	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		degraded := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionDegraded)
 		require.NotNil(c, degraded)
@@ -682,10 +688,14 @@ func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {
 		assert.Contains(c, degraded.Message, "tolerations")
 	}, waitFor, tick)
 
-	// When the primary's Redis dies
-	node.Server(old).Kill()
+	// When the primary's Redis hangs: its connections stay open, so nothing wakes the operator
+	// but its health check
+	require.NoError(t, node.Server(old).Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = node.Server(old).Signal(syscall.SIGCONT) })
 
-	// Then a replica still replaces it, and the pods' labels follow, while the spec stays refused
+	// Then a replica still replaces it after unreachableTimeout (1s), at the health check's
+	// period and not at the refused spec's next retry, and the pods' labels follow, while the
+	// spec stays refused
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got := getRC(c, rc)
 		assert.NotEqual(c, old, got.Status.Primary)
