@@ -178,7 +178,9 @@ func (n *Node) writeCNIConfig(dir string) error {
 // API server calls it (logs, exec, port-forward) without a client certificate: anonymous, and
 // AlwaysAllow. failCgroupV1: this machine has cgroup v1 (hybrid). NeverVerify: otherwise a preloaded image becomes ErrImageNeverPull once the same
 // image was pulled under another name. The kubelet's pod logs and root are the node's own; its
-// cgroup driver is cgroupfs (containerd 1.6 does not answer RuntimeConfig).
+// cgroup driver is cgroupfs (containerd 1.6 does not answer RuntimeConfig). It works out the
+// node's status every second instead of every 10s (and still reports an unchanged one every
+// 5 minutes): the node is Ready about 6s sooner after each start.
 func (n *Node) startKubelet(cfg Config) error {
 	root := filepath.Join(cfg.Dir, "kubelet")
 	if err := os.MkdirAll(root, 0o755); err != nil {
@@ -206,6 +208,8 @@ mergeDefaultEvictionSettings: false
 resolvConf: ""
 serializeImagePulls: false
 clusterDNS: []
+nodeStatusUpdateFrequency: 1s
+nodeStatusReportFrequency: 5m
 `, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), NodeIP), 0o644); err != nil {
 		return err
 	}
