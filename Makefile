@@ -329,7 +329,9 @@ K8S_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-
 $(ENVTEST_BIN)/kube-apiserver: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver
 
-$(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
+# The Kubernetes binaries build one make rule after another, even under make -j: they share most of
+# their packages, which two go builds at once would each compile (order-only prerequisites).
+$(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_BIN)/kube-apiserver
 	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	# grep reads all of it: with -q it would stop at the match, and kubectl, cut off, fails the pipe (pipefail).
 	$(ENVTEST_BIN)/kubectl version --client | grep '$(K8S_VERSION)' >/dev/null
@@ -337,7 +339,7 @@ $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 .PHONY: node
 node: localcluster $(ENVTEST_BIN)/kubelet ## Also build the kubelet and kube-proxy: the local cluster's real node (with Debian's containerd and runc).
 
-$(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
+$(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_BIN)/kubectl
 	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 	$(ENVTEST_BIN)/kubelet --version | grep '$(K8S_VERSION)' >/dev/null
 
