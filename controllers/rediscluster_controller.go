@@ -121,7 +121,8 @@ type clusterState struct {
 	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
 	passwordOn, passwordAnnounced map[string]string
 	// checkDue is when the health check is due after a reconcile that failed to apply a child
-	// but still served Redis; zero after any other reconcile (checkBound).
+	// but still served Redis; zero after any other reconcile, and once checkBound has bounded
+	// that reconcile's retry.
 	checkDue time.Time
 }
 
@@ -318,12 +319,13 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if state.move != nil && state.move.done {
 		recordPrimaryChange(rc, state.move, time.Now())
 	}
-	cs.checkAfterFailure(state, failedKind, r.requeueAfter(state))
+	next := r.requeueAfter(state)
+	cs.checkAfterFailure(state, failedKind, next)
 	if state.err != nil {
 		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
 		return ctrl.Result{}, state.err.logged()
 	}
-	return ctrl.Result{RequeueAfter: r.requeueAfter(state)}, nil
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // checkAfterFailure records when the health check is due after a reconcile whose failure left
@@ -347,20 +349,28 @@ type checkBound struct {
 	r *RedisClusterReconciler
 }
 
+// When bounds the retry of the reconcile that just failed, once: the due time is taken, so that a
+// later failure that did not record one (a status write the API server refused, a failed Get)
+// keeps its back-off instead of retrying at once against a due time already past.
 func (b checkBound) When(req reconcile.Request) time.Duration {
 	backoff := b.TypedRateLimiter.When(req)
 	cs, ok := b.r.clusters.Load(req.NamespacedName)
 	if !ok {
 		return backoff
 	}
-	state := cs.(*clusterState)
-	state.mu.Lock()
-	due := state.checkDue
-	state.mu.Unlock()
+	due := cs.(*clusterState).takeCheckDue()
 	if due.IsZero() {
 		return backoff
 	}
 	return min(backoff, max(time.Until(due), 0))
+}
+
+func (cs *clusterState) takeCheckDue() time.Time {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	due := cs.checkDue
+	cs.checkDue = time.Time{}
+	return due
 }
 
 // phases are the phases of a RedisCluster of one primary and its replicas.
