@@ -41,7 +41,7 @@ const operatorImage = "example.com/redis-operator:test"
 const backupWait = 60 * time.Second
 
 // backupEnv is a namespace with the operator, a local node that runs the operator's binary for
-// its image, and a real S3 server (SeaweedFS) with a bucket and a credentials Secret.
+// its image, and a real S3 server (the Versity S3 Gateway) with a bucket and a credentials Secret.
 type backupEnv struct {
 	ns, bucket string
 	node       *testenv.LocalNode

@@ -10,7 +10,7 @@ set -euo pipefail
 out=$1 mod=$2
 shift 2
 cache=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/redis-operator/tools}
-key=$({ go version; go env GOOS GOARCH CGO_ENABLED; cat "$mod/go.mod" "$mod/go.sum"; echo "$(basename "$out")" "$*"; } | sha256sum | cut -c1-16)
+key=$({ go version; go env GOOS GOARCH CGO_ENABLED GOFLAGS; cat "$mod/go.mod" "$mod/go.sum"; echo "$(basename "$out")" "$*"; } | sha256sum | cut -c1-16)
 if [[ $out == */ ]]; then dest=$out; else dest=$(dirname "$out")/; fi
 mkdir -p "$dest"
 if [ ! -d "$cache/$key" ]; then
@@ -18,7 +18,9 @@ if [ ! -d "$cache/$key" ]; then
 	trap 'rm -rf "$tmp"' EXIT
 	target=$tmp/
 	[[ $out == */ ]] || target=$tmp/$(basename "$out")
-	(cd "$mod" && go build -o "$target" "$@")
+	# Linked without a symbol table and DWARF, as their releases are; an -ldflags among the
+	# arguments replaces this one.
+	(cd "$mod" && go build -ldflags="-s -w" -o "$target" "$@")
 	mkdir -p "$cache"
 	rm -rf "$cache/$key.partial"
 	cp -r "$tmp" "$cache/$key.partial"

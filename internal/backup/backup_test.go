@@ -23,7 +23,7 @@ import (
 	"github.com/org/redis-operator/test/s3server"
 )
 
-// Real redis-server processes and a real S3 server (SeaweedFS), nothing faked.
+// Real redis-server processes and a real S3 server (the Versity S3 Gateway), nothing faked.
 
 func startRedis(t *testing.T, dir, conf string) *redistest.Server {
 	t.Helper()

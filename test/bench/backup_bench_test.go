@@ -27,7 +27,7 @@ const (
 	backupValueSize = 64 << 10
 )
 
-// BenchmarkBackup1GiB backs up 1 GiB of data from a real replica to a real S3 server (SeaweedFS)
+// BenchmarkBackup1GiB backs up 1 GiB of data from a real replica to a real S3 server (the Versity S3 Gateway)
 // as the operator does (internal/backup: the replication handshake, streamed into multipart
 // parts), restores it into a data directory as the restore init container does, and measures a
 // writer's latency on the primary without and during the backup. It prints MB/s and the p99s.
@@ -99,7 +99,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		b.ReportMetric(mb/restoreTime.Seconds(), "restore-MB/s")
 		b.ReportMetric(p99(quiet).Seconds()*1000, "write-p99-ms")
 		b.ReportMetric(p99(during).Seconds()*1000, "write-p99-during-backup-ms")
-		fmt.Printf("\nbackup of %d keys (RDB %.0f MB) from a replica to SeaweedFS: %.1fs, %.0f MB/s; restore (download, SHA-256, lay out): %.1fs, %.0f MB/s\n",
+		fmt.Printf("\nbackup of %d keys (RDB %.0f MB) from a replica to the Versity S3 Gateway: %.1fs, %.0f MB/s; restore (download, SHA-256, lay out): %.1fs, %.0f MB/s\n",
 			backupKeys, mb, backupTime.Seconds(), mb/backupTime.Seconds(), restoreTime.Seconds(), mb/restoreTime.Seconds())
 		fmt.Printf("primary's SET latency: p99 %.2fms without a backup (%d writes), %.2fms during it (%d writes)\n",
 			p99(quiet).Seconds()*1000, len(quiet), p99(during).Seconds()*1000, len(during))

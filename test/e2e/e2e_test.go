@@ -370,7 +370,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 	t.Run("the README's backup example as written backs sessions up to S3 and restores it into a new cluster", func(t *testing.T) {
 		needsLocalNode(t, "the S3 server runs on this machine")
-		// Given a key in sessions and an S3 server (SeaweedFS) with a bucket
+		// Given a key in sessions and an S3 server (the Versity S3 Gateway) with a bucket
 		w := serviceClient(t, "sessions", 1)
 		defer w.Close()
 		require.NoError(t, w.Set(context.Background(), "backed-up", "yes", 0).Err())

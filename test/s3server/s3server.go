@@ -1,20 +1,18 @@
-// Package s3server runs a real S3 server for tests: SeaweedFS's all-in-one "weed mini" (its S3
-// gateway, Apache-2.0; built by make seaweedfs into bin/weed), as a local process on a loopback
-// address of its own, with its data under the test's temporary directory.
+// Package s3server runs a real S3 server for tests: the Versity S3 Gateway (versitygw,
+// Apache-2.0; built by make versitygw into bin/versitygw) on its posix backend, as a local process
+// on a loopback address of its own, with its buckets (directories), objects (files) and their
+// metadata under the test's temporary directory.
 package s3server
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,13 +21,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/redistest"
 )
 
-// The one identity the server knows, with every right.
+// The one identity the server knows (its root account), with every right.
 const (
 	AccessKeyID     = "AKIDREDISOPERATORTEST"
 	SecretAccessKey = "redis-operator-test-secret-key"
@@ -38,17 +35,16 @@ const (
 // Server is a running S3 server.
 type Server struct {
 	// Endpoint is its S3 URL: http://<ip>:<port>.
-	Endpoint  string
-	ip, dir   string
-	args      []string
-	grpcPorts map[string]int
-	cmd       *exec.Cmd
-	done      chan struct{}
+	Endpoint string
+	dir      string
+	args     []string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
-// Binary is bin/weed of this repository, or $WEED_BINARY.
+// Binary is bin/versitygw of this repository, or $VERSITYGW_BINARY.
 func Binary() (string, error) {
-	if b := os.Getenv("WEED_BINARY"); b != "" {
+	if b := os.Getenv("VERSITYGW_BINARY"); b != "" {
 		return b, nil
 	}
 	dir, err := os.Getwd()
@@ -58,16 +54,16 @@ func Binary() (string, error) {
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			if _, err := os.Stat(filepath.Join(dir, "hack")); err == nil {
-				b := filepath.Join(dir, "bin", "weed")
+				b := filepath.Join(dir, "bin", "versitygw")
 				if _, err := os.Stat(b); err != nil {
-					return "", fmt.Errorf("%s is missing: run make seaweedfs", b)
+					return "", fmt.Errorf("%s is missing: run make versitygw", b)
 				}
 				return b, nil
 			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no bin/weed above the working directory: run make seaweedfs, or set WEED_BINARY")
+			return "", errors.New("no bin/versitygw above the working directory: run make versitygw, or set VERSITYGW_BINARY")
 		}
 		dir = parent
 	}
@@ -90,99 +86,33 @@ func StartIn(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.Contains(dir, ",") {
-		// weed reads -dir as a comma-separated list (a test's name with a comma names its
-		// temporary directory).
-		return nil, fmt.Errorf("the S3 server's directory %s must not hold a comma", dir)
-	}
-	config := filepath.Join(dir, "s3.json")
-	identities := fmt.Sprintf(`{"identities":[{"name":"test","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`,
-		AccessKeyID, SecretAccessKey)
-	if err := os.WriteFile(config, []byte(identities), 0o600); err != nil {
-		return nil, err
-	}
-	ip := redistest.AllocateIP()
-	// weed mini's services talk to each other over Unix sockets it names by gRPC port alone, in
-	// /tmp (seaweedfs-<service>-grpc-<port>.sock), whatever -ip says: two servers with the
-	// default ports would use each other's master and filer, and uploads fail with "volume not
-	// found". Each server has gRPC ports of its own, and so does its admin server (which listens
-	// on 127.0.0.1 whatever -ip says).
-	ports := map[string]int{}
-	for _, name := range grpcServices {
-		if ports[name], err = freeGRPCPort(ports); err != nil {
-			return nil, err
-		}
-	}
-	admin, err := freeGRPCPort(ports)
-	if err != nil {
-		return nil, err
-	}
-	data := filepath.Join(dir, "data")
-	logs := filepath.Join(dir, "logs")
-	for _, d := range []string{data, logs} {
+	data, meta := filepath.Join(dir, "data"), filepath.Join(dir, "meta")
+	for _, d := range []string{data, meta} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	s := &Server{Endpoint: "http://" + net.JoinHostPort(ip, "8333"), ip: ip, dir: dir, grpcPorts: ports, args: []string{
-		binary, "-logdir=" + logs, "mini", "-dir=" + data, "-ip=" + ip, "-ip.bind=" + ip, "-s3.config=" + config,
-		"-master.telemetry=false", "-admin.ui=false", "-s3.autoCreateBucket=false", "-webdav=false",
-		"-s3.port.iceberg=0", "-s3.port.lance=0",
-		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
-		"-admin.port=" + strconv.Itoa(admin), "-admin.port.legacy=0",
+	address := net.JoinHostPort(redistest.AllocateIP(), "8333")
+	s := &Server{Endpoint: "http://" + address, dir: dir, args: []string{
+		binary, "--access", AccessKeyID, "--secret", SecretAccessKey, "--region", "us-east-1",
+		"--port", address, "--quiet",
+		// The objects' metadata in a directory beside them, not in extended attributes, which not
+		// every filesystem of temporary directories keeps (tmpfs before Linux 6.6).
+		"posix", "--sidecar", meta, data,
 	}}
-	for _, name := range grpcServices {
-		s.args = append(s.args, fmt.Sprintf("-%s.port.grpc=%d", name, ports[name]))
-	}
 	return s, s.start()
 }
 
-// grpcServices are the services of weed mini whose gRPC ports name a socket in /tmp.
-var grpcServices = []string{"master", "volume", "filer", "s3", "admin"}
-
-// grpcSocket is where weed mini puts the socket of a service's gRPC port.
-func grpcSocket(service string, port int) string {
-	return fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", service, port)
-}
-
-// freeGRPCPort is a free port that no other server's socket names, and not one of taken.
-func freeGRPCPort(taken map[string]int) (int, error) {
-	for range 100 {
-		port, err := freePort()
-		if err != nil {
-			return 0, err
-		}
-		clash := slices.Contains(slices.Collect(maps.Values(taken)), port)
-		for _, name := range grpcServices {
-			if _, err := os.Stat(grpcSocket(name, port)); err == nil {
-				clash = true
-			}
-		}
-		if !clash {
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port for the S3 server's gRPC services")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (s *Server) start() error {
-	log, err := os.OpenFile(filepath.Join(s.dir, "weed.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	logPath := filepath.Join(s.dir, "versitygw.log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
 	cmd := exec.Command(s.args[0], s.args[1:]...)
 	cmd.Dir = s.dir
-	// Its caches and anything else it puts in the temporary directory stay under its own.
+	// Anything it puts in the temporary directory stays under its own.
 	cmd.Env = append(os.Environ(), "TMPDIR="+s.dir)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -192,23 +122,22 @@ func (s *Server) start() error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			tail, _ := os.ReadFile(filepath.Join(s.dir, "weed.log"))
-			return fmt.Errorf("weed mini exited at start: %s", tail[max(0, len(tail)-2000):])
+			tail, _ := os.ReadFile(logPath)
+			s.cmd = nil
+			return fmt.Errorf("versitygw exited at start: %s", tail[max(0, len(tail)-2000):])
 		default:
 		}
-		// The gateway answers before the volume server has joined: ready once an object can be
-		// stored.
 		if s.storesObjects() {
 			return nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	s.Stop()
-	return errors.New("weed mini did not serve S3 within 60s")
+	return errors.New("versitygw did not serve S3 within 30s")
 }
 
 // readyBucket holds the object that shows the server stores objects.
@@ -223,9 +152,9 @@ func (s *Server) storesObjects() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := s.Client()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(readyBucket)}); err != nil {
-		var owned *types.BucketAlreadyOwnedByYou
-		if !errors.As(err, &owned) {
+	// After a restart the bucket is there.
+	if _, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(readyBucket)}); err != nil {
+		if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(readyBucket)}); err != nil {
 			return false
 		}
 	}
@@ -241,10 +170,6 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
-	// A killed server leaves its sockets in /tmp.
-	for name, port := range s.grpcPorts {
-		_ = os.Remove(grpcSocket(name, port))
-	}
 }
 
 // Restart starts the stopped server again, with its data.

@@ -3,6 +3,7 @@ package s3server
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Tests in several packages run S3 servers at the same time. weed mini names the sockets its
-// services talk over by port, in /tmp: servers that shared them stored objects through each
-// other's master and failed with InternalError ("volume not found").
-func TestServersRunningTogetherKeepTheirObjectsApartAndLeaveNothingInTmp(t *testing.T) {
+// Tests in several packages run S3 servers at the same time, and some stop and restart theirs:
+// each keeps its own objects, in its own directory, across a restart.
+func TestServersRunningTogetherKeepTheirObjectsApartAndAcrossARestart(t *testing.T) {
 	ctx := context.Background()
 	dirs := []string{t.TempDir(), t.TempDir()}
 	servers := make([]*Server, len(dirs))
@@ -31,34 +31,30 @@ func TestServersRunningTogetherKeepTheirObjectsApartAndLeaveNothingInTmp(t *test
 	for range dirs {
 		require.NoError(t, <-errs)
 	}
+	for _, s := range servers {
+		t.Cleanup(s.Stop)
+	}
+	bucket := func(i int) string { return "bucket-" + string(rune('a'+i)) }
 	for i, s := range servers {
-		bucket := "bucket-" + string(rune('a'+i))
-		s.CreateBucket(t, bucket)
+		s.CreateBucket(t, bucket(i))
 		for _, key := range []string{"one", "two", "three"} {
-			_, err := s.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
-				Body: strings.NewReader(bucket + "/" + key)})
+			_, err := s.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket(i)), Key: aws.String(key),
+				Body: strings.NewReader(bucket(i) + "/" + key)})
 			require.NoError(t, err, "server %d stores %s", i, key)
 		}
 	}
+	require.NoError(t, servers[0].Restart())
 	for i, s := range servers {
-		bucket := "bucket-" + string(rune('a'+i))
-		out, err := s.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("two")})
+		out, err := s.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket(i)), Key: aws.String("two")})
 		require.NoError(t, err)
 		body, err := io.ReadAll(out.Body)
 		require.NoError(t, err)
-		assert.Equal(t, bucket+"/two", string(body))
-		_, err = s.Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("bucket-" + string(rune('a'+1-i)))})
+		assert.Equal(t, bucket(i)+"/two", string(body))
+		_, err = s.Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket(1 - i))})
 		assert.Error(t, err, "server %d does not hold the other's bucket", i)
+		// Its objects are files under its own directory.
+		stored, err := os.ReadFile(filepath.Join(dirs[i], "data", bucket(i), "two"))
+		require.NoError(t, err)
+		assert.Equal(t, bucket(i)+"/two", string(stored))
 	}
-	// Other packages' servers may be running: look for these two's sockets, and for logs weed
-	// would write to /tmp without -logdir.
-	for _, s := range servers {
-		s.Stop()
-		for name, port := range s.grpcPorts {
-			assert.NoFileExists(t, grpcSocket(name, port))
-		}
-	}
-	logs, err := filepath.Glob("/tmp/weed.*")
-	require.NoError(t, err)
-	assert.Empty(t, logs)
 }
