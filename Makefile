@@ -37,7 +37,7 @@ export KUBEBUILDER_ASSETS = $(ENVTEST_BIN)
 # the operator's image reuses what the tests and the linters compiled, and opm what controller-gen
 # did; with two, a cold run compiled them twice (the operator's image alone took 11 minutes).
 export CGO_ENABLED = 0
-export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
+export GOFLAGS := $(strip $(filter-out -trimpath,$(shell go env GOFLAGS)) -trimpath)
 
 .PHONY: all
 all: build
