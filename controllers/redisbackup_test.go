@@ -369,6 +369,17 @@ func TestARestoreThatCannotBeDoneStartsNoRedis(t *testing.T) {
 		restoredCondition(t, rc, cachev1.ReasonBackupNotReady, "RedisBackup not-yet does not exist")
 		err := k8sClient.Get(ctx, key(e.ns, "waits"), &appsv1.StatefulSet{})
 		assert.True(t, apierrors.IsNotFound(err), "no StatefulSet while the backup is not there: %v", err)
+		// A wait, not a failure: Progressing says for what, nothing is Degraded, no Warning.
+		got := getRC(t, rc)
+		progressing := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionProgressing)
+		require.NotNil(t, progressing)
+		assert.Equal(t, metav1.ConditionTrue, progressing.Status)
+		assert.Equal(t, cachev1.ReasonBackupNotReady, progressing.Reason)
+		assert.False(t, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionDegraded))
+		assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
+		for _, ev := range eventsFor(t, got) {
+			assert.NotEqual(t, corev1.EventTypeWarning, ev.Type, "%s: %s", ev.Reason, ev.Note)
+		}
 	})
 
 	t.Run("a corrupt object: the checksum stops it before Redis starts", func(t *testing.T) {

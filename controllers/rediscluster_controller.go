@@ -186,6 +186,8 @@ type reconcileState struct {
 	rolled bool
 	// err is the phase that failed, with its reason.
 	err *phaseError
+	// wait is the first phase that waits (phaseWait), with its reason.
+	wait *phaseWait
 	// restore is the backup of spec.restore, as recorded (status.restore); nil without one.
 	restore *cachev1.RestoreStatus
 	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
@@ -269,32 +271,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if rc.Spec.Cluster != nil {
 		phases = r.shardedPhases()
 	}
-	var failedKind phaseKind
-	for _, p := range phases {
-		if state.err != nil {
-			if failedKind != appliesChild {
-				break
-			}
-			if p.kind != servesRedis {
-				continue
-			}
-		}
-		err := p.run(ctx, rc, state)
-		if err == nil {
-			continue
-		}
-		perr := asPhaseError(p, err)
-		if perr.reason != cachev1.ReasonRestoring {
-			// A restore that is still running is progress, not a failure to warn of.
-			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
-		}
-		if state.err != nil {
-			// Redis could not be served after a child failed: the status keeps the first
-			// failure, this one has its Event.
-			break
-		}
-		state.err, failedKind = perr, p.kind
-	}
+	failedKind := r.runPhases(ctx, rc, state, phases)
 
 	r.recordChildEvents(rc, state)
 	cs.mu.Lock()
@@ -326,6 +303,48 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, state.err.logged()
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// runPhases runs the phases in order and records in state how each that did not finish ended:
+// a failure (its Warning Event; the status keeps the first) or a wait. After a phase that did
+// not finish, only what its kind allows runs. It returns the kind of the phase that failed.
+func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, phases []phase) phaseKind {
+	// stopped is true once a phase did not finish (it failed or waits); stoppedKind, that
+	// phase's kind, says which phases after it still run.
+	var stopped bool
+	var stoppedKind, failedKind phaseKind
+	for _, p := range phases {
+		if stopped {
+			if stoppedKind != appliesChild {
+				break
+			}
+			if p.kind != servesRedis {
+				continue
+			}
+		}
+		err := p.run(ctx, rc, state)
+		if err == nil {
+			continue
+		}
+		if w, ok := asPhaseWait(p, err); ok {
+			if state.wait == nil {
+				state.wait = w
+			}
+		} else {
+			perr := asPhaseError(p, err)
+			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
+			if state.err != nil {
+				// Redis could not be served after a child failed: the status keeps the first
+				// failure, this one has its Event.
+				break
+			}
+			state.err, failedKind = perr, p.kind
+		}
+		if !stopped {
+			stopped, stoppedKind = true, p.kind
+		}
+	}
+	return failedKind
 }
 
 // checkAfterFailure records when the health check is due after a reconcile whose failure left
@@ -396,12 +415,18 @@ func (r *RedisClusterReconciler) phases() []phase {
 
 // requeueAfter is the health check's period while there are Redis nodes to check. Without
 // pods there is nothing to check: their creation triggers the next reconcile.
+// A phase that waits asks for its own time when it is sooner.
 func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Duration {
+	next := r.healthCheckAfter(state)
+	if w := state.wait; w != nil && w.after > 0 && (next == 0 || w.after < next) {
+		next = w.after
+	}
+	return next
+}
+
+func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState) time.Duration {
 	if len(state.view.Nodes) == 0 && len(state.shards.members) == 0 {
 		return 0
-	}
-	if state.shards.moreToMove {
-		return movingRequeue
 	}
 	interval := r.CheckInterval
 	if interval == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,10 +36,7 @@ import (
 //     deletes the <name>-restore ConfigMap, so that it is never restored again.
 
 // errBackupsNotServed is spec.backup or spec.restore while the RedisBackup CRD is not installed.
-var errBackupsNotServed = errors.New("backups are off: the RedisBackup CRD is not installed or the operator may not watch RedisBackups (install the operator's bundle of this version), or they came after the operator started (restart it)")
-
-// errRestoreWaiting is a restore whose backup is not there yet.
-var errRestoreWaiting = errors.New("waiting for the backup")
+var errBackupsNotServed = failed(cachev1.ReasonBackupsNotServed, errors.New("backups are off: the RedisBackup CRD is not installed or the operator may not watch RedisBackups (install the operator's bundle of this version), or they came after the operator started (restart it)"))
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=get;list;watch
 
@@ -49,7 +47,7 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return nil
 	}
 	if !r.BackupsServed && rc.Status.Restore == nil {
-		return failed(cachev1.ReasonBackupNotReady, errBackupsNotServed)
+		return errBackupsNotServed
 	}
 	if rc.Status.Restore != nil {
 		state.restore = rc.Status.Restore.DeepCopy()
@@ -58,11 +56,12 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		b := &cachev1.RedisBackup{}
 		switch err := r.Get(ctx, nameOf(rc, name), b); {
 		case apierrors.IsNotFound(err):
-			return failed(cachev1.ReasonBackupNotReady, fmt.Errorf("%w: RedisBackup %s does not exist; no node starts until it has completed", errRestoreWaiting, name))
+			// The RedisBackup's watch (clustersWaitingFor) wakes the reconcile.
+			return waitFor(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s does not exist; no node starts until it has completed", name))
 		case err != nil:
 			return fmt.Errorf("reading RedisBackup %s: %w", name, err)
 		case b.Status.Phase != cachev1.BackupCompleted:
-			return failed(cachev1.ReasonBackupNotReady, fmt.Errorf("%w: RedisBackup %s is %s; no node starts until it has completed", errRestoreWaiting, name, phaseOrPending(b)))
+			return waitFor(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s is %s; no node starts until it has completed", name, phaseOrPending(b)))
 		}
 		state.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
 			Size: b.Status.Size, Destination: b.Spec.Destination}
@@ -151,14 +150,14 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 		}
-		return failed(cachev1.ReasonRestoring, errRestoreRunning)
+		return waitRestorePod
 	}
 	if err != nil {
 		return err
 	}
 	switch t := terminated(pod); {
 	case t == nil:
-		return failed(cachev1.ReasonRestoring, errRestoreRunning)
+		return waitRestorePod
 	case t.ExitCode != 0:
 		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
 			state.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
@@ -166,8 +165,9 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 	return nil
 }
 
-// errRestoreRunning is a restore pod that has not finished: the StatefulSet waits for it.
-var errRestoreRunning = errors.New("the restore pod copies the backup into the first node's data claim; no node starts before it is done")
+// waitRestorePod is a restore pod that has not finished: the StatefulSet waits for it. The pod's
+// watch (podToRedisCluster) wakes the reconcile when it ends.
+var waitRestorePod = waitFor(0, cachev1.ReasonRestoring, "the restore pod copies the backup into the first node's data claim; no node starts before it is done")
 
 // restoredNode is the pod that restores the data: the first.
 func restoredNode(rc *cachev1.RedisCluster) string { return rc.Name + "-0" }
@@ -194,6 +194,10 @@ func restoreFailure(pods []corev1.Pod, name string) string {
 	return ""
 }
 
+// restoreReasons are the reasons of the phases that fail or wait for the restore: the Restored
+// condition says them.
+var restoreReasons = []string{cachev1.ReasonBackupsNotServed, cachev1.ReasonBackupNotReady, cachev1.ReasonRestoring, cachev1.ReasonRestoreFailed}
+
 // restoredCondition says where the restore of spec.restore is; nil without one.
 func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
 	if rc.Spec.Restore == nil {
@@ -204,9 +208,9 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	case r != nil && r.CompletedAt != nil:
 		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
 			fmt.Sprintf("Restored from RedisBackup %s (%s, %s)", r.Backup, r.Location, r.Checksum))
-	case state.err != nil && (state.err.reason == cachev1.ReasonBackupNotReady || state.err.reason == cachev1.ReasonRestoreFailed ||
-		state.err.reason == cachev1.ReasonRestoring):
-		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, state.err.reason, state.err.Error())
+	case slices.Contains(restoreReasons, state.unfinished().reason):
+		u := state.unfinished()
+		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, u.reason, u.message)
 	case r == nil:
 		// Another phase failed before the backup was read: keep what the status says.
 		if meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionRestored) != nil {

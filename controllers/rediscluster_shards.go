@@ -49,8 +49,6 @@ type shardsState struct {
 	// clusterDown names a node that says the cluster does not serve every slot.
 	clusterDown string
 	plan        *shards.Plan
-	// moreToMove is true when this reconcile moved slots: the next comes at once.
-	moreToMove bool
 	// rollout is the rollout step this reconcile took, or what the rollout waits for.
 	rollout shards.RolloutStep
 }

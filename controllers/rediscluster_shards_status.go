@@ -77,6 +77,9 @@ func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState)
 	if state.err != nil {
 		return nil
 	}
+	if w := state.wait; w != nil {
+		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, w.reason, w.message)
+	}
 	if plan := state.shards.plan; plan != nil && slotsMoving(rc, *plan) != "" {
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	}
@@ -101,6 +104,9 @@ func shardsDegradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *m
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
 	case state.failedToStart != "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
+	case state.wait != nil:
+		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
+			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
 	case state.shards.clusterDown != "" && len(rc.Status.Shards) > 0 && clusterWasServing(rc):
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonClusterDown,
 			fmt.Sprintf("%s says the cluster does not serve every slot (cluster_state:fail)", state.shards.clusterDown))
@@ -129,6 +135,8 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 	case rc.Status.ReadyReplicas < want || len(state.shards.statefulSets) < int(rc.Spec.Cluster.Shards):
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready", rc.Status.ReadyReplicas, want))
+	case state.wait != nil:
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
 	case plan == nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
 	case slotsMoving(rc, *plan) != "":

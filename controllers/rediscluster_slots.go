@@ -62,8 +62,6 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 		state.changed = true
 	}
 	if len(moved) > 0 {
-		// Back at once: for the rest, or the next shard's moves.
-		state.shards.moreToMove = true
 		var parts []string
 		for pair, n := range moved {
 			parts = append(parts, fmt.Sprintf("%d slots from %s", n, pair))
@@ -71,6 +69,10 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 		slices.Sort(parts)
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "MoveSlots",
 			"Moved %s, with %d keys", strings.Join(parts, ", "), keys)
+		if err == nil {
+			// Back at once: for the rest, or the next shard's moves.
+			return waitFor(movingRequeue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
+		}
 	}
 	return err
 }

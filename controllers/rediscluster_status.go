@@ -28,7 +28,8 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
 		setCondition(rc, c)
 	}
 	if state.err == nil {
-		// observedGeneration moves only when the spec was carried out.
+		// observedGeneration moves when the spec was carried out, or is being (a phase waits:
+		// Progressing says for what); not when a phase failed.
 		rc.Status.ObservedGeneration = rc.Generation
 	}
 }
@@ -103,12 +104,14 @@ func failingOverCondition(rc *cachev1.RedisCluster, state *reconcileState) *meta
 	return nil
 }
 
-// progressingCondition is True while the StatefulSet rolls out a change; nil (unchanged) when
-// the reconcile failed.
+// progressingCondition is True while the StatefulSet rolls out a change or a phase waits; nil
+// (unchanged) when the reconcile failed.
 func progressingCondition(state *reconcileState) *metav1.Condition {
 	switch {
 	case state.err != nil:
 		return nil
+	case state.wait != nil:
+		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, state.wait.reason, state.wait.message)
 	case state.changed || !rolledOut(state.statefulSet):
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
 			"The StatefulSet is rolling out the current spec")
@@ -122,13 +125,14 @@ func progressingCondition(state *reconcileState) *metav1.Condition {
 func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
 	plan := state.round.Plan
 	switch {
-	case state.err != nil && state.err.reason == cachev1.ReasonRestoring:
-		// Not degraded: the nodes wait for the restore pod to fill the first node's claim.
-		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, state.err.Error())
 	case state.err != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
 	case state.failedToStart != "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
+	case state.wait != nil:
+		// A wait is not a failure: Progressing and Ready say what for.
+		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
+			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
 	case len(state.view.Nodes) > 0 && plan.Primary == "" && state.restore != nil && state.restore.CompletedAt == nil:
 		// Not degraded: the first primary waits for the node that restores the data.
 		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, plan.Reason)
@@ -149,6 +153,8 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 	case state.err != nil || degraded.Reason == cachev1.ReasonRedisFailedToStart:
 		// Said first: counting ready pods would hide why they are not.
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
+	case state.wait != nil:
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
 	case state.changed || !stsObserved(state.statefulSet) || ready < rc.Spec.Replicas:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))

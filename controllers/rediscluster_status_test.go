@@ -3,10 +3,12 @@ package controllers
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -182,4 +184,46 @@ func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
 	ready := readyCondition(rc, state, degraded)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, ready.Reason)
+}
+
+// A phase that waits is progress: Progressing and Ready say what for, Degraded stays False,
+// and observedGeneration moves (the spec is being carried out); a failure after it still
+// counts as a failure.
+func TestAWaitIsProgressNotDegraded(t *testing.T) {
+	wait := &phaseWait{phase: "RestoreSource", reason: cachev1.ReasonBackupNotReady, message: "waiting for the backup"}
+	rc := statusTestCluster(1, "")
+	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
+	setStatus(rc, &reconcileState{wait: wait})
+	for _, want := range []struct {
+		condition string
+		status    metav1.ConditionStatus
+		reason    string
+	}{
+		{cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonBackupNotReady},
+		{cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonBackupNotReady},
+		{cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonBackupNotReady},
+		{cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected},
+	} {
+		c := meta.FindStatusCondition(rc.Status.Conditions, want.condition)
+		if assert.NotNil(t, c, want.condition) {
+			assert.Equal(t, want.status, c.Status, want.condition)
+			assert.Equal(t, want.reason, c.Reason, want.condition)
+		}
+	}
+	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
+
+	failed := statusTestCluster(1, "")
+	failed.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
+	setStatus(failed, &reconcileState{wait: wait, err: &phaseError{phase: "Users", reason: cachev1.ReasonUserRejected, err: errors.New("no")}})
+	assert.True(t, meta.IsStatusConditionTrue(failed.Status.Conditions, cachev1.ConditionDegraded))
+	assert.Zero(t, failed.Status.ObservedGeneration)
+}
+
+func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
+	r := &RedisClusterReconciler{CheckInterval: 2 * time.Second}
+	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
+	assert.Zero(t, r.requeueAfter(&reconcileState{wait: &phaseWait{}}), "no nodes, and a wait a watch ends")
+	assert.Equal(t, 5*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}}))
+	assert.Equal(t, 2*time.Second, r.requeueAfter(&reconcileState{view: serving, wait: &phaseWait{after: 5 * time.Second}}))
+	assert.Equal(t, time.Second, r.requeueAfter(&reconcileState{view: serving, wait: &phaseWait{after: time.Second}}))
 }

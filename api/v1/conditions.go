@@ -93,11 +93,16 @@ const (
 	// ReasonEmptyDir (Persistent=False): data lives in emptyDir and is lost with the pod.
 	ReasonEmptyDir = "EmptyDir"
 
-	// ReasonBackupNotReady (Restored=False): spec.restore's RedisBackup does not exist or has
-	// not completed; no pod starts until it has.
+	// ReasonBackupNotReady (Restored=False, Progressing=True): spec.restore's RedisBackup does
+	// not exist or has not completed; no pod starts until it has.
 	ReasonBackupNotReady = "BackupNotReady"
-	// ReasonRestoring (Restored=False): the first node is fetching and checking the snapshot.
+	// ReasonRestoring (Restored=False, Progressing=True): the first node's data is being fetched
+	// and checked.
 	ReasonRestoring = "Restoring"
+	// ReasonBackupsNotServed (Degraded=True, and Restored=False with spec.restore): spec.backup or
+	// spec.restore while the operator does not serve RedisBackups (their CRD is not installed,
+	// or came after the operator started).
+	ReasonBackupsNotServed = "BackupsNotServed"
 	// ReasonRestoreFailed (Restored=False, Degraded=True): the snapshot could not be restored:
 	// missing, corrupt (checksum mismatch), unreachable storage, or a data directory that
 	// already holds data. The message is the restore's own; Redis did not start on that data.

@@ -138,9 +138,10 @@ func TestGeneratedSpecsAreRefusedWithTheFieldOrConverge(t *testing.T) {
 	assert.Zero(t, metric("controller_runtime_reconcile_panics_total"), "panics in Reconcile")
 }
 
-// waitsOnAnotherObject are the Degraded reasons of a valid spec whose objects (a Secret, a
-// RedisBackup) do not exist: the RedisCluster converges once they do.
-var waitsOnAnotherObject = []string{cachev1.ReasonSecretNotFound, cachev1.ReasonTLSSecretInvalid, cachev1.ReasonBackupNotReady}
+// waitsOnAnotherObject are the Degraded reasons of a valid spec whose objects (a Secret) do not
+// exist: the RedisCluster converges once they do. A restore whose RedisBackup does not exist
+// is not among them: it waits (Progressing, BackupNotReady) and carries the spec out meanwhile.
+var waitsOnAnotherObject = []string{cachev1.ReasonSecretNotFound, cachev1.ReasonTLSSecretInvalid}
 
 // checkedOnlyInThePod are the pod fields whose grammar (label keys and values, affinity terms)
 // the API server checks when the operator applies the StatefulSet, not at admission: a CEL rule
