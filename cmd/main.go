@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/org/redis-operator/controllers"
-	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )

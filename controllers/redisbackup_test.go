@@ -28,7 +28,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
-	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/test/s3server"
 	"github.com/org/redis-operator/test/testenv"
 )

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/test/testenv"
 )
 

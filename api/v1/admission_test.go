@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/internal/backup"
-	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )

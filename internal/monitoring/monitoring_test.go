@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/internal/monitoring"
-	"github.com/org/redis-operator/internal/operator"
 	"github.com/org/redis-operator/test/testenv"
 )
 

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )

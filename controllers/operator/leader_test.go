@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/org/redis-operator/internal/operator"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/test/testenv"
 )
 
