@@ -98,48 +98,75 @@ func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.Na
 	return r.wake
 }
 
-// clusterState is what the reconciler remembers of one RedisCluster between reconciles.
+// clusterState is what the reconciler remembers of one RedisCluster between reconciles: one
+// piece of memory per feature, each with its own lock, written by its feature's file alone
+// (another feature asks it through its methods).
 type clusterState struct {
+	// downtime is how long the primary has not answered (the failure detector).
 	downtime topology.Downtime
-	// children says whether the children need comparing with the spec at all.
+	// children says whether the children need comparing with the spec at all (apply.go).
 	children childrenSeen
-	mu       sync.Mutex
-	creds    credentials
-	metrics  clusterMetrics
-	// tls is each node's certificate, by pod name.
-	tls map[string]nodeTLS
-	// users is the set of users each node was last given in full (usersSum), by pod name;
-	// acceptedUsers are the user lines Redis took.
-	users         map[string]string
-	acceptedUsers map[string]bool
-	// statusWrittenOver are the resourceVersions the RedisCluster had before this operator's
-	// last status write, in the reconcile that made it: a cached copy still at one is behind.
-	statusWrittenOver []string
-	// view is what the last reconcile observed of the nodes: where backups are taken from.
-	view topology.View
-	// passwordOn is the hash of the default user's password each node was last given (again
-	// after each read of the Secrets); passwordAnnounced, the one its Event announced.
-	passwordOn, passwordAnnounced map[string]string
+	// status is what the last status write and the last failure left (this file).
+	status statusMemory
+	// observed is what the last reconcile saw of the nodes (this file; backups read it).
+	observed observedMemory
+	// creds are the credentials as last read (rediscluster_secrets.go).
+	creds credsMemory
+	// passwords are the passwords each node was given (rediscluster_passwords.go).
+	passwords passwordMemory
+	// users are the users each node was given (rediscluster_users.go).
+	users userMemory
+	// tls is each node's certificate (rediscluster_tls.go).
+	tls tlsMemory
+	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
+	metrics clusterMetrics
+}
+
+// statusMemory is what the reconciler's own writes and failures left.
+type statusMemory struct {
+	mu sync.Mutex
+	// writtenOver are the resourceVersions the RedisCluster had before this operator's last
+	// status write, in the reconcile that made it: a cached copy still at one is behind.
+	writtenOver []string
 	// checkDue is when the health check is due after a reconcile that failed to apply a child
 	// but still served Redis; zero after any other reconcile, and once checkBound has bounded
 	// that reconcile's retry.
 	checkDue time.Time
 }
 
+// observedMemory is what the last reconcile observed of the nodes: where backups are taken
+// from.
+type observedMemory struct {
+	mu   sync.Mutex
+	view topology.View
+}
+
+func (o *observedMemory) set(v topology.View) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.view = v
+}
+
+func (o *observedMemory) get() topology.View {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.view
+}
+
 // staleCacheRetry is how soon a reconcile that found the cache behind this operator's own
 // status write runs again (the watch event usually comes first).
 const staleCacheRetry = 100 * time.Millisecond
 
-func (cs *clusterState) cacheBehind(resourceVersion string) bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return resourceVersion != "" && slices.Contains(cs.statusWrittenOver, resourceVersion)
+func (s *statusMemory) cacheBehind(resourceVersion string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return resourceVersion != "" && slices.Contains(s.writtenOver, resourceVersion)
 }
 
-func (cs *clusterState) wroteStatusOver(resourceVersions ...string) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	cs.statusWrittenOver = resourceVersions
+func (s *statusMemory) wroteStatusOver(resourceVersions ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writtenOver = resourceVersions
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -258,7 +285,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	cs := r.clusterState(rc)
-	if cs.cacheBehind(rc.ResourceVersion) {
+	if cs.status.cacheBehind(rc.ResourceVersion) {
 		// The cache still holds the RedisCluster as it was before this operator's last status
 		// write: its recorded primary may be the old one. Deciding on it would change the
 		// primary a second time; the watch brings the new status within moments.
@@ -274,9 +301,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	failedKind := r.runPhases(ctx, rc, state, phases)
 
 	r.recordChildEvents(rc, state)
-	cs.mu.Lock()
-	cs.view = state.view
-	cs.mu.Unlock()
+	cs.observed.set(state.view)
 	setStatus(rc, state)
 	r.recordNodeMetrics(rc, state, time.Now())
 	r.recordConditions(rc)
@@ -286,7 +311,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	before := []string{startVersion, rc.ResourceVersion}
 	err := r.patchStatus(ctx, state.written, rc)
 	if rc.ResourceVersion != startVersion {
-		cs.wroteStatusOver(before...)
+		cs.status.wroteStatusOver(before...)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -297,7 +322,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		recordPrimaryChange(rc, state.move, time.Now())
 	}
 	next := r.requeueAfter(state)
-	cs.checkAfterFailure(state, failedKind, next)
+	cs.status.checkAfterFailure(state, failedKind, next)
 	if state.err != nil {
 		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
 		return ctrl.Result{}, state.err.logged()
@@ -349,12 +374,12 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 
 // checkAfterFailure records when the health check is due after a reconcile whose failure left
 // Redis served (a refused child: failover still ran), and forgets it after any other.
-func (cs *clusterState) checkAfterFailure(state *reconcileState, failedKind phaseKind, next time.Duration) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	cs.checkDue = time.Time{}
+func (s *statusMemory) checkAfterFailure(state *reconcileState, failedKind phaseKind, next time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkDue = time.Time{}
 	if state.err != nil && failedKind == appliesChild && next > 0 {
-		cs.checkDue = time.Now().Add(next)
+		s.checkDue = time.Now().Add(next)
 	}
 }
 
@@ -377,18 +402,18 @@ func (b checkBound) When(req reconcile.Request) time.Duration {
 	if !ok {
 		return backoff
 	}
-	due := cs.(*clusterState).takeCheckDue()
+	due := cs.(*clusterState).status.takeCheckDue()
 	if due.IsZero() {
 		return backoff
 	}
 	return min(backoff, max(time.Until(due), 0))
 }
 
-func (cs *clusterState) takeCheckDue() time.Time {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	due := cs.checkDue
-	cs.checkDue = time.Time{}
+func (s *statusMemory) takeCheckDue() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	due := s.checkDue
+	s.checkDue = time.Time{}
 	return due
 }
 

@@ -99,15 +99,15 @@ const statsInterval = 10 * time.Second
 func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) {
 	cs := r.clusterState(rc)
 	now := time.Now()
-	cs.mu.Lock()
+	cs.metrics.mu.Lock()
 	due := map[string]bool{}
 	for _, o := range state.view.Nodes {
 		due[o.Name] = now.Sub(cs.metrics.statsAt[o.Name]) >= statsInterval
 	}
-	cs.mu.Unlock()
+	cs.metrics.mu.Unlock()
 	state.stats = topology.ObserveStats(ctx, state.dial, state.view, func(name string) bool { return due[name] })
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
+	cs.metrics.mu.Lock()
+	defer cs.metrics.mu.Unlock()
 	if cs.metrics.statsAt == nil {
 		cs.metrics.statsAt = map[string]time.Time{}
 	}
@@ -158,6 +158,7 @@ func (c *nodeCounters) forget(namespace, name, pod string) {
 
 // clusterMetrics is what the metrics of one RedisCluster need from one check to the next.
 type clusterMetrics struct {
+	mu sync.Mutex
 	// pods are the pods that have series, so that a pod that goes loses them.
 	pods map[string]bool
 	// checkedAt is when the last check with nodes ran.
@@ -171,8 +172,8 @@ type clusterMetrics struct {
 // recordNodeMetrics sets the RedisCluster's series from this reconcile's view of its nodes.
 func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, state *reconcileState, now time.Time) {
 	cs := r.clusterState(rc)
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
+	cs.metrics.mu.Lock()
+	defer cs.metrics.mu.Unlock()
 	m := &cs.metrics
 	v := state.view
 	seen := map[string]bool{}
@@ -234,8 +235,8 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 // this every second for every RedisCluster.
 func (r *RedisClusterReconciler) recordConditions(rc *cachev1.RedisCluster) {
 	cs := r.clusterState(rc)
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
+	cs.metrics.mu.Lock()
+	defer cs.metrics.mu.Unlock()
 	if cs.metrics.conditions == nil {
 		cs.metrics.conditions = map[string]metav1.Condition{}
 	}

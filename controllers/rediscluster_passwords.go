@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -193,10 +194,7 @@ func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.R
 	want := redis.PasswordHash(state.creds.password)
 	cs := r.clusterState(rc)
 	for _, o := range state.view.Nodes {
-		cs.mu.Lock()
-		had := cs.passwordOn[o.Name]
-		cs.mu.Unlock()
-		if !o.Reachable() || had == want {
+		if !o.Reachable() || cs.passwords.givenTo(o.Name) == want {
 			continue
 		}
 		n := state.dial(o.Addr)
@@ -208,19 +206,7 @@ func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.R
 		if err != nil {
 			return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
 		}
-		cs.mu.Lock()
-		if cs.passwordOn == nil {
-			cs.passwordOn = map[string]string{}
-		}
-		if cs.passwordAnnounced == nil {
-			cs.passwordAnnounced = map[string]string{}
-		}
-		cs.passwordOn[o.Name] = want
-		// A change of password (there is a previous one) is announced once per node.
-		announce := state.creds.rotation.previous != "" && cs.passwordAnnounced[o.Name] != want
-		cs.passwordAnnounced[o.Name] = want
-		cs.mu.Unlock()
-		if announce {
+		if cs.passwords.gave(o.Name, want, state.creds.rotation.previous != "") {
 			r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
 				"%s now takes the password from Secret %s", o.Name, passwordSecretName(rc))
 		}
@@ -258,14 +244,43 @@ func (r *RedisClusterReconciler) removeDuePasswords(ctx context.Context, rc *cac
 	if err := r.writeRotation(ctx, rc, left); err != nil {
 		return err
 	}
-	cs := r.clusterState(rc)
-	cs.mu.Lock()
-	if cs.creds.password == state.creds.password {
-		cs.creds.rotation = left
-	}
-	cs.mu.Unlock()
+	r.clusterState(rc).creds.rotated(state.creds.password, left)
 	state.creds.rotation = left
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPreviousPasswordRemoved, "Rotate",
 		"The password Secret %s held before no longer works on any node", passwordSecretName(rc))
 	return nil
+}
+
+// passwordMemory is, by node, the hash of the default user's password it was last given (again
+// after each read of the Secrets), and the one its Event announced.
+type passwordMemory struct {
+	mu               sync.Mutex
+	given, announced map[string]string
+}
+
+func (m *passwordMemory) givenTo(node string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.given[node]
+}
+
+// gave records that node takes the password of hash want; it says whether to announce it: a
+// change of password (rotating) is announced once per node.
+func (m *passwordMemory) gave(node, want string, rotating bool) (announce bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.given == nil {
+		m.given, m.announced = map[string]string{}, map[string]string{}
+	}
+	m.given[node] = want
+	announce = rotating && m.announced[node] != want
+	m.announced[node] = want
+	return announce
+}
+
+// forgetGiven makes every node be checked again.
+func (m *passwordMemory) forgetGiven() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.given = nil
 }

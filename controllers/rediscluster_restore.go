@@ -234,9 +234,7 @@ func (r *RedisClusterReconciler) SnapshotSource(key types.NamespacedName) (sourc
 		return source, primary, login, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
 	}
 	cs := v.(*clusterState)
-	cs.mu.Lock()
-	view, creds := cs.view, cs.creds
-	cs.mu.Unlock()
+	view, creds := cs.observed.get(), cs.creds.get()
 	source, ok = view.SnapshotSource()
 	if !ok || creds.operatorPassword == "" {
 		return source, primary, login, fmt.Errorf("%w: neither a caught-up replica nor the primary answers", errNoSnapshotSource)

@@ -23,7 +23,7 @@ func TestCheckBoundBoundsTheRetryOfAServedFailureOnce(t *testing.T) {
 
 	// Given a reconcile whose child was refused while failover ran
 	served := &reconcileState{err: &phaseError{err: errors.New("refused")}}
-	cs.checkAfterFailure(served, appliesChild, time.Second)
+	cs.status.checkAfterFailure(served, appliesChild, time.Second)
 	// Then its retry comes at its health check, not after the minute of back-off
 	assert.LessOrEqual(t, limiter.When(req), time.Second)
 
@@ -31,6 +31,6 @@ func TestCheckBoundBoundsTheRetryOfAServedFailureOnce(t *testing.T) {
 	assert.Greater(t, limiter.When(req), time.Minute)
 
 	// And a failure that stopped Redis being served (a prerequisite) records no check
-	cs.checkAfterFailure(served, prerequisite, time.Second)
+	cs.status.checkAfterFailure(served, prerequisite, time.Second)
 	assert.Greater(t, limiter.When(req), time.Minute)
 }

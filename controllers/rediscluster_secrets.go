@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,40 @@ type credentials struct {
 	syncedAt   time.Time
 }
 
+// credsMemory is the credentials of one RedisCluster as last read, kept between reconciles.
+type credsMemory struct {
+	mu sync.Mutex
+	c  credentials
+}
+
+func (m *credsMemory) get() credentials {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.c
+}
+
+func (m *credsMemory) set(c credentials) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.c = c
+}
+
+// markFileStale asks for the nodes' password file to be written again at the next reconcile.
+func (m *credsMemory) markFileStale() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.c.fileStale = true
+}
+
+// rotated records what is left of a password change, unless the password changed meanwhile.
+func (m *credsMemory) rotated(password string, left rotation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.c.password == password {
+		m.c.rotation = left
+	}
+}
+
 // login is how the operator logs in to the nodes: as its own user, and with TLS when it is on.
 func (c credentials) login() redis.Login {
 	l := redis.Login{Username: resources.OperatorUserName, Password: c.operatorPassword}
@@ -71,13 +106,9 @@ var errSecret = errors.New("password Secret")
 // an uncached reader: the operator never lists or watches Secrets.
 func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	cs := r.clusterState(rc)
-	cs.mu.Lock()
-	creds := cs.creds
-	cs.mu.Unlock()
+	creds := cs.creds.get()
 	keep := func(c credentials) {
-		cs.mu.Lock()
-		cs.creds = c
-		cs.mu.Unlock()
+		cs.creds.set(c)
 		state.creds = c
 	}
 	resync := r.SecretResync
@@ -145,10 +176,8 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		}
 	}
 	stillValid := rot.stillValid(password, now)
-	cs.mu.Lock()
 	inFile := append([]resources.User{resources.OperatorUser(operatorPassword, rc.Spec.Cluster != nil)},
-		usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.acceptedUsers)...)
-	cs.mu.Unlock()
+		usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.users.acceptedLines())...)
 	desired := resources.DesiredAuthConfSecret(rc, password, stillValid, inFile)
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: authConf, extract: corev1ac.ExtractSecret,
@@ -162,9 +191,8 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	// The users and the password are given to every node again after each read: a node that
 	// restarted before its file listed them, or whose password was changed behind our back, has
 	// them within a resync.
-	cs.mu.Lock()
-	cs.users, cs.passwordOn = nil, nil
-	cs.mu.Unlock()
+	cs.users.forgetGiven()
+	cs.passwords.forgetGiven()
 	return nil
 }
 

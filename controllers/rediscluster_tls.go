@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,11 +118,11 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.R
 	var errs []error
 	reached := false
 	for _, o := range state.view.Nodes {
-		if (!o.Reachable() && !o.TLSRefused()) || !cs.tlsDue(o.Name, t.sum, now) {
+		if (!o.Reachable() && !o.TLSRefused()) || !cs.tls.due(o.Name, t.sum, now) {
 			continue
 		}
 		loaded, changed, err := r.loadCertificate(ctx, o, state.creds)
-		cs.tlsTried(o.Name, t.sum, loaded, now)
+		cs.tls.tried(o.Name, t.sum, loaded, now)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -204,26 +205,32 @@ func (t *tlsCredentials) reloadConfig() *tls.Config {
 	return cfg
 }
 
-// tlsDue is true when the node has not loaded this content yet and was not asked to lately.
-func (cs *clusterState) tlsDue(node, sum string, now time.Time) bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	n := cs.tls[node]
+// tlsMemory is each node's certificate, by pod name.
+type tlsMemory struct {
+	mu    sync.Mutex
+	nodes map[string]nodeTLS
+}
+
+// due is true when the node has not loaded this content yet and was not asked to lately.
+func (m *tlsMemory) due(node, sum string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[node]
 	return n.loaded != sum && now.Sub(n.tried) >= tlsRetry
 }
 
-func (cs *clusterState) tlsTried(node, sum string, loaded bool, now time.Time) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.tls == nil {
-		cs.tls = map[string]nodeTLS{}
+func (m *tlsMemory) tried(node, sum string, loaded bool, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.nodes == nil {
+		m.nodes = map[string]nodeTLS{}
 	}
-	n := cs.tls[node]
+	n := m.nodes[node]
 	n.tried = now
 	if loaded {
 		n.loaded = sum
 	}
-	cs.tls[node] = n
+	m.nodes[node] = n
 }
 
 // podNamed is the pod of that name among pods; nil (no related object) when it is not there.

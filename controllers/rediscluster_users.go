@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,7 +88,7 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 	want := usersSum(users)
 	newlyAccepted := false
 	for _, o := range state.view.Nodes {
-		if !o.Reachable() || cs.usersOn(o.Name) == want {
+		if !o.Reachable() || cs.users.givenTo(o.Name) == want {
 			continue
 		}
 		accepted, rejected, err := r.applyUsers(ctx, state.dial(o.Addr), users)
@@ -94,14 +96,12 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 			problems = append(problems, fmt.Errorf("giving %s its users: %w", o.Name, err))
 			continue
 		}
-		newlyAccepted = cs.acceptUsers(o.Name, want, accepted, len(rejected) == 0) || newlyAccepted
+		newlyAccepted = cs.users.accept(o.Name, want, accepted, len(rejected) == 0) || newlyAccepted
 		problems = append(problems, rejected...)
 	}
 	if newlyAccepted {
 		// The password file lists the users Redis took: write it again at the next reconcile.
-		cs.mu.Lock()
-		cs.creds.fileStale = true
-		cs.mu.Unlock()
+		cs.creds.markFileStale()
 	}
 	if len(problems) > 0 {
 		return failed(cachev1.ReasonUserRejected, errors.Join(problems...))
@@ -141,31 +141,53 @@ func (r *RedisClusterReconciler) applyUsers(ctx context.Context, n redis.Node, u
 	return accepted, rejected, nil
 }
 
-// usersOn is the set of users the node was last given in full.
-func (cs *clusterState) usersOn(node string) string {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.users[node]
+// userMemory is, by node, the set of users it was last given in full (usersSum), and the user
+// lines Redis took.
+type userMemory struct {
+	mu       sync.Mutex
+	given    map[string]string
+	accepted map[string]bool
 }
 
-// acceptUsers records what the node took; it says whether a line was taken for the first time.
-func (cs *clusterState) acceptUsers(node, sum string, accepted []string, complete bool) bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.users == nil {
-		cs.users = map[string]string{}
+// givenTo is the set of users the node was last given in full.
+func (m *userMemory) givenTo(node string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.given[node]
+}
+
+// accept records what the node took; it says whether a line was taken for the first time.
+func (m *userMemory) accept(node, sum string, accepted []string, complete bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.given == nil {
+		m.given = map[string]string{}
 	}
-	if cs.acceptedUsers == nil {
-		cs.acceptedUsers = map[string]bool{}
+	if m.accepted == nil {
+		m.accepted = map[string]bool{}
 	}
 	if complete {
-		cs.users[node] = sum
+		m.given[node] = sum
 	}
 	fresh := false
 	for _, line := range accepted {
-		if !cs.acceptedUsers[line] {
-			cs.acceptedUsers[line], fresh = true, true
+		if !m.accepted[line] {
+			m.accepted[line], fresh = true, true
 		}
 	}
 	return fresh
+}
+
+// acceptedLines are the user lines Redis took, a copy.
+func (m *userMemory) acceptedLines() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.accepted)
+}
+
+// forgetGiven makes every node be given its users again.
+func (m *userMemory) forgetGiven() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.given = nil
 }
