@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -117,7 +116,7 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 	var errs []error
 	for _, a := range plan.Actions {
 		n := state.dial(state.shards.addrs[a.On])
-		err := sendClusterCommand(ctx, n, a)
+		err := shards.Act(ctx, n, a)
 		_ = n.Close()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a, err))
@@ -134,20 +133,4 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 		return r.moveSlots(ctx, rc, state)
 	}
 	return r.removeDrainedShards(ctx, rc, state)
-}
-
-func sendClusterCommand(ctx context.Context, n redis.Node, a shards.Action) error {
-	switch a.Kind {
-	case shards.Meet:
-		return n.ClusterMeet(ctx, a.Addr)
-	case shards.AddSlots:
-		return n.ClusterAddSlots(ctx, a.Ranges)
-	case shards.Replicate:
-		return n.ClusterReplicate(ctx, a.NodeID)
-	case shards.Forget:
-		return n.ClusterForget(ctx, a.NodeID)
-	case shards.Stable:
-		return n.ClusterSetSlotStable(ctx, a.Slot)
-	}
-	return fmt.Errorf("unknown cluster command %q", a.Kind)
 }

@@ -1,0 +1,175 @@
+package shards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/org/redis-operator/internal/redis"
+)
+
+// The executor carries out a Plan on the nodes, as Decide made it: its cluster commands (Act)
+// and its slot moves (MoveSlots), each move's remaining steps in order. It decides nothing:
+// the safety rule is Decide's (shards.go, moves.go).
+
+// Act sends one action's cluster command to its node.
+func Act(ctx context.Context, n redis.Node, a Action) error {
+	switch a.Kind {
+	case Meet:
+		return n.ClusterMeet(ctx, a.Addr)
+	case AddSlots:
+		return n.ClusterAddSlots(ctx, a.Ranges)
+	case Replicate:
+		return n.ClusterReplicate(ctx, a.NodeID)
+	case Forget:
+		return n.ClusterForget(ctx, a.NodeID)
+	case Stable:
+		return n.ClusterSetSlotStable(ctx, a.Slot)
+	}
+	return fmt.Errorf("unknown cluster command %q", a.Kind)
+}
+
+// keysPerMigrate is how many keys one MIGRATE carries: the giving primary is blocked while it
+// sends them, and its clients wait that long.
+const keysPerMigrate = 100
+
+// Moved is what MoveSlots did: the slots moved between each two primaries ("a to b"), and the
+// keys they carried.
+type Moved struct {
+	Slots map[string]int
+	Keys  int
+}
+
+// MoveSlots carries out moves a step of slotsPerStep slots at a time, in order, until budget
+// is spent (one step at least) or a step fails. addrs are the members' addresses by pod;
+// primaries, every shard's primary: each learns of a step at once.
+func MoveSlots(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[string]string, primaries []string, budget time.Duration) (Moved, error) {
+	start := time.Now()
+	done := Moved{Slots: map[string]int{}}
+	for _, step := range movesInSteps(moves) {
+		if len(done.Slots) > 0 && time.Since(start) > budget {
+			break
+		}
+		n, err := moveStep(ctx, dial, step, addrs, primaries)
+		done.Keys += n
+		if err != nil {
+			return done, err
+		}
+		done.Slots[step[0].From+" to "+step[0].To] += len(step)
+	}
+	return done, nil
+}
+
+// slotsPerStep is how many slots move together: each SETSLOT step is one pipeline, and one
+// write of nodes.conf, for them all (a nodes.conf write is an fsync: one per slot and step
+// made a slot take about 4ms).
+const slotsPerStep = 32
+
+// movesInSteps cuts the moves into steps of up to slotsPerStep slots between the same two
+// primaries, in order.
+func movesInSteps(moves []Move) [][]Move {
+	var steps [][]Move
+	for _, m := range moves {
+		if n := len(steps); n > 0 && len(steps[n-1]) < slotsPerStep && steps[n-1][0].From == m.From && steps[n-1][0].To == m.To {
+			steps[n-1] = append(steps[n-1], m)
+			continue
+		}
+		steps = append(steps, []Move{m})
+	}
+	return steps
+}
+
+// moveStep takes the remaining steps of moves between the same two primaries, and returns how
+// many keys it moved.
+func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[string]string, primaries []string) (int, error) {
+	first := moves[0]
+	from, to := dial(addrs[first.From]), dial(addrs[first.To])
+	defer from.Close()
+	defer to.Close()
+	var importing, migrating, open, all []int
+	for _, m := range moves {
+		all = append(all, m.Slot)
+		if m.Owned {
+			continue
+		}
+		open = append(open, m.Slot)
+		if !m.Importing {
+			importing = append(importing, m.Slot)
+		}
+		if !m.Migrating {
+			migrating = append(migrating, m.Slot)
+		}
+	}
+	if err := setSlots(ctx, to, redis.SlotImporting, first.FromID, importing); err != nil {
+		return 0, fmt.Errorf("%s imports slots %v from %s: %w", first.To, importing, first.From, err)
+	}
+	if err := setSlots(ctx, from, redis.SlotMigrating, first.ToID, migrating); err != nil {
+		return 0, fmt.Errorf("%s migrates slots %v to %s: %w", first.From, migrating, first.To, err)
+	}
+	// Every slot's keys, even of a slot the receiver owns already: a giver stopped between the
+	// two SETSLOT NODE may still hold one, and Redis would refuse it the last step for ever.
+	moved, err := migrateKeys(ctx, from, addrs[first.To], all)
+	if err != nil {
+		return moved, fmt.Errorf("moving the keys of slots %v from %s to %s: %w", all, first.From, first.To, err)
+	}
+	// The receiver first: once it owns the slots, the giver sends its clients there.
+	if err := setSlots(ctx, to, redis.SlotNode, first.ToID, open); err != nil {
+		return moved, fmt.Errorf("%s takes slots %v: %w", first.To, open, err)
+	}
+	// Redis refuses this while the giver still holds a key of a slot.
+	if err := setSlots(ctx, from, redis.SlotNode, first.ToID, all); err != nil {
+		return moved, fmt.Errorf("%s gives slots %v: %w", first.From, all, err)
+	}
+	// The other primaries learn it by gossip too; told at once, they send no client to the
+	// giver. Told together: each writes its nodes.conf.
+	others := slices.DeleteFunc(slices.Clone(primaries), func(p string) bool { return p == first.From || p == first.To })
+	errs := make([]error, len(others))
+	var wg sync.WaitGroup
+	for i, p := range others {
+		wg.Go(func() {
+			n := dial(addrs[p])
+			defer n.Close()
+			if err := setSlots(ctx, n, redis.SlotNode, first.ToID, all); err != nil {
+				errs[i] = fmt.Errorf("%s takes %s as the owner of slots %v: %w", p, first.To, all, err)
+			}
+		})
+	}
+	wg.Wait()
+	return moved, errors.Join(errs...)
+}
+
+func setSlots(ctx context.Context, n redis.Node, state redis.SlotState, id string, slots []int) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	return n.ClusterSetSlots(ctx, state, id, slots...)
+}
+
+// migrateKeys moves the slots' keys from the giving primary to the receiver at addr, slot by
+// slot, up to keysPerMigrate per MIGRATE: each MIGRATE blocks the giver while it runs, so its
+// clients wait for one batch at most. A slot that gave fewer than keysPerMigrate is done:
+// while a slot migrates, the giver creates no key in it (clients are sent to the receiver).
+func migrateKeys(ctx context.Context, from redis.Node, addr string, slots []int) (int, error) {
+	moved := 0
+	for _, slot := range slots {
+		for {
+			keys, err := from.ClusterKeysInSlot(ctx, slot, keysPerMigrate)
+			if err != nil {
+				return moved, fmt.Errorf("slot %d: %w", slot, err)
+			}
+			if len(keys) > 0 {
+				if err := from.Migrate(ctx, addr, keys); err != nil {
+					return moved, fmt.Errorf("slot %d: %w", slot, err)
+				}
+				moved += len(keys)
+			}
+			if len(keys) < keysPerMigrate {
+				break
+			}
+		}
+	}
+	return moved, nil
+}
