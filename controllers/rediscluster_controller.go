@@ -294,15 +294,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	startVersion := rc.ResourceVersion
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
 	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
-	phases := r.phases()
-	if rc.Spec.Cluster != nil {
-		phases = r.shardedPhases()
-	}
-	failedKind := r.runPhases(ctx, rc, state, phases)
+	m := r.modeOf(rc)
+	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
 
 	r.recordChildEvents(rc, state)
 	cs.observed.set(state.view)
-	setStatus(rc, state)
+	setStatus(rc, state, m.status)
 	r.recordNodeMetrics(rc, state, time.Now())
 	r.recordConditions(rc)
 	r.recordStatusEvents(state.written, rc)
@@ -417,24 +414,60 @@ func (s *statusMemory) takeCheckDue() time.Time {
 	return due
 }
 
-// phases are the phases of a RedisCluster of one primary and its replicas.
-func (r *RedisClusterReconciler) phases() []phase {
-	return []phase{
-		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
-		{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
-		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
-		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
-		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
-		{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
-		{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
-		{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
-		{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
-		{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
-		{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
-		{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
-		{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
-		{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
-		{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+// mode is what one way of running Redis adds to what every RedisCluster shares: replication
+// (one primary and its replicas) or cluster mode (spec.cluster: shards). Each mode lists its
+// own phases, top to bottom, in one place (replicationMode here, shardedMode in
+// rediscluster_shards.go), and sets its own status (status).
+type mode struct {
+	// prerequisites run after the shared ones, before any child is applied.
+	prerequisites []phase
+	// phases run after the shared children: the mode's own children, then serving Redis.
+	phases []phase
+	// status sets the mode's status fields and says its conditions (setStatus writes them).
+	status func(*cachev1.RedisCluster, *reconcileState) []*metav1.Condition
+}
+
+func (r *RedisClusterReconciler) modeOf(rc *cachev1.RedisCluster) mode {
+	if rc.Spec.Cluster != nil {
+		return r.shardedMode()
+	}
+	return r.replicationMode()
+}
+
+// phasesOf are the phases of a reconcile in mode m: the password first (every node needs it),
+// the mode's prerequisites, the children both modes have, then the mode's own phases.
+func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
+	out := []phase{{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite}}
+	out = append(out, m.prerequisites...)
+	out = append(out,
+		phase{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
+		phase{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
+		phase{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
+	)
+	return append(out, m.phases...)
+}
+
+// replicationMode is one primary and its replicas: a StatefulSet whose nodes the operator keeps
+// one primary and its replicas (failover, rollout), with passwords, TLS, users, backups and
+// restores.
+func (r *RedisClusterReconciler) replicationMode() mode {
+	return mode{
+		prerequisites: []phase{
+			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
+		},
+		phases: []phase{
+			{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
+			{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
+			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
+			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
+			{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
+			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
+			{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
+			{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
+			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
+			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+		},
+		status: setReplicatedStatus,
 	}
 }
 

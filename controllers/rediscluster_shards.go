@@ -25,17 +25,18 @@ import (
 // own (cluster-node-timeout); the operator then finds the promoted replica serving the shard's
 // slots and attaches the others to it.
 
-// shardedPhases are the phases of a RedisCluster in cluster mode.
-func (r *RedisClusterReconciler) shardedPhases() []phase {
-	return []phase{
-		{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite},
-		{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
-		{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
-		{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
-		{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
-		{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
-		{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
-		{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
+// shardedMode is cluster mode (spec.cluster): a StatefulSet per shard, whose nodes form one
+// Redis Cluster. It has no prerequisites of its own: no restore (the API refuses spec.restore
+// with spec.cluster).
+func (r *RedisClusterReconciler) shardedMode() mode {
+	return mode{
+		phases: []phase{
+			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
+			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
+			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
+			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
+		},
+		status: setShardedStatus,
 	}
 }
 

@@ -19,12 +19,9 @@ import (
 // setStatus is the one writer of the RedisCluster's status: it turns what the phases recorded
 // into the counts, the primary, the nodes and one condition each from a small function below.
 // Messages hold no volatile values, so an unchanged world gives an unchanged status.
-func setStatus(rc *cachev1.RedisCluster, state *reconcileState) {
-	conditions := setReplicatedStatus
-	if rc.Spec.Cluster != nil {
-		conditions = setShardedStatus
-	}
-	for _, c := range conditions(rc, state) {
+// modeStatus, the mode's own (mode.status), sets the mode's fields and says its conditions.
+func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(*cachev1.RedisCluster, *reconcileState) []*metav1.Condition) {
+	for _, c := range modeStatus(rc, state) {
 		setCondition(rc, c)
 	}
 	if state.err == nil {

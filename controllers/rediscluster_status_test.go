@@ -141,13 +141,13 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 
 func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing.T) {
 	rc := statusTestCluster(1, "")
-	setStatus(rc, &reconcileState{err: &phaseError{reason: cachev1.ReasonApplyFailed, err: errors.New("forbidden")}})
+	setStatus(rc, &reconcileState{err: &phaseError{reason: cachev1.ReasonApplyFailed, err: errors.New("forbidden")}}, setReplicatedStatus)
 	assert.Zero(t, rc.Status.ObservedGeneration)
 	for _, c := range rc.Status.Conditions {
 		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
 	}
 
-	setStatus(rc, &reconcileState{statefulSet: rolledOutStatefulSet(1)})
+	setStatus(rc, &reconcileState{statefulSet: rolledOutStatefulSet(1)}, setReplicatedStatus)
 	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
 }
 
@@ -193,7 +193,7 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 	wait := &phaseWait{phase: "RestoreSource", reason: cachev1.ReasonBackupNotReady, message: "waiting for the backup"}
 	rc := statusTestCluster(1, "")
 	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
-	setStatus(rc, &reconcileState{wait: wait})
+	setStatus(rc, &reconcileState{wait: wait}, setReplicatedStatus)
 	for _, want := range []struct {
 		condition string
 		status    metav1.ConditionStatus
@@ -214,7 +214,7 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 
 	failed := statusTestCluster(1, "")
 	failed.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
-	setStatus(failed, &reconcileState{wait: wait, err: &phaseError{phase: "Users", reason: cachev1.ReasonUserRejected, err: errors.New("no")}})
+	setStatus(failed, &reconcileState{wait: wait, err: &phaseError{phase: "Users", reason: cachev1.ReasonUserRejected, err: errors.New("no")}}, setReplicatedStatus)
 	assert.True(t, meta.IsStatusConditionTrue(failed.Status.Conditions, cachev1.ConditionDegraded))
 	assert.Zero(t, failed.Status.ObservedGeneration)
 }
