@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -151,12 +152,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 	// password and the operator's user.
 	candidates := append([]string{state.creds.password}, rot.candidates()...)
 	operatorUser := resources.OperatorUser(state.creds.operatorPassword, rc.Spec.Cluster != nil)
-	repair := func(ctx context.Context, n redis.Node) error {
-		if err := n.AddPassword(ctx, state.creds.password); err != nil {
-			return err
-		}
-		return n.SetUser(ctx, operatorUser.Name, operatorUser.SetUserArgs())
-	}
+	repair := auth.RepairLogin(state.creds.password, operatorUser)
 	for i, candidate := range candidates {
 		if len(refused) == 0 {
 			break
@@ -198,10 +194,7 @@ func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.R
 			continue
 		}
 		n := state.dial(o.Addr)
-		takes, err := n.TakesPassword(ctx, state.creds.password)
-		if err == nil && !takes {
-			err = n.AddPassword(ctx, state.creds.password)
-		}
+		err := auth.GivePassword(ctx, n, state.creds.password)
 		n.Close()
 		if err != nil {
 			return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
@@ -229,13 +222,11 @@ func (r *RedisClusterReconciler) removeDuePasswords(ctx context.Context, rc *cac
 	}
 	for _, o := range state.view.Nodes {
 		n := state.dial(o.Addr)
-		for _, p := range due {
-			if err := n.RemovePassword(ctx, p); err != nil {
-				n.Close()
-				return fmt.Errorf("removing a previous password from %s: %w", o.Name, err)
-			}
-		}
+		err := auth.RemovePasswords(ctx, n, due)
 		n.Close()
+		if err != nil {
+			return fmt.Errorf("removing a previous password from %s: %w", o.Name, err)
+		}
 	}
 	left := rotation{read: true}
 	if rot.previous != "" && !slices.Contains(due, rot.previous) {

@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -91,7 +91,9 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 		if !o.Reachable() || cs.users.givenTo(o.Name) == want {
 			continue
 		}
-		accepted, rejected, err := r.applyUsers(ctx, state.dial(o.Addr), users)
+		n := state.dial(o.Addr)
+		accepted, rejected, err := auth.ApplyUsers(ctx, n, users)
+		n.Close()
 		if err != nil {
 			problems = append(problems, fmt.Errorf("giving %s its users: %w", o.Name, err))
 			continue
@@ -107,38 +109,6 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 		return failed(cachev1.ReasonUserRejected, errors.Join(problems...))
 	}
 	return nil
-}
-
-// applyUsers defines each user on the node and deletes the users it has that are not listed
-// (never default). It returns the lines Redis took and, named by user, those it refused.
-func (r *RedisClusterReconciler) applyUsers(ctx context.Context, n redis.Node, users []resources.User) (accepted []string, rejected []error, err error) {
-	defer n.Close()
-	names := []string{"default", resources.OperatorUserName}
-	for _, u := range users {
-		names = append(names, u.Name)
-		err := n.SetUser(ctx, u.Name, u.SetUserArgs())
-		switch {
-		case errors.Is(err, redis.ErrRejected):
-			rejected = append(rejected, fmt.Errorf("user %s: %w", u.Name, err))
-			_ = n.DeleteUser(ctx, u.Name) // nothing half-made is left
-		case err != nil:
-			return nil, nil, err
-		default:
-			accepted = append(accepted, u.Line())
-		}
-	}
-	have, err := n.Users(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, name := range have {
-		if !slices.Contains(names, name) {
-			if err := n.DeleteUser(ctx, name); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	return accepted, rejected, nil
 }
 
 // userMemory is, by node, the set of users it was last given in full (usersSum), and the user

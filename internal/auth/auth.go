@@ -1,0 +1,80 @@
+// Package auth carries out the live credential changes on one Redis node, for either
+// mode: the default user's passwords (given beside the ones the node has, removed once their
+// time is up), the operator's own user, and the application users (ACL SETUSER, and deletion
+// of the users not listed). It decides nothing: the controller's phases say which node needs
+// what and when (the rotation's rules are theirs); no password goes into argv, a log line or
+// an error message.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/resources"
+)
+
+// GivePassword has the node take password for the default user, beside the ones it takes; it
+// sends nothing when the node takes it already.
+func GivePassword(ctx context.Context, n redis.Node, password string) error {
+	takes, err := n.TakesPassword(ctx, password)
+	if err != nil || takes {
+		return err
+	}
+	return n.AddPassword(ctx, password)
+}
+
+// RemovePasswords has the node refuse each of passwords for the default user.
+func RemovePasswords(ctx context.Context, n redis.Node, passwords []string) error {
+	for _, p := range passwords {
+		if err := n.RemovePassword(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RepairLogin is what a node that refuses the operator's own login is given once reached as
+// the default user: the current password, and the operator's user.
+func RepairLogin(password string, operator resources.User) func(context.Context, redis.Node) error {
+	return func(ctx context.Context, n redis.Node) error {
+		if err := n.AddPassword(ctx, password); err != nil {
+			return err
+		}
+		return n.SetUser(ctx, operator.Name, operator.SetUserArgs())
+	}
+}
+
+// ApplyUsers defines each user on the node and deletes the users it has that are not listed
+// (never default, nor the operator's own). It returns the lines Redis took and, named by user,
+// those it refused (a refused user is deleted: nothing half-made is left).
+func ApplyUsers(ctx context.Context, n redis.Node, users []resources.User) (accepted []string, rejected []error, err error) {
+	names := []string{"default", resources.OperatorUserName}
+	for _, u := range users {
+		names = append(names, u.Name)
+		err := n.SetUser(ctx, u.Name, u.SetUserArgs())
+		switch {
+		case errors.Is(err, redis.ErrRejected):
+			rejected = append(rejected, fmt.Errorf("user %s: %w", u.Name, err))
+			_ = n.DeleteUser(ctx, u.Name)
+		case err != nil:
+			return nil, nil, err
+		default:
+			accepted = append(accepted, u.Line())
+		}
+	}
+	have, err := n.Users(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, name := range have {
+		if !slices.Contains(names, name) {
+			if err := n.DeleteUser(ctx, name); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return accepted, rejected, nil
+}
