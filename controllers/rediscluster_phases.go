@@ -1,0 +1,140 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+)
+
+// A reconcile is a list of phases: those every RedisCluster has, then its mode's. Each phase
+// ends done, waiting or failed (rediscluster_errors.go); runPhases decides what runs after one
+// that did not finish.
+
+// phase is one step of a reconcile. reason is the condition reason of its failures, unless
+// the error says otherwise (a phaseError).
+type phase struct {
+	name   string
+	reason string
+	run    func(context.Context, *cachev1.RedisCluster, *reconcileState) error
+	// kind says what else may run when this phase fails.
+	kind phaseKind
+}
+
+// phaseKind sorts the phases by what a failure stops.
+type phaseKind int
+
+const (
+	// prerequisite: nothing after it can run without it (the password).
+	prerequisite phaseKind = iota
+	// appliesChild: it applies a child. When it fails (the API server refuses what the spec asks
+	// for), the other children and the rollout wait for a spec that can be applied, but the
+	// phases that keep Redis served still run: a refused spec must not leave the cluster
+	// without failover.
+	appliesChild
+	// servesRedis: it observes the nodes, or keeps them one primary and its replicas.
+	servesRedis
+	// rollout: it moves pods to the applied spec.
+	rollout
+)
+
+// runPhases runs the phases in order and records in state how each that did not finish ended:
+// a failure (its Warning Event; the status keeps the first) or a wait. After a phase that did
+// not finish, only what its kind allows runs. It returns the kind of the phase that failed.
+func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, phases []phase) phaseKind {
+	// stopped is true once a phase did not finish (it failed or waits); stoppedKind, that
+	// phase's kind, says which phases after it still run.
+	var stopped bool
+	var stoppedKind, failedKind phaseKind
+	for _, p := range phases {
+		if stopped {
+			if stoppedKind != appliesChild {
+				break
+			}
+			if p.kind != servesRedis {
+				continue
+			}
+		}
+		err := p.run(ctx, rc, state)
+		if err == nil {
+			continue
+		}
+		if w, ok := asPhaseWait(p, err); ok {
+			if state.wait == nil {
+				state.wait = w
+			}
+		} else {
+			perr := asPhaseError(p, err)
+			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
+			if state.err != nil {
+				// Redis could not be served after a child failed: the status keeps the first
+				// failure, this one has its Event.
+				break
+			}
+			state.err, failedKind = perr, p.kind
+		}
+		if !stopped {
+			stopped, stoppedKind = true, p.kind
+		}
+	}
+	return failedKind
+}
+
+// mode is what one way of running Redis adds to what every RedisCluster shares: replication
+// (one primary and its replicas) or cluster mode (spec.cluster: shards). Each mode lists its
+// own phases, top to bottom, in one place (replicationMode here, shardedMode in
+// rediscluster_shards.go), and sets its own status (status).
+type mode struct {
+	// prerequisites run after the shared ones, before any child is applied.
+	prerequisites []phase
+	// phases run after the shared children: the mode's own children, then serving Redis.
+	phases []phase
+	// status sets the mode's status fields and says its conditions (setStatus writes them).
+	status func(*cachev1.RedisCluster, *reconcileState) []*metav1.Condition
+}
+
+func (r *RedisClusterReconciler) modeOf(rc *cachev1.RedisCluster) mode {
+	if rc.Spec.Cluster != nil {
+		return r.shardedMode()
+	}
+	return r.replicationMode()
+}
+
+// phasesOf are the phases of a reconcile in mode m: the password first (every node needs it),
+// the mode's prerequisites, the children both modes have, then the mode's own phases.
+func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
+	out := []phase{{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite}}
+	out = append(out, m.prerequisites...)
+	out = append(out,
+		phase{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
+		phase{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
+		phase{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
+	)
+	return append(out, m.phases...)
+}
+
+// replicationMode is one primary and its replicas: a StatefulSet whose nodes the operator keeps
+// one primary and its replicas (failover, rollout), with passwords, TLS, users, backups and
+// restores.
+func (r *RedisClusterReconciler) replicationMode() mode {
+	return mode{
+		prerequisites: []phase{
+			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
+		},
+		phases: []phase{
+			{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
+			{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
+			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
+			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
+			{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
+			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
+			{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
+			{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
+			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
+			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+		},
+		status: setReplicatedStatus,
+	}
+}
