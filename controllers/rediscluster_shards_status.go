@@ -99,14 +99,10 @@ func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState)
 // shardsDegradedCondition is True when a phase failed, a node's Redis keeps exiting, or a node
 // says the cluster does not serve every slot once it had them all.
 func shardsDegradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
+	if c := outcomeDegraded(state); c != nil {
+		return c
+	}
 	switch {
-	case state.err != nil:
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
-	case state.failedToStart != "":
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
-	case state.wait != nil:
-		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
-			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
 	case state.shards.clusterDown != "" && len(rc.Status.Shards) > 0 && clusterWasServing(rc):
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonClusterDown,
 			fmt.Sprintf("%s says the cluster does not serve every slot (cluster_state:fail)", state.shards.clusterDown))

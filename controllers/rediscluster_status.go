@@ -120,16 +120,11 @@ func progressingCondition(state *reconcileState) *metav1.Condition {
 // degradedCondition is True when a phase failed or replication itself is broken, as opposed
 // to still forming.
 func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
+	if c := outcomeDegraded(state); c != nil {
+		return c
+	}
 	plan := state.round.Plan
 	switch {
-	case state.err != nil:
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
-	case state.failedToStart != "":
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
-	case state.wait != nil:
-		// A wait is not a failure: Progressing and Ready say what for.
-		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
-			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
 	case len(state.view.Nodes) > 0 && plan.Primary == "" && state.restore != nil && state.restore.CompletedAt == nil:
 		// Not degraded: the first primary waits for the node that restores the data.
 		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, plan.Reason)
@@ -141,6 +136,22 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 			"Primary %s does not answer; a replica replaces it if it does not answer within %s", plan.Primary, unreachableTimeout(rc)))
 	}
 	return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
+}
+
+// outcomeDegraded is Degraded as both modes say it from how the phases ended: True when one
+// failed or a node's Redis keeps exiting, False when one waits (a wait is not a failure:
+// Progressing and Ready say what for); nil leaves it to the mode.
+func outcomeDegraded(state *reconcileState) *metav1.Condition {
+	switch {
+	case state.err != nil:
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
+	case state.failedToStart != "":
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
+	case state.wait != nil:
+		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
+			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
+	}
+	return nil
 }
 
 // readyCondition is True when every node is ready and serves, and nothing is degraded.
