@@ -19,9 +19,7 @@ import (
 // An operator container that crashed left its lease held for up to a minute. Restarted by the
 // kubelet in the same pod, it leads again at once; another pod waits the lease out.
 func TestARestartedOperatorLeadsAgainAtOnceAndAnotherPodWaits(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	ctx := context.Background()
 	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)

@@ -28,9 +28,7 @@ import (
 // The metrics endpoint, as the operator's Deployment serves it: HTTPS, to callers the API
 // server authenticates and allows to get /metrics, with config/rbac's metrics-reader role.
 func TestMetricsAreServedOverHTTPSToCallersAllowedToGetThem(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	ctx := context.Background()
 	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)

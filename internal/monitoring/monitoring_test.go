@@ -30,9 +30,7 @@ import (
 // real schemas. It runs as the operator's ServiceAccount with config/rbac's monitoring role
 // only, so that the role is proven to be enough.
 func TestTheMonitoringObjectsAreInstalledOnceTheirCRDsExist(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	ctx := context.Background()
 	admin, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)

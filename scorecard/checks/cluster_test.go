@@ -19,9 +19,7 @@ import (
 // StatefulSet controller and no kubelet: testenv.LocalNode runs the pods as real redis-server
 // processes.
 func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})

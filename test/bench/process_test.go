@@ -169,9 +169,7 @@ func (p *operatorProcess) logTail() string {
 
 // apiServer starts kube-apiserver and etcd for a benchmark, until it ends, and a client of them.
 func apiServer(b *testing.B) (*rest.Config, client.Client) {
-	env, cfg, err := testenv.Start()
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(b)
 	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(b, err)
 	return cfg, c

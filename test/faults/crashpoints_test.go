@@ -79,9 +79,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 	} else {
 		log.SetLogger(logr.Discard())
 	}
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	admin, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)
 	suite := &crashSuite{cfg: cfg, admin: admin, slots: make(chan struct{}, *crashParallel)}

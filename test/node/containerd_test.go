@@ -67,9 +67,7 @@ func TestTheOperatorImageRunsAsNonRootOnAReadOnlyRootAndServesItsProbes(t *testi
 
 	img, err := images.Operator(staticBuild(t, "github.com/org/redis-operator/cmd"))
 	require.NoError(t, err)
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, testenv.WriteKubeconfig(cfg, kubeconfig))
 	require.NoError(t, os.Chmod(kubeconfig, 0o644)) // read by the image's user through a bind mount

@@ -49,9 +49,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	pauseImg, err := images.Pause(staticBuild(t, "github.com/org/redis-operator/test/images/pause"))
 	require.NoError(t, err)
 
-	env, cfg, err := testenv.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
+	_, cfg := testenv.StartFor(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, testenv.WriteKubeconfig(cfg, kubeconfig))
 	apiURL, err := url.Parse(cfg.Host)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -72,6 +73,18 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	return env, cfg, nil
+}
+
+// StartFor runs kube-apiserver and etcd for one test or benchmark (Start), and stops them when
+// it ends.
+func StartFor(tb testing.TB) (*envtest.Environment, *rest.Config) {
+	tb.Helper()
+	env, cfg, err := Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = env.Stop() })
+	return env, cfg
 }
 
 // RequestCounter counts the requests a client sends, by whether they write, and by verb and
