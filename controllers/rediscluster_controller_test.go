@@ -68,15 +68,7 @@ func runLocalNode(t *testing.T, namespace string) *testenv.LocalNode {
 // runLocalNodeWith is runLocalNode with the node tuned first.
 func runLocalNodeWith(t *testing.T, namespace string, tune ...func(*testenv.LocalNode)) *testenv.LocalNode {
 	t.Helper()
-	node := &testenv.LocalNode{Client: k8sClient, Namespace: namespace, Dir: t.TempDir()}
-	for _, f := range tune {
-		f(node)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { node.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return node
+	return testenv.RunLocalNode(t, k8sClient, namespace, tune...)
 }
 
 // eventuallyReady waits until the RedisCluster reports Ready for its current generation.

@@ -41,10 +41,7 @@ func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: t.TempDir()}
-	nodeDone := make(chan struct{})
-	go func() { node.Run(ctx); close(nodeDone) }()
-	t.Cleanup(func() { cancel(); <-nodeDone })
+	testenv.RunLocalNode(t, c, ns)
 
 	for _, name := range []string{checks.SampleBecomesReady, checks.StatusDescriptorsMatchStatus} {
 		t.Run(name, func(t *testing.T) {

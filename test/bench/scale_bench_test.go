@@ -144,12 +144,7 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 // runLocalNode plays the StatefulSet controller and the kubelet for the namespace (real
 // redis-server processes) until the benchmark ends.
 func runLocalNode(b *testing.B, c client.Client, ns string) *testenv.LocalNode {
-	node := &testenv.LocalNode{Client: c, Namespace: ns, Dir: b.TempDir()}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { node.Run(ctx); close(done) }()
-	b.Cleanup(func() { stop(); <-done })
-	return node
+	return testenv.RunLocalNode(b, c, ns)
 }
 
 // failoverOf kills the primary's redis-server of one RedisCluster (the node restarts it, as a

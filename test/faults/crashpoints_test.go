@@ -199,11 +199,7 @@ type run struct {
 func (s *crashSuite) newRun(t *testing.T, sc scenario) *run {
 	ns, err := testenv.CreateNamespace(context.Background(), s.admin, "crash")
 	require.NoError(t, err)
-	node := &testenv.LocalNode{Client: s.admin, Namespace: ns, Dir: t.TempDir()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { node.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	node := testenv.RunLocalNode(t, s.admin, ns)
 	r := &run{suite: s, sc: sc, ns: ns, node: node}
 	sample, err := testenv.Sample(ns)
 	require.NoError(t, err)

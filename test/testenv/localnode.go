@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -63,6 +64,21 @@ type LocalNode struct {
 type podProcess struct {
 	sts string
 	*podrunner.Process
+}
+
+// RunLocalNode runs a LocalNode for the namespace's pods, tuned by tune first, until the test or
+// benchmark ends; its processes' files are under the test's temporary directory.
+func RunLocalNode(tb testing.TB, c client.Client, namespace string, tune ...func(*LocalNode)) *LocalNode {
+	tb.Helper()
+	node := &LocalNode{Client: c, Namespace: namespace, Dir: tb.TempDir()}
+	for _, f := range tune {
+		f(node)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { node.Run(ctx); close(done) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	return node
 }
 
 // Run works until ctx ends, then stops every process it started.
