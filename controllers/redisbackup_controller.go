@@ -147,8 +147,13 @@ func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBack
 		// receives the primary's stream up to there (a replica that has just synced gets it
 		// only after its first acknowledgement, up to a second later). One that does not
 		// within caughtUpWait is passed over for the primary.
-		if !replicaReaches(ctx, src.opts, primary.Addr, node.Addr) {
-			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", node.Name)
+		dial := redis.NewDialer(src.opts)
+		p, rep := dial(primary.Addr), dial(node.Addr)
+		err := topology.ReplicaReaches(ctx, p, rep, caughtUpWait)
+		p.Close()
+		rep.Close()
+		if err != nil {
+			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", node.Name, "error", err.Error())
 			src.node = primary
 		}
 	}
@@ -183,31 +188,6 @@ func finished(b *cachev1.RedisBackup) bool {
 // caughtUpWait bounds how long a replica may take to receive the primary's stream up to where
 // it was when the backup started.
 const caughtUpWait = 10 * time.Second
-
-// replicaReaches is true once the replica at replicaAddr has received the primary's stream up
-// to the primary's offset as it is now.
-func replicaReaches(ctx context.Context, opts redis.Options, primaryAddr, replicaAddr string) bool {
-	dial := redis.NewDialer(opts)
-	p, rep := dial(primaryAddr), dial(replicaAddr)
-	defer p.Close()
-	defer rep.Close()
-	pi, err := p.Replication(ctx)
-	if err != nil {
-		return false
-	}
-	deadline := time.Now().Add(caughtUpWait)
-	for time.Now().Before(deadline) {
-		if ri, err := rep.Replication(ctx); err == nil && ri.Offset >= pi.Offset {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return false
-}
 
 // wait records why the backup cannot start yet, and looks again shortly.
 func (r *RedisBackupReconciler) wait(ctx context.Context, b *cachev1.RedisBackup, reason, msg string) (ctrl.Result, error) {

@@ -124,10 +124,26 @@ func demote(ctx context.Context, n redis.Node, addr string) error {
 
 // waitInSync waits until the target replica holds all of the (paused) primary's stream.
 func waitInSync(ctx context.Context, primary, target redis.Node, from, to string, deadline time.Time) error {
-	for {
-		src, err := primary.Replication(ctx)
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", from, err)
+	return waitReaches(ctx, primary, target, from, to, deadline, false)
+}
+
+// ReplicaReaches waits, for up to within, until the replica has received the primary's stream
+// up to the offset the primary has now: the primary goes on taking writes, and what a snapshot
+// of the replica then holds is every write the primary took before the call.
+func ReplicaReaches(ctx context.Context, primary, replica redis.Node, within time.Duration) error {
+	return waitReaches(ctx, primary, replica, "the primary", "the replica", time.Now().Add(within), true)
+}
+
+// waitReaches waits until target is a replica with its link up and the primary's offset: read
+// once (fixed, a point in the stream) or at each look (the end of a paused primary's stream).
+func waitReaches(ctx context.Context, primary, target redis.Node, from, to string, deadline time.Time, fixed bool) error {
+	var src redis.ReplicationInfo
+	for read := true; ; read = !fixed {
+		if read {
+			var err error
+			if src, err = primary.Replication(ctx); err != nil {
+				return fmt.Errorf("reading %s: %w", from, err)
+			}
 		}
 		dst, err := target.Replication(ctx)
 		if err != nil {
