@@ -16,9 +16,23 @@ import (
 	"github.com/org/redis-operator/internal/resources"
 )
 
+// PasswordNode is what the password commands need of a node (redis.Node has it).
+type PasswordNode interface {
+	TakesPassword(ctx context.Context, password string) (bool, error)
+	AddPassword(ctx context.Context, password string) error
+	RemovePassword(ctx context.Context, password string) error
+}
+
+// UserNode is what the user commands need of a node (redis.Node has it).
+type UserNode interface {
+	SetUser(ctx context.Context, name string, args []string) error
+	DeleteUser(ctx context.Context, name string) error
+	Users(ctx context.Context) ([]string, error)
+}
+
 // GivePassword has the node take password for the default user, beside the ones it takes; it
 // sends nothing when the node takes it already.
-func GivePassword(ctx context.Context, n redis.Node, password string) error {
+func GivePassword(ctx context.Context, n PasswordNode, password string) error {
 	takes, err := n.TakesPassword(ctx, password)
 	if err != nil || takes {
 		return err
@@ -27,7 +41,7 @@ func GivePassword(ctx context.Context, n redis.Node, password string) error {
 }
 
 // RemovePasswords has the node refuse each of passwords for the default user.
-func RemovePasswords(ctx context.Context, n redis.Node, passwords []string) error {
+func RemovePasswords(ctx context.Context, n PasswordNode, passwords []string) error {
 	for _, p := range passwords {
 		if err := n.RemovePassword(ctx, p); err != nil {
 			return err
@@ -50,7 +64,7 @@ func RepairLogin(password string, operator resources.User) func(context.Context,
 // ApplyUsers defines each user on the node and deletes the users it has that are not listed
 // (never default, nor the operator's own). It returns the lines Redis took and, named by user,
 // those it refused (a refused user is deleted: nothing half-made is left).
-func ApplyUsers(ctx context.Context, n redis.Node, users []resources.User) (accepted []string, rejected []error, err error) {
+func ApplyUsers(ctx context.Context, n UserNode, users []resources.User) (accepted []string, rejected []error, err error) {
 	names := []string{"default", resources.OperatorUserName}
 	for _, u := range users {
 		names = append(names, u.Name)

@@ -15,8 +15,17 @@ import (
 // and its slot moves (MoveSlots), each move's remaining steps in order. It decides nothing:
 // the safety rule is Decide's (shards.go, moves.go).
 
+// ClusterNode is what Act needs of a node (redis.Node has it).
+type ClusterNode interface {
+	ClusterMeet(ctx context.Context, addr string) error
+	ClusterAddSlots(ctx context.Context, ranges []redis.SlotRange) error
+	ClusterReplicate(ctx context.Context, nodeID string) error
+	ClusterForget(ctx context.Context, nodeID string) error
+	ClusterSetSlotStable(ctx context.Context, slot int) error
+}
+
 // Act sends one action's cluster command to its node.
-func Act(ctx context.Context, n redis.Node, a Action) error {
+func Act(ctx context.Context, n ClusterNode, a Action) error {
 	switch a.Kind {
 	case Meet:
 		return n.ClusterMeet(ctx, a.Addr)
