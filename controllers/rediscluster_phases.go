@@ -10,7 +10,7 @@ import (
 )
 
 // A reconcile is a list of phases: those every RedisCluster has, then its mode's. Each phase
-// ends done, waiting or failed (rediscluster_errors.go); runPhases decides what runs after one
+// ends done, waiting or failed (rediscluster_outcomes.go); runPhases decides what runs after one
 // that did not finish.
 
 // phase is one step of a reconcile. reason is the condition reason of its failures, unless
