@@ -17,11 +17,7 @@ import (
 // Against a real redis-server: what each command leaves the node taking.
 func TestPasswordsAreGivenBesideTheOthersAndRemovedOneByOne(t *testing.T) {
 	ctx := context.Background()
-	s, err := redistest.StartIn(t.TempDir(), "node-0", "requirepass old-password\n")
-	require.NoError(t, err)
-	t.Cleanup(s.Kill)
-	n := redis.NewDialer(redis.Options{Password: "old-password", Timeout: time.Second})(s.Addr())
-	defer n.Close()
+	s, n := startNode(t, "old-password", "")
 
 	require.NoError(t, auth.GivePassword(ctx, n, "new-password"))
 	require.NoError(t, auth.GivePassword(ctx, n, "new-password"), "given again: nothing to do")
@@ -36,6 +32,18 @@ func TestPasswordsAreGivenBesideTheOthersAndRemovedOneByOne(t *testing.T) {
 	assert.NoError(t, loginWith(s.Addr(), "new-password"), "the current one stays")
 }
 
+// startNode runs a redis-server whose default user has password (and conf's other lines), and
+// a connection to it that logs in with it; both end with the test.
+func startNode(t *testing.T, password, conf string) (*redistest.Server, redis.Node) {
+	t.Helper()
+	s, err := redistest.StartIn(t.TempDir(), "node-0", "requirepass "+password+"\n"+conf)
+	require.NoError(t, err)
+	t.Cleanup(s.Kill)
+	n := redis.NewDialer(redis.Options{Password: password, Timeout: time.Second})(s.Addr())
+	t.Cleanup(func() { _ = n.Close() })
+	return s, n
+}
+
 // loginWith logs in to the node at addr as the default user with password, and asks it something.
 func loginWith(addr, password string) error {
 	n := redis.NewDialer(redis.Options{Password: password, Timeout: time.Second})(addr)
@@ -46,11 +54,7 @@ func loginWith(addr, password string) error {
 
 func TestUsersAreAppliedARefusedOneReportedAndTheUnlistedDeleted(t *testing.T) {
 	ctx := context.Background()
-	s, err := redistest.StartIn(t.TempDir(), "node-0", "requirepass pw\nuser stale on nopass +@all ~*\n")
-	require.NoError(t, err)
-	t.Cleanup(s.Kill)
-	n := redis.NewDialer(redis.Options{Password: "pw", Timeout: time.Second})(s.Addr())
-	defer n.Close()
+	_, n := startNode(t, "pw", "user stale on nopass +@all ~*\n")
 
 	app := resources.User{Name: "app", Password: "app-password", Rules: []string{"~app:*", "+get", "+set"}}
 	bad := resources.User{Name: "bad", Password: "bad-password", Rules: []string{"+nosuchcommand"}}
