@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -148,24 +148,17 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.R
 // Secret's certificate (loaded), and whether that is a change (it served another before).
 func (r *RedisClusterReconciler) loadCertificate(ctx context.Context, o topology.Observed, creds credentials) (loaded, changed bool, err error) {
 	t := creds.tls
-	before, _ := redis.ServedCertificate(ctx, o.Addr, t.config, tlsHandshakeTimeout)
 	login := creds.login()
 	if o.TLSRefused() {
 		login.TLS = t.reloadConfig()
 	}
 	n := r.Dial(login)(o.Addr)
 	defer n.Close()
-	if err := n.ReloadTLS(ctx); err != nil {
-		return false, false, fmt.Errorf("having %s load its TLS files: %w", o.Name, err)
-	}
-	after, err := redis.ServedCertificate(ctx, o.Addr, t.config, tlsHandshakeTimeout)
+	loaded, changed, err = auth.LoadCertificate(ctx, n, o.Addr, t.config, t.leaf, tlsHandshakeTimeout)
 	if err != nil {
-		return false, false, fmt.Errorf("reading the certificate %s serves: %w", o.Name, err)
+		return false, false, fmt.Errorf("%s: %w", o.Name, err)
 	}
-	if !bytes.Equal(after.Raw, t.leaf) {
-		return false, false, nil // its files are not the Secret's yet
-	}
-	return true, before == nil || !bytes.Equal(before.Raw, t.leaf), nil
+	return loaded, changed, nil
 }
 
 // reloadConfig reaches a node whose certificate the operator's configuration refuses, to have

@@ -1,16 +1,19 @@
 // Package auth carries out the live credential changes on one Redis node, for either
 // mode: the default user's passwords (given beside the ones the node has, removed once their
-// time is up), the operator's own user, and the application users (ACL SETUSER, and deletion
-// of the users not listed). It decides nothing: the controller's phases say which node needs
+// time is up), the operator's own user, the application users (ACL SETUSER, and deletion of
+// the users not listed), and the TLS certificate (loaded again from its files). It decides nothing: the controller's phases say which node needs
 // what and when (the rotation's rules are theirs); no password goes into argv, a log line or
 // an error message.
 package auth
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
@@ -91,4 +94,27 @@ func ApplyUsers(ctx context.Context, n UserNode, users []resources.User) (accept
 		}
 	}
 	return accepted, rejected, nil
+}
+
+// TLSNode is what LoadCertificate needs of a node (redis.Node has it).
+type TLSNode interface {
+	ReloadTLS(ctx context.Context) error
+}
+
+// LoadCertificate has the node n (at addr) read its TLS files again, and says whether it then
+// serves leaf (loaded) and whether it served another before (changed). cfg is how the operator
+// checks a node's certificate; timeout bounds each handshake.
+func LoadCertificate(ctx context.Context, n TLSNode, addr string, cfg *tls.Config, leaf []byte, timeout time.Duration) (loaded, changed bool, err error) {
+	before, _ := redis.ServedCertificate(ctx, addr, cfg, timeout)
+	if err := n.ReloadTLS(ctx); err != nil {
+		return false, false, fmt.Errorf("loading its TLS files: %w", err)
+	}
+	after, err := redis.ServedCertificate(ctx, addr, cfg, timeout)
+	if err != nil {
+		return false, false, fmt.Errorf("reading the certificate it serves: %w", err)
+	}
+	if !bytes.Equal(after.Raw, leaf) {
+		return false, false, nil // its files are not the Secret's yet
+	}
+	return true, before == nil || !bytes.Equal(before.Raw, leaf), nil
 }
