@@ -122,6 +122,8 @@ type statusMemory struct {
 	// writtenOver are the resourceVersions the RedisCluster had before this operator's last
 	// status write, in the reconcile that made it: a cached copy still at one is behind.
 	writtenOver []string
+	// written is the RedisCluster as that write left it (as the API server answered).
+	written *cachev1.RedisCluster
 	// checkDue is when the health check is due after a reconcile that failed to apply a child
 	// but still served Redis; zero after any other reconcile, and once checkBound has bounded
 	// that reconcile's retry.
@@ -147,20 +149,25 @@ func (o *observedMemory) get() topology.View {
 	return o.view
 }
 
-// staleCacheRetry is how soon a reconcile that found the cache behind this operator's own
-// status write runs again (the watch event usually comes first).
-const staleCacheRetry = 100 * time.Millisecond
-
-func (s *statusMemory) cacheBehind(resourceVersion string) bool {
+// newerThanCache is the RedisCluster as this operator's last status write left it, when the
+// cache still holds it as it was before that write (at resourceVersion); nil when the cache is
+// not behind. The write's answer is newer than the cache's copy and holds the status the
+// operator recorded (the primary above all).
+func (s *statusMemory) newerThanCache(resourceVersion string) *cachev1.RedisCluster {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return resourceVersion != "" && slices.Contains(s.writtenOver, resourceVersion)
+	if resourceVersion == "" || s.written == nil || !slices.Contains(s.writtenOver, resourceVersion) {
+		return nil
+	}
+	return s.written.DeepCopy()
 }
 
-func (s *statusMemory) wroteStatusOver(resourceVersions ...string) {
+// wroteStatusOver records a status write that left the RedisCluster as written, over the
+// resourceVersions it had before.
+func (s *statusMemory) wroteStatusOver(written *cachev1.RedisCluster, resourceVersions ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.writtenOver = resourceVersions
+	s.written, s.writtenOver = written, resourceVersions
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
@@ -252,11 +259,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	cs := r.clusterState(rc)
-	if cs.status.cacheBehind(rc.ResourceVersion) {
+	if written := cs.status.newerThanCache(rc.ResourceVersion); written != nil {
 		// The cache still holds the RedisCluster as it was before this operator's last status
-		// write: its recorded primary may be the old one. Deciding on it would change the
-		// primary a second time; the watch brings the new status within moments.
-		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+		// write: its recorded primary may be the old one, and deciding on it would change the
+		// primary a second time. The watch brings the new version within moments, unless the
+		// API server cannot (its etcd stopped): decide on what the write left, which is newer.
+		rc = written
 	}
 	startVersion := rc.ResourceVersion
 	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
@@ -275,7 +283,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	before := []string{startVersion, rc.ResourceVersion}
 	err := r.patchStatus(ctx, state.written, rc)
 	if rc.ResourceVersion != startVersion {
-		cs.status.wroteStatusOver(before...)
+		// What the writes left: this write's answer, or the announcement's when this one failed.
+		written := state.written
+		if err == nil {
+			written = rc
+		}
+		cs.status.wroteStatusOver(written.DeepCopy(), before...)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
