@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -131,7 +132,11 @@ func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.Red
 		apply(context.Context, client.Client) (applyResult, error)
 		objectName() string
 	}) error {
-	result, err := ch.apply(ctx, r.Client)
+	// Bounded: an API server whose etcd stopped answers no write, and a phase that waited on
+	// one would hold back the phases that keep Redis served (a failover) until it gave up.
+	wctx, cancel := context.WithTimeout(ctx, childWriteTimeout)
+	defer cancel()
+	result, err := ch.apply(wctx, r.Client)
 	if err != nil {
 		return fmt.Errorf("applying %s %s: %w", kind, ch.objectName(), err)
 	}
@@ -147,6 +152,10 @@ func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.Red
 	}
 	return nil
 }
+
+// childWriteTimeout bounds the write of one child: it takes milliseconds when the API server
+// answers.
+const childWriteTimeout = 5 * time.Second
 
 // recordChildEvents tells the user which children this reconcile created and which it changed,
 // in one Event each. The event recorder folds Events of one reason into a series that keeps
