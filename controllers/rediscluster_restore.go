@@ -203,13 +203,12 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	if rc.Spec.Restore == nil {
 		return nil
 	}
-	r := state.restore
+	r, u := state.restore, state.unfinished()
 	switch {
 	case r != nil && r.CompletedAt != nil:
 		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
 			fmt.Sprintf("Restored from RedisBackup %s (%s, %s)", r.Backup, r.Location, r.Checksum))
-	case slices.Contains(restoreReasons, state.unfinished().reason):
-		u := state.unfinished()
+	case slices.Contains(restoreReasons, u.reason):
 		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, u.reason, u.message)
 	case r == nil:
 		// Another phase failed before the backup was read: keep what the status says.
