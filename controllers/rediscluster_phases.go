@@ -44,11 +44,11 @@ const (
 // a failure (its Warning Event; the status keeps the first) or a wait. After a phase that did
 // not finish, only what its kind allows runs. It returns the kind of the phase that failed.
 func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, phases []phase) phaseKind {
-	// stopped is true once a phase did not finish (it failed or waits); stoppedKind, that
-	// phase's kind, says which phases after it still run.
-	var stopped bool
+	// stoppedKind is the kind of the first phase that did not finish (it failed or waits): it
+	// says which phases after it still run.
 	var stoppedKind, failedKind phaseKind
 	for _, p := range phases {
+		stopped := state.err != nil || state.wait != nil
 		if stopped {
 			if stoppedKind != appliesChild {
 				break
@@ -76,7 +76,7 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 			state.err, failedKind = perr, p.kind
 		}
 		if !stopped {
-			stopped, stoppedKind = true, p.kind
+			stoppedKind = p.kind
 		}
 	}
 	return failedKind
