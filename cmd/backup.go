@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/backup"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -39,17 +39,17 @@ func backupMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	opts := redis.Options{Username: resources.OperatorUserName, Password: os.Getenv(resources.EnvRedisPassword)}
+	login := auth.Login{Username: resources.OperatorUserName, Password: os.Getenv(resources.EnvRedisPassword)}
 	if *tlsDir != "" {
 		cfg, err := clientTLS(*tlsDir, *serverName)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "Backup failed: %v\n", err)
 			return resources.ExitSnapshotFailed
 		}
-		opts.TLS = cfg
+		login.TLS = cfg
 	}
 	dest := backup.Dir{Root: *dir, Claim: *claim}
-	res, err := backup.Take(ctx, *node, opts, dest, *key)
+	res, err := backup.Snapshots{}.Take(ctx, *node, login, dest, *key)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "Backup failed: %v\n", err)
 		if errors.Is(err, backup.ErrStorage) {
@@ -76,7 +76,7 @@ func clientTLS(dir, serverName string) (*tls.Config, error) {
 		}
 		files[i] = raw
 	}
-	return redis.ClientTLS(files[0], files[1], files[2], serverName)
+	return auth.ClientTLS(files[0], files[1], files[2], serverName)
 }
 
 // deleteBackupMain is the delete-backup subcommand: the pod that deletes a RedisBackup's

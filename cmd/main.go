@@ -17,7 +17,6 @@ import (
 
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/controllers/operator"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -48,7 +47,7 @@ func main() {
 	flag.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", operator.DefaultLeaseDuration, "How long a leader's lease lasts.")
 	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", operator.DefaultRenewDeadline, "How long the leader keeps trying to renew before it gives up and exits: longer than an API server restart.")
 	flag.DurationVar(&opts.CheckInterval, "redis-check-interval", controllers.DefaultCheckInterval, "How often each RedisCluster's Redis nodes are checked.")
-	flag.DurationVar(&opts.RedisTimeout, "redis-timeout", redis.DefaultTimeout, "How long a Redis node may take to answer before it counts as unreachable.")
+	flag.DurationVar(&opts.RedisTimeout, "redis-timeout", operator.DefaultRedisTimeout, "How long a Redis node may take to answer before it counts as unreachable.")
 	var installMonitoring bool
 	flag.BoolVar(&installMonitoring, "install-monitoring", true, "Install a ServiceMonitor and a PrometheusRule in the operator's namespace (POD_NAMESPACE) when the Prometheus Operator's CRDs exist.")
 	flag.StringVar(&opts.OperatorImage, "operator-image", os.Getenv("OPERATOR_IMAGE"), "The operator's own image, which restores backups into new RedisClusters (an init container runs it); by default OPERATOR_IMAGE, or the image of the operator's pod (POD_NAME, POD_NAMESPACE).")

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/backup"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -30,7 +30,7 @@ import (
 // SnapshotSources say where a RedisCluster's backup is taken from, and how to log in there: the
 // RedisCluster's reconciler, which observes the nodes and holds their passwords.
 type SnapshotSources interface {
-	SnapshotSource(cluster types.NamespacedName) (source, primary topology.Observed, login redis.Login, err error)
+	SnapshotSource(cluster types.NamespacedName) (source, primary topology.Observed, login auth.Login, err error)
 }
 
 // RedisBackupReconciler takes each RedisBackup once: it streams the snapshot of a caught-up
@@ -43,8 +43,11 @@ type RedisBackupReconciler struct {
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
 	Sources   SnapshotSources
-	// Redis are the options of the connection a snapshot streams over (timeout, hook).
-	Redis redis.Options
+	// Dial opens connections to a RedisCluster's nodes with a login, for the commands a backup
+	// sends before its snapshot.
+	Dial func(auth.Login) topology.Dialer
+	// Snapshots take the snapshots, each over a connection of its own.
+	Snapshots backup.Snapshots
 	// MaxConcurrentBackups is how many backups stream at once; 2 when zero.
 	MaxConcurrentBackups int
 	// OperatorImage runs the pods that write and delete backups on volumes.
@@ -109,12 +112,12 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.recordRunning(ctx, b, src.node.Name, store.Location(key)); err != nil {
 		return ctrl.Result{}, err
 	}
-	result, err := backup.Take(ctx, src.node.Addr, src.opts, store, key)
+	result, err := r.Snapshots.Take(ctx, src.node.Addr, src.login, store, key)
 	if err != nil && strings.Contains(err.Error(), "NOPERM") {
 		// A node started by an operator whose own user could not sync yet: give it the user
 		// as this operator defines it, and try once more.
-		if gerr := r.giveOperatorUser(ctx, src.node.Addr, src.opts, src.login); gerr == nil {
-			result, err = backup.Take(ctx, src.node.Addr, src.opts, store, key)
+		if gerr := r.giveOperatorUser(ctx, src.node.Addr, src.login); gerr == nil {
+			result, err = r.Snapshots.Take(ctx, src.node.Addr, src.login, store, key)
 		}
 	}
 	return r.finish(ctx, b, &result, err)
@@ -124,8 +127,7 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 type snapshotSource struct {
 	cluster *cachev1.RedisCluster
 	node    topology.Observed
-	opts    redis.Options
-	login   redis.Login
+	login   auth.Login
 }
 
 // source chooses the node to take the backup from; pending says why there is none yet.
@@ -141,13 +143,13 @@ func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBack
 	if err != nil {
 		return src, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err), nil
 	}
-	src.node, src.login, src.opts = node, login, r.Redis.WithLogin(login)
+	src.node, src.login = node, login
 	if node.Name != primary.Name {
 		// The backup holds every write the primary took before it started: the replica first
 		// receives the primary's stream up to there (a replica that has just synced gets it
 		// only after its first acknowledgement, up to a second later). One that does not
 		// within caughtUpWait is passed over for the primary.
-		dial := redis.NewDialer(src.opts)
+		dial := r.Dial(login)
 		p, rep := dial(primary.Addr), dial(node.Addr)
 		err := topology.ReplicaReaches(ctx, p, rep, caughtUpWait)
 		p.Close()
@@ -238,12 +240,11 @@ func setBackupCondition(b *cachev1.RedisBackup, status metav1.ConditionStatus, r
 }
 
 // giveOperatorUser sets the operator's own user on the node as this operator defines it.
-func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, opts redis.Options, login redis.Login) error {
-	n := redis.NewDialer(opts)(addr)
+func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, login auth.Login) error {
+	n := r.Dial(login)(addr)
 	defer n.Close()
 	// Not in cluster mode: the API refuses backups of a RedisCluster in cluster mode.
-	u := resources.OperatorUser(login.Password, false)
-	return n.SetUser(ctx, u.Name, u.SetUserArgs())
+	return auth.SetUser(ctx, n, resources.OperatorUser(login.Password, false))
 }
 
 // store connects to the destination with the credentials of its Secret.

@@ -16,7 +16,6 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/backup"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -56,7 +55,7 @@ func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev
 	}
 	// The pod logs in as the operator's own user: a node started by an operator whose user
 	// could not sync yet gets the user as this operator defines it first.
-	if err := r.giveOperatorUser(ctx, src.node.Addr, src.opts, src.login); err != nil {
+	if err := r.giveOperatorUser(ctx, src.node.Addr, src.login); err != nil {
 		return ctrl.Result{}, fmt.Errorf("giving %s the operator's user: %w", src.node.Name, err)
 	}
 	key := backup.ObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
@@ -186,7 +185,7 @@ func volumeTaskError(t *corev1.ContainerStateTerminated) error {
 	if msg == "" {
 		msg = fmt.Sprintf("the pod exited with code %d", t.ExitCode)
 	}
-	cause := redis.ErrSnapshot
+	cause := backup.ErrSnapshot
 	if t.ExitCode == resources.ExitStorageFailed {
 		cause = backup.ErrStorage
 	}

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -54,10 +54,10 @@ type RedisClusterReconciler struct {
 	Recorder  recorder.EventRecorder
 	// Dial opens Redis connections of their own with a password: for the previous password
 	// during a rotation, and for every check when Connections is nil.
-	Dial func(redis.Login) topology.Dialer
+	Dial func(auth.Login) topology.Dialer
 	// Connections holds one connection per Redis node for every check and command, and wakes
 	// the RedisCluster (Wake) the moment one of its nodes' connections breaks or comes back.
-	Connections *redis.Pool[types.NamespacedName]
+	Connections HeldConnections
 	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
 	CheckInterval time.Duration
 	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
@@ -75,6 +75,15 @@ type RedisClusterReconciler struct {
 
 	wakeOnce sync.Once
 	wake     chan event.TypedGenericEvent[types.NamespacedName]
+}
+
+// HeldConnections keep one connection per Redis node of each RedisCluster (redis.Pool does).
+type HeldConnections interface {
+	// Hold keeps connections to exactly addrs for the RedisCluster, logged in with login, and
+	// dials through them.
+	Hold(cluster types.NamespacedName, login auth.Login, addrs []string) topology.Dialer
+	// Release closes the RedisCluster's connections.
+	Release(cluster types.NamespacedName)
 }
 
 // Wake queues a reconcile of the RedisCluster now: one of its Redis nodes' connections broke
@@ -197,7 +206,7 @@ type reconcileState struct {
 	// serves. Its Primary is the primary to record.
 	view topology.View
 	// stats is what the nodes said of their load, when this reconcile asked (statsInterval).
-	stats map[string]redis.Stats
+	stats map[string]topology.Stats
 	// round is the failover decision and what it did.
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -121,11 +120,11 @@ func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.Redi
 type nodeCounters struct {
 	evicted, expired *prometheus.Desc
 	mu               sync.Mutex
-	values           map[[3]string]redis.Stats // namespace, rediscluster, pod
+	values           map[[3]string]topology.Stats // namespace, rediscluster, pod
 }
 
 func newNodeCounters(evicted, expired *prometheus.Desc) *nodeCounters {
-	return &nodeCounters{evicted: evicted, expired: expired, values: map[[3]string]redis.Stats{}}
+	return &nodeCounters{evicted: evicted, expired: expired, values: map[[3]string]topology.Stats{}}
 }
 
 func (c *nodeCounters) Describe(ch chan<- *prometheus.Desc) { ch <- c.evicted; ch <- c.expired }
@@ -139,7 +138,7 @@ func (c *nodeCounters) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *nodeCounters) set(namespace, name, pod string, s redis.Stats) {
+func (c *nodeCounters) set(namespace, name, pod string, s topology.Stats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.values[[3]string{namespace, name, pod}] = s

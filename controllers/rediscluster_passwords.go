@@ -14,7 +14,6 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/auth"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -187,7 +186,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 // that restarted before its file changed, or whose password was changed behind our back); given
 // only when the node does not take it yet.
 func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	want := redis.PasswordHash(state.creds.password)
+	want := resources.PasswordHash(state.creds.password)
 	cs := r.clusterState(rc)
 	for _, o := range state.view.Nodes {
 		if !o.Reachable() || cs.passwords.givenTo(o.Name) == want {

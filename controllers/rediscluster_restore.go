@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -227,7 +227,7 @@ var errNoSnapshotSource = errors.New("no node to take a snapshot from")
 // SnapshotSource is where a backup of the RedisCluster is taken from, as the last health check
 // saw its nodes (topology.View.SnapshotSource), with the primary, and the login the operator
 // uses there: the RedisCluster's reconciler owns them.
-func (r *RedisClusterReconciler) SnapshotSource(key types.NamespacedName) (source, primary topology.Observed, login redis.Login, err error) {
+func (r *RedisClusterReconciler) SnapshotSource(key types.NamespacedName) (source, primary topology.Observed, login auth.Login, err error) {
 	v, ok := r.clusters.Load(key)
 	if !ok {
 		return source, primary, login, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -85,8 +85,8 @@ func (m *credsMemory) rotated(password string, left rotation) {
 }
 
 // login is how the operator logs in to the nodes: as its own user, and with TLS when it is on.
-func (c credentials) login() redis.Login {
-	l := redis.Login{Username: resources.OperatorUserName, Password: c.operatorPassword}
+func (c credentials) login() auth.Login {
+	l := auth.Login{Username: resources.OperatorUserName, Password: c.operatorPassword}
 	if c.tls != nil {
 		l.TLS = c.tls.config
 	}

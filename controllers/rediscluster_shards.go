@@ -90,14 +90,11 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 		if p.Status.PodIP != "" {
 			m.Addr = p.Status.PodIP + ":" + strconv.Itoa(resources.RedisPort)
 			state.shards.addrs[m.Pod] = m.Addr
-			n := state.dial(m.Addr)
-			if nodes, err := n.ClusterNodes(ctx); err == nil {
-				m.Nodes = nodes
-				if info, err := n.ClusterInfo(ctx); err == nil && info.State != "ok" && state.shards.clusterDown == "" {
-					state.shards.clusterDown = p.Name
-				}
+			var down bool
+			m.Nodes, down = shards.Ask(ctx, state.dial, m.Addr)
+			if down && state.shards.clusterDown == "" {
+				state.shards.clusterDown = p.Name
 			}
-			_ = n.Close()
 		}
 		state.shards.members = append(state.shards.members, m)
 	}

@@ -29,9 +29,7 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 	s.rollout = step
 	switch step.Kind {
 	case shards.Failover:
-		n := state.dial(s.addrs[step.Pod])
-		defer n.Close()
-		if err := n.ClusterFailover(ctx); err != nil {
+		if err := shards.TakeOver(ctx, state.dial, s.addrs[step.Pod]); err != nil {
 			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", step.Pod, err)
 		}
 		state.changed = true

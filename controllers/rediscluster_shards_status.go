@@ -6,7 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -151,7 +150,7 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 		}
 	}
 	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
-		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, redis.SlotCount, rc.Spec.Replicas))
+		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, shards.SlotCount, rc.Spec.Replicas))
 }
 
 // slotsMoving says how far a change of spec.cluster.shards is: the slots left to move, or the

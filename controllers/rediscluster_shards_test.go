@@ -16,7 +16,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -56,7 +56,7 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 	for _, n := range shardSlotCounts(t, got) {
 		served += n
 	}
-	assert.Equal(t, redis.SlotCount, served)
+	assert.Equal(t, shards.SlotCount, served)
 	for _, n := range got.Status.Nodes {
 		info := redisClient(t, node, n.Name, password).ClusterInfo(ctx).Val()
 		assert.Contains(t, info, "cluster_state:ok", n.Name)

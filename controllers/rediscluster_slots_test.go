@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -146,10 +146,10 @@ func eventuallyShards(t *testing.T, rc *cachev1.RedisCluster, n int, within time
 	counts := shardSlotCounts(t, got)
 	total := 0
 	for i, count := range counts {
-		assert.InDelta(t, redis.SlotCount/n, count, 1, "shard %d serves within one slot of even: %v", i, counts)
+		assert.InDelta(t, shards.SlotCount/n, count, 1, "shard %d serves within one slot of even: %v", i, counts)
 		total += count
 	}
-	assert.Equal(t, redis.SlotCount, total)
+	assert.Equal(t, shards.SlotCount, total)
 	return got
 }
 

@@ -17,7 +17,6 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/auth"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -84,11 +83,11 @@ func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisC
 	if last != nil && last.sum == content {
 		return last, nil
 	}
-	cfg, err := redis.ClientTLS(secret.Data[resources.TLSCertKey], secret.Data[resources.TLSKeyKey], secret.Data[resources.TLSCAKey], primaryServiceName(rc))
+	cfg, err := auth.ClientTLS(secret.Data[resources.TLSCertKey], secret.Data[resources.TLSKeyKey], secret.Data[resources.TLSCAKey], primaryServiceName(rc))
 	if err != nil {
 		return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
 	}
-	leaf, err := redis.LeafCertificate(secret.Data[resources.TLSCertKey])
+	leaf, err := auth.LeafCertificate(secret.Data[resources.TLSCertKey])
 	if err != nil {
 		return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
 	}

@@ -37,6 +37,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/monitoring"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
@@ -62,6 +63,9 @@ const (
 	// 4 minutes on the client; the API server's priority and fairness guards it from there.
 	DefaultKubeAPIQPS   = 500
 	DefaultKubeAPIBurst = 1000
+	// DefaultRedisTimeout is how long a Redis node may take to answer before it counts as
+	// unreachable.
+	DefaultRedisTimeout = redis.DefaultTimeout
 )
 
 // Options are the manager's settings, from flags and the environment.
@@ -313,7 +317,8 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		MaxRetryDelay: opts.MaxRetryDelay,
 		OperatorImage: opts.OperatorImage,
 	}
-	reconciler.Connections = redis.NewPool(redisOpts, reconciler.Wake)
+	connections := redis.NewPool(redisOpts, reconciler.Wake)
+	reconciler.Connections = connections
 	// An operator whose CRDs were installed from an older bundle (or by hand) runs without
 	// backups rather than not at all: its informers would wait for a kind that is not served.
 	if reconciler.BackupsServed, err = backupsServed(cfg, opts.WatchNamespaces); err != nil {
@@ -323,7 +328,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// the manager stops.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
-		reconciler.Connections.Close()
+		connections.Close()
 		return nil
 	})); err != nil {
 		return nil, fmt.Errorf("adding the Redis connections' closer: %w", err)
@@ -337,7 +342,8 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			APIReader:     mgr.GetAPIReader(),
 			Recorder:      mgr.GetEventRecorder("redisbackup-controller"),
 			Sources:       reconciler,
-			Redis:         redisOpts,
+			Dial:          RedisDialer(redisOpts),
+			Snapshots:     backup.Snapshots{Redis: redisOpts},
 			OperatorImage: opts.OperatorImage,
 		}
 		if err := backups.SetupWithManager(mgr); err != nil {

@@ -60,8 +60,13 @@ func RepairLogin(password string, operator resources.User) func(context.Context,
 		if err := n.AddPassword(ctx, password); err != nil {
 			return err
 		}
-		return n.SetUser(ctx, operator.Name, operator.SetUserArgs())
+		return SetUser(ctx, n, operator)
 	}
+}
+
+// SetUser defines the user u on the node as u says, whatever it had.
+func SetUser(ctx context.Context, n UserNode, u resources.User) error {
+	return n.SetUser(ctx, u.Name, u.SetUserArgs())
 }
 
 // ApplyUsers defines each user on the node and deletes the users it has that are not listed
@@ -71,7 +76,7 @@ func ApplyUsers(ctx context.Context, n UserNode, users []resources.User) (accept
 	names := []string{"default", resources.OperatorUserName}
 	for _, u := range users {
 		names = append(names, u.Name)
-		err := n.SetUser(ctx, u.Name, u.SetUserArgs())
+		err := SetUser(ctx, n, u)
 		switch {
 		case errors.Is(err, redis.ErrRejected):
 			rejected = append(rejected, fmt.Errorf("user %s: %w", u.Name, err))

@@ -23,11 +23,22 @@ type Result struct {
 // ChecksumPrefix starts every recorded checksum, naming its algorithm.
 const ChecksumPrefix = "sha256:"
 
+// Snapshots take nodes' snapshots, each over a connection of its own made with Redis's options
+// (the timeout, the fault suite's hook) and the caller's login.
+type Snapshots struct {
+	Redis redis.Options
+}
+
+// ErrSnapshot means the node did not produce a whole snapshot: it refused the sync, or the
+// stream broke.
+var ErrSnapshot = redis.ErrSnapshot
+
 // Take streams the snapshot of the node at addr to key in the store, hashing it on the way:
 // the node's RDB flows through a pipe into the upload (an S3 upload's parts, or a file on a
 // volume), so no more than a part is held.
 // If either side fails, the other stops, and the upload is aborted: nothing is stored.
-func Take(ctx context.Context, addr string, opts redis.Options, store Destination, key string) (Result, error) {
+func (s Snapshots) Take(ctx context.Context, addr string, login redis.Login, store Destination, key string) (Result, error) {
+	opts := s.Redis.WithLogin(login)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()

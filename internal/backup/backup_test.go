@@ -54,7 +54,7 @@ func TestABackupRestoresExactlyItsKeysAndTTLs(t *testing.T) {
 	}
 	require.NoError(t, c.Set(ctx, "expiring", "soon", time.Hour).Err())
 
-	res, err := backup.Take(ctx, source.Addr(), redis.Options{Timeout: time.Second}, st, "ns/src/b1.rdb")
+	res, err := backup.Snapshots{Redis: redis.Options{Timeout: time.Second}}.Take(ctx, source.Addr(), redis.Login{}, st, "ns/src/b1.rdb")
 	require.NoError(t, err)
 	info, err := c.Info(ctx, "replication").Result()
 	require.NoError(t, err)

@@ -32,7 +32,7 @@ func TestABackupOnAVolumeRestoresAndIsDeleted(t *testing.T) {
 	}
 	vol := backup.Dir{Root: t.TempDir(), Claim: "backups"}
 
-	res, err := backup.Take(ctx, source.Addr(), redis.Options{Timeout: time.Second}, vol, "ns/src/b1.rdb")
+	res, err := backup.Snapshots{Redis: redis.Options{Timeout: time.Second}}.Take(ctx, source.Addr(), redis.Login{}, vol, "ns/src/b1.rdb")
 	require.NoError(t, err)
 	assert.Equal(t, "pvc://backups/ns/src/b1.rdb", vol.Location("ns/src/b1.rdb"))
 	info, err := os.Stat(filepath.Join(vol.Root, "ns", "src", "b1.rdb"))

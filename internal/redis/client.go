@@ -1,6 +1,8 @@
 // Package redis is the operator's view of one Redis node, over the Redis protocol: its role and
 // replication state, and the few commands that change the topology. Never redis-cli, never a
-// password in argv or in a log line.
+// password in argv or in a log line. Only the packages that act on nodes import it
+// (internal/topology, internal/shards, internal/auth, internal/backup), and the composition
+// root that makes the connections (controllers/operator).
 package redis
 
 import (
@@ -311,7 +313,7 @@ func (n *node) TakesPassword(ctx context.Context, password string) (bool, error)
 	if err != nil {
 		return false, n.classify(err)
 	}
-	want := PasswordHash(password)
+	want := passwordHash(password)
 	for i := 0; i+1 < len(user); i += 2 {
 		if fmt.Sprint(user[i]) != "passwords" {
 			continue
@@ -326,8 +328,9 @@ func (n *node) TakesPassword(ctx context.Context, password string) (bool, error)
 	return false, nil
 }
 
-// PasswordHash is how Redis's ACL names a password: its SHA-256, in hex.
-func PasswordHash(password string) string {
+// passwordHash is how Redis's ACL names a password: its SHA-256, in hex (the password file's
+// builder writes it so too: resources.PasswordHash).
+func passwordHash(password string) string {
 	sum := sha256.Sum256([]byte(password))
 	return hex.EncodeToString(sum[:])
 }

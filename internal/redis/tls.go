@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -16,35 +15,6 @@ import (
 // CA we trust or not valid for the name we check, it wants a client certificate we do not
 // have, or it does not speak TLS. Like a refused password, the node is neither up nor down.
 var ErrTLS = errors.New("TLS handshake failed")
-
-// ClientTLS is the operator's TLS configuration for one RedisCluster's nodes: trust caPEM,
-// check that each node's certificate is valid for serverName, and present certPEM and keyPEM
-// when a node asks for a client certificate.
-func ClientTLS(certPEM, keyPEM, caPEM []byte, serverName string) (*tls.Config, error) {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("ca.crt holds no PEM certificate")
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("tls.crt and tls.key: %w", err)
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		RootCAs:      pool,
-		ServerName:   serverName,
-		Certificates: []tls.Certificate{pair},
-	}, nil
-}
-
-// LeafCertificate is the first certificate of a PEM chain (tls.crt): the one a node serves.
-func LeafCertificate(certPEM []byte) (*x509.Certificate, error) {
-	block, _ := pem.Decode(certPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, errors.New("tls.crt holds no PEM certificate")
-	}
-	return x509.ParseCertificate(block.Bytes)
-}
 
 // ServedCertificate is the certificate the node at addr serves now, from a handshake of its
 // own (an open connection keeps the certificate it was made with). It does not verify it: the

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
 )
 
 const (
@@ -148,7 +148,13 @@ func (u User) Line() string {
 
 // SetUserArgs are the ACL SETUSER arguments after the name.
 func (u User) SetUserArgs() []string {
-	return append([]string{"reset", "on", "#" + redis.PasswordHash(u.Password)}, u.Rules...)
+	return append([]string{"reset", "on", "#" + PasswordHash(u.Password)}, u.Rules...)
+}
+
+// PasswordHash is how Redis's ACL names a password: its SHA-256, in hex.
+func PasswordHash(password string) string {
+	sum := sha256.Sum256([]byte(password))
+	return hex.EncodeToString(sum[:])
 }
 
 // AnnotationPreviousValidUntil on the previous password's Secret is when that password stops
@@ -216,7 +222,7 @@ func AuthConf(password string, stillValid ...string) string {
 			b.WriteString(" nopass") // no password: auth off (the operator never has an empty one)
 			continue
 		}
-		b.WriteString(" #" + redis.PasswordHash(p))
+		b.WriteString(" #" + PasswordHash(p))
 	}
 	b.WriteString(" ~* &* +@all\n")
 	b.WriteString("masterauth " + quoteConfValue(password) + "\n")

@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -153,19 +152,19 @@ func TestConfigHash(t *testing.T) {
 func TestAuthConfEscapesEveryByte(t *testing.T) {
 	conf := resources.AuthConf("a\"b \n\\c")
 
-	assert.Equal(t, "user default on #"+redis.PasswordHash("a\"b \n\\c")+" ~* &* +@all\n"+
+	assert.Equal(t, "user default on #"+resources.PasswordHash("a\"b \n\\c")+" ~* &* +@all\n"+
 		"masterauth \"\\x61\\x22\\x62\\x20\\x0a\\x5c\\x63\"\n", conf)
 	assert.Equal(t, 2, strings.Count(conf, "\n"), "a password cannot add a line")
 }
 
 func TestAuthConfKeepsThePreviousPasswordValidBesideTheNewOne(t *testing.T) {
 	conf := resources.AuthConf("new", "old")
-	assert.True(t, strings.HasPrefix(conf, "user default on #"+redis.PasswordHash("new")+" #"+redis.PasswordHash("old")+" ~* &* +@all\n"))
+	assert.True(t, strings.HasPrefix(conf, "user default on #"+resources.PasswordHash("new")+" #"+resources.PasswordHash("old")+" ~* &* +@all\n"))
 	got, ok := resources.PasswordInAuthConf(conf)
 	assert.True(t, ok)
 	assert.Equal(t, "new", got, "replicas give the new one")
 	// Redis's own name for a password
-	assert.Equal(t, "11507a0e2f5e69d5dfa40a62a1bd7b6ee57e6bcd85c67c9b8431b36fff21c437", redis.PasswordHash("new"))
+	assert.Equal(t, "11507a0e2f5e69d5dfa40a62a1bd7b6ee57e6bcd85c67c9b8431b36fff21c437", resources.PasswordHash("new"))
 }
 
 func TestPasswordInAuthConfReadsWhatAuthConfWrote(t *testing.T) {

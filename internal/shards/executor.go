@@ -41,6 +41,27 @@ func Act(ctx context.Context, n ClusterNode, a Action) error {
 	return fmt.Errorf("unknown cluster command %q", a.Kind)
 }
 
+// Ask is what the node at addr says of the cluster: its answer to CLUSTER NODES (nil when it
+// does not answer), and whether it says the cluster is down (CLUSTER INFO's cluster_state).
+func Ask(ctx context.Context, dial redis.Dialer, addr string) (nodes []redis.ClusterNode, down bool) {
+	n := dial(addr)
+	defer n.Close()
+	nodes, err := n.ClusterNodes(ctx)
+	if err != nil {
+		return nil, false
+	}
+	info, err := n.ClusterInfo(ctx)
+	return nodes, err == nil && info.State != "ok"
+}
+
+// TakeOver has the replica at addr take its primary's slots over with a manual CLUSTER
+// FAILOVER: the primary stops taking writes until the replica has all of them, then hands over.
+func TakeOver(ctx context.Context, dial redis.Dialer, addr string) error {
+	n := dial(addr)
+	defer n.Close()
+	return n.ClusterFailover(ctx)
+}
+
 // keysPerMigrate is how many keys one MIGRATE carries: the giving primary is blocked while it
 // sends them, and its clients wait that long.
 const keysPerMigrate = 100

@@ -1,7 +1,8 @@
 // Package shards decides how the nodes of a RedisCluster in cluster mode form one Redis
 // Cluster: which nodes must meet, which hash slots each shard's primary serves, and which node
 // replicates which primary. Decide is pure: it reads what each node said (CLUSTER NODES) and
-// returns the commands to send; the controller sends them and asks again.
+// returns the commands to send; the executor (executor.go) sends them, and the controller asks
+// again.
 //
 // The safety rule it keeps: no key is lost and no slot is served twice. So it never assigns a
 // slot that any node is known to serve, and assigns slots only while every node answers and
@@ -18,6 +19,9 @@ import (
 
 	"github.com/org/redis-operator/internal/redis"
 )
+
+// SlotCount is the number of hash slots of a Redis Cluster.
+const SlotCount = redis.SlotCount
 
 // Member is a pod of a shard, and what its Redis node said.
 type Member struct {

@@ -9,7 +9,9 @@ import (
 )
 
 // Dialer opens a connection to the Redis node at addr (host:port). It is the one way the
-// operator reaches Redis; callers outside this package never speak the protocol themselves.
+// operator reaches Redis. Only the packages that act on nodes speak the protocol through it:
+// this one (replication), internal/shards (cluster mode), internal/auth (credentials) and
+// internal/backup (snapshots); the controllers hand a Dialer to them and never send a command.
 type Dialer = redis.Dialer
 
 // Member is one Redis node as the cluster manager knows it.
@@ -80,12 +82,16 @@ func Observe(ctx context.Context, dial Dialer, members []Member, primary string)
 	return View{Nodes: out, Primary: primary}
 }
 
+// Stats is what a node says of its load (clients, memory, keys, evictions): the metrics'
+// source.
+type Stats = redis.Stats
+
 // ObserveStats asks the nodes of v that answered and that due takes for their load (clients,
 // memory, keys), all at once: for the metrics, less often than the replication state. A node
 // that does not answer now is left out.
-func ObserveStats(ctx context.Context, dial Dialer, v View, due func(name string) bool) map[string]redis.Stats {
+func ObserveStats(ctx context.Context, dial Dialer, v View, due func(name string) bool) map[string]Stats {
 	var mu sync.Mutex
-	out := map[string]redis.Stats{}
+	out := map[string]Stats{}
 	var wg sync.WaitGroup
 	for _, o := range v.reachable() {
 		if !due(o.Name) {

@@ -81,7 +81,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		var wg sync.WaitGroup
 		wg.Go(func() { during = writeLatencies(ctx, pc, time.Hour, done) })
 		start := time.Now()
-		res, err := backup.Take(ctx, replica.Addr(), redis.Options{Timeout: time.Second}, st, "bench/1gib.rdb")
+		res, err := backup.Snapshots{Redis: redis.Options{Timeout: time.Second}}.Take(ctx, replica.Addr(), redis.Login{}, st, "bench/1gib.rdb")
 		backupTime := time.Since(start)
 		close(done)
 		wg.Wait()
