@@ -162,17 +162,6 @@ func restoringCluster(ns, name, backup string, replicas int32) *cachev1.RedisClu
 	return rc
 }
 
-func eventuallyReadyWithin(t *testing.T, rc *cachev1.RedisCluster, within time.Duration) *cachev1.RedisCluster {
-	t.Helper()
-	got := &cachev1.RedisCluster{}
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
-		assert.Equal(c, got.Generation, got.Status.ObservedGeneration)
-		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "conditions: %+v", got.Status.Conditions)
-	}, within, tick)
-	return got
-}
-
 func TestABackupRestoresExactlyItsKeysIntoANewCluster(t *testing.T) {
 	ctx := context.Background()
 	e := newBackupEnv(t, false)

@@ -113,7 +113,7 @@ type clusterState struct {
 	status statusMemory
 	// observed is what the last reconcile saw of the nodes (this file; backups read it).
 	observed observedMemory
-	// creds are the credentials as last read (rediscluster_secrets.go).
+	// creds are the credentials as last read (rediscluster_credentials.go).
 	creds credsMemory
 	// passwords are the passwords each node was given (rediscluster_passwords.go).
 	passwords passwordMemory

@@ -75,12 +75,17 @@ func runLocalNodeWith(t *testing.T, namespace string, tune ...func(*testenv.Loca
 // eventuallyReady waits until the RedisCluster reports Ready for its current generation.
 func eventuallyReady(t *testing.T, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
 	t.Helper()
+	return eventuallyReadyWithin(t, rc, waitFor)
+}
+
+// eventuallyReadyWithin is the RedisCluster once Ready for its generation, within that long.
+func eventuallyReadyWithin(t *testing.T, rc *cachev1.RedisCluster, within time.Duration) *cachev1.RedisCluster {
+	t.Helper()
 	got := &cachev1.RedisCluster{}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NoError(c, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
-		assert.Equal(c, got.Generation, got.Status.ObservedGeneration)
-		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady))
-	}, waitFor, tick)
+		assert.True(c, testenv.Ready(got), "generation %d, observed %d, conditions: %+v", got.Generation, got.Status.ObservedGeneration, got.Status.Conditions)
+	}, within, tick)
 	return got
 }
 

@@ -107,7 +107,7 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 }
 
 // reconcileShards sends the cluster commands shards.Decide returns; once there are none, it
-// moves the slots the plan moves (rediscluster_slots.go), or removes the shards it drained.
+// moves the slots the plan moves (rediscluster_shards_slots.go), or removes the shards it drained.
 func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	plan := shards.Decide(state.shards.members, int(rc.Spec.Cluster.Shards))
 	state.shards.plan = &plan

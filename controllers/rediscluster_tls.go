@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/auth"
@@ -223,22 +222,4 @@ func (m *tlsMemory) tried(node, sum string, loaded bool, now time.Time) {
 		n.loaded = sum
 	}
 	m.nodes[node] = n
-}
-
-// podNamed is the pod of that name among pods; nil (no related object) when it is not there.
-func podNamed(pods []corev1.Pod, name string) runtime.Object {
-	if p := podByName(pods, name); p != nil {
-		return p
-	}
-	return nil // an untyped nil: a nil *Pod in the interface would not be nil
-}
-
-// podByName is the pod of that name, nil when there is none.
-func podByName(pods []corev1.Pod, name string) *corev1.Pod {
-	for i := range pods {
-		if pods[i].Name == name {
-			return &pods[i]
-		}
-	}
-	return nil
 }

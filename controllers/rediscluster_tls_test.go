@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -144,7 +144,8 @@ func TestCertificateRotationReachesRunningNodesWithNoAcknowledgedWriteLost(t *te
 	}
 
 	// Given a client writing through the primary, each write acknowledged by a replica
-	writer := ackedWriter(tlsClient(t, node, ns, rc.Status.Primary, password, appCert, oldCA, newCA))
+	writer := redistest.StartWriter(redistest.WriterOptions{Client: redistest.Held(tlsClient(t, node, ns, rc.Status.Primary, password, appCert, oldCA, newCA)),
+		Wait: time.Second, Every: 20 * time.Millisecond, Prefix: "w-"})
 	update := func(kp *testenv.KeyPair, cas ...*testenv.CA) {
 		s := &corev1.Secret{}
 		require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sessions-tls"}, s))
@@ -195,19 +196,15 @@ func TestCertificateRotationReachesRunningNodesWithNoAcknowledgedWriteLost(t *te
 			assert.Error(c, tlsClient(t, node, ns, pod, password, func() *tls.Certificate { return &oldCert }, oldCA, newCA).Ping(ctx).Err())
 		}, waitFor, 100*time.Millisecond, "%s no longer trusts the old CA", pod)
 	}
-	acked, refused := writer.stop()
+	writer.Stop()
+	acked, _, refused := writer.Result()
 
 	// And no acknowledged write was lost, no process restarted, and the cluster is Ready
 	require.NotEmpty(t, acked)
 	reader := tlsClient(t, node, ns, rc.Status.Primary, password, appCert, newCA)
-	lost := 0
-	for _, k := range acked {
-		if reader.Exists(ctx, k).Val() != 1 {
-			lost++
-		}
-	}
-	assert.Zero(t, lost, "of %d acknowledged writes", len(acked))
-	t.Logf("figure: %d writes acknowledged during the rotation, %d lost, %d refused", len(acked), lost, refused)
+	lost := redistest.Missing(ctx, reader, acked)
+	assert.Empty(t, lost, "of %d acknowledged writes", len(acked))
+	t.Logf("figure: %d writes acknowledged during the rotation, %d lost, %d refused", len(acked), len(lost), len(refused))
 	assert.Equal(t, pids, serverPIDs(t, node), "no redis-server restarted")
 	got := eventuallyReady(t, rc)
 	assert.Equal(t, rc.Status.Primary, got.Status.Primary, "no failover")
@@ -280,40 +277,4 @@ func TestAMissingOrWrongTLSSecretIsExplainedAndFixedByTheUser(t *testing.T) {
 	err = k8sClient.Patch(context.Background(), got, patch)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.tls cannot be added to or removed from a RedisCluster")
-}
-
-// writer writes a key every 20ms through its client, each acknowledged by a replica (WAIT 1)
-// or not counted, until stop.
-type writer struct {
-	stop func() (acked []string, refused int)
-}
-
-func ackedWriter(c *goredis.Client) writer {
-	ctx := context.Background()
-	var acked []string
-	refused := 0
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-quit:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			k := fmt.Sprintf("w-%d", i)
-			if c.Set(ctx, k, i, 0).Err() != nil {
-				refused++
-				continue
-			}
-			if n, err := c.Do(ctx, "WAIT", 1, 1000).Int(); err == nil && n >= 1 {
-				acked = append(acked, k)
-			}
-		}
-	}()
-	return writer{stop: func() ([]string, int) {
-		close(quit)
-		<-done
-		return acked, refused
-	}}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,26 +181,33 @@ func (r *run) newClusterClient() (*goredis.ClusterClient, error) {
 		DisableIdentity: true, MaxRedirects: 8, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}), nil
 }
 
-// writeToCluster writes the key through a cluster client, which follows MOVED and ASK; a write
-// Redis answered OK is acknowledged.
-func (w *writer) writeToCluster(ctx context.Context, r *run, key string) {
-	w.mu.Lock()
-	if w.cc == nil {
-		cc, err := r.newClusterClient()
-		if err != nil {
-			w.mu.Unlock()
-			return
+// startClusterWriter writes through a cluster client, made once the cluster is reachable, which
+// follows MOVED and ASK; a write Redis answered OK is acknowledged.
+func (r *run) startClusterWriter() *writer {
+	var mu sync.Mutex
+	var cc *goredis.ClusterClient
+	w := redistest.StartWriter(redistest.WriterOptions{
+		Client: func(context.Context) (goredis.UniversalClient, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if cc == nil {
+				c, err := r.newClusterClient()
+				if err != nil {
+					return nil, err
+				}
+				cc = c
+			}
+			return cc, nil
+		},
+		Every: 20 * time.Millisecond, Prefix: "key-",
+	})
+	return &writer{Writer: w, closeClient: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if cc != nil {
+			_ = cc.Close()
 		}
-		w.cc = cc
-	}
-	w.tried++
-	cc := w.cc
-	w.mu.Unlock()
-	if cc.Set(ctx, key, "v", 0).Err() == nil {
-		w.mu.Lock()
-		w.acked = append(w.acked, key)
-		w.mu.Unlock()
-	}
+	}}
 }
 
 // checkClusterInvariants checks, once the RedisCluster converged, what users of cluster mode
@@ -210,12 +218,7 @@ func (r *run) checkClusterInvariants(t *testing.T, w *writer) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, r.converged())
-	w.mu.Lock()
-	if w.cc != nil {
-		_ = w.cc.Close()
-	}
-	acked, tried := slices.Clone(w.acked), w.tried
-	w.mu.Unlock()
+	acked, tried, _ := w.Result()
 
 	pods, err := r.pods()
 	require.NoError(t, err)

@@ -341,58 +341,37 @@ func (r *run) redis(ctx context.Context, ip string) (*goredis.Client, error) {
 	return nil, errors.Join(errs...)
 }
 
-// writer is a client writing through the primary Service as long as it runs: each key is
-// written to the pod labelled primary, and kept as acknowledged when WAIT 1 says a replica
-// has it.
+// writer is a client writing as long as it runs: each key to the pod labelled primary, kept as
+// acknowledged when WAIT 1 says a replica has it (in cluster mode, through a cluster client,
+// which follows MOVED and ASK).
 type writer struct {
-	stop  func()
-	mu    sync.Mutex
-	acked []string
-	tried int
-	// cc is the cluster client of a writer in cluster mode.
-	cc *goredis.ClusterClient
+	*redistest.Writer
+	// closeClient closes the cluster client of a writer in cluster mode.
+	closeClient func()
 }
 
 func (r *run) startWriter() *writer {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{}
-	done := make(chan struct{})
-	w.stop = sync.OnceFunc(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		write := w.writeOnce
-		if r.sc.cluster {
-			write = w.writeToCluster
-		}
-		for i := 0; ctx.Err() == nil; i++ {
-			time.Sleep(20 * time.Millisecond)
-			write(ctx, r, fmt.Sprintf("key-%05d", i))
-		}
-	}()
-	return w
+	if r.sc.cluster {
+		return r.startClusterWriter()
+	}
+	return &writer{Writer: redistest.StartWriter(redistest.WriterOptions{
+		Client: func(ctx context.Context) (goredis.UniversalClient, error) {
+			pods := &corev1.PodList{}
+			if err := r.suite.admin.List(ctx, pods, client.InNamespace(r.ns), client.MatchingLabels{resources.LabelRole: resources.RolePrimary}); err != nil {
+				return nil, err
+			}
+			if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+				return nil, fmt.Errorf("%d pods labelled primary", len(pods.Items))
+			}
+			return r.redis(ctx, pods.Items[0].Status.PodIP)
+		},
+		CloseEach: true, Wait: 200 * time.Millisecond, Every: 20 * time.Millisecond, Prefix: "key-",
+	}), closeClient: func() {}}
 }
 
-func (w *writer) writeOnce(ctx context.Context, r *run, key string) {
-	pods := &corev1.PodList{}
-	if err := r.suite.admin.List(ctx, pods, client.InNamespace(r.ns), client.MatchingLabels{resources.LabelRole: resources.RolePrimary}); err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
-		return
-	}
-	c, err := r.redis(ctx, pods.Items[0].Status.PodIP)
-	if err != nil {
-		return
-	}
-	defer c.Close()
-	w.mu.Lock()
-	w.tried++
-	w.mu.Unlock()
-	if c.Set(ctx, key, "v", 0).Err() != nil {
-		return
-	}
-	if n, err := c.Do(ctx, "WAIT", 1, 200).Int(); err == nil && n >= 1 {
-		w.mu.Lock()
-		w.acked = append(w.acked, key)
-		w.mu.Unlock()
-	}
+func (w *writer) stop() {
+	w.Stop()
+	w.closeClient()
 }
 
 // checkInvariants checks, once the RedisCluster converged, what users rely on.
@@ -448,18 +427,11 @@ func (r *run) checkInvariants(t *testing.T, w *writer) {
 	require.NoError(t, err)
 	defer rdb.Close()
 	require.NoError(t, rdb.Set(ctx, "probe", "after", 0).Err(), "the primary takes a write within a second")
-	w.mu.Lock()
-	acked, tried := slices.Clone(w.acked), w.tried
-	w.mu.Unlock()
+	acked, tried, _ := w.Result()
 	if r.sc.name != "bootstrap" {
 		require.NotEmpty(t, acked, "the writer had writes acknowledged (%d tried)", tried)
 	}
-	var lost []string
-	for _, key := range acked {
-		if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
-			lost = append(lost, key)
-		}
-	}
+	lost := redistest.Missing(ctx, rdb, acked)
 	assert.Empty(t, lost, "acknowledged writes lost, of %d acknowledged", len(acked))
 }
 
@@ -647,9 +619,5 @@ func podsAt(r *run, n int, revision string) error {
 // must survive it.
 func waitForWriterAcks(t *testing.T, w *writer) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.acked) > 0
-	}, converge, 20*time.Millisecond, "the writer has a write acknowledged")
+	require.Eventually(t, func() bool { return w.Acked() > 0 }, converge, 20*time.Millisecond, "the writer has a write acknowledged")
 }

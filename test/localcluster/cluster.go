@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"testing"
 
 	scapiv1alpha3 "github.com/operator-framework/api/pkg/apis/scorecard/v1alpha3"
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
@@ -74,6 +76,17 @@ func (c *Cluster) KubectlOutput(args ...string) (string, error) {
 	cmd := exec.Command(c.KubectlPath(), append([]string{"--kubeconfig", c.AdminKubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// MustKubectl runs kubectl as KubectlOutput does and returns what it printed; it fails the test
+// when kubectl fails, with the command and its output.
+func (c *Cluster) MustKubectl(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := c.KubectlOutput(args...)
+	if err != nil {
+		tb.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 // KubectlPath is the kubectl built with the cluster (make envtest).

@@ -28,13 +28,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -99,12 +99,6 @@ func diagnose(c *localcluster.Cluster, dir string) {
 	}
 }
 
-func kubectl(t require.TestingT, args ...string) string {
-	out, err := cluster.KubectlOutput(args...)
-	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
-	return out
-}
-
 // newNamespace is a users' namespace: it enforces the restricted Pod Security Standard, which
 // the operator's, the Redis, the registry and the scorecard pods must pass.
 func newNamespace(t *testing.T, name string) string {
@@ -153,7 +147,7 @@ func redisClusterReady(c require.TestingT, namespace string) bool {
 	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "sessions"}, rc); err != nil {
 		return false
 	}
-	return meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady)
+	return testenv.Ready(rc)
 }
 
 // podRestarts is each Redis pod's UID and restart count.
@@ -199,7 +193,7 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	// Then OLM installs 0.1.0 and its Deployment becomes Available
 	waitCSV(t, localcluster.OperatorsNamespace, pkg+".v0.1.0")
 	fmt.Printf("figure: Subscription -> CSV 0.1.0 Succeeded in %.1fs\n", time.Since(subscribed).Seconds())
-	kubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	cluster.MustKubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 	sa := "system:serviceaccount:" + localcluster.OperatorsNamespace + ":redis-operator-controller-manager"
 	for verb, want := range map[string]string{"patch statefulsets": "yes", "list redisclusters.cache.example.com": "yes", "list secrets": "no", "delete deployments": "no"} {
 		out, _ := cluster.KubectlOutput(append([]string{"auth", "can-i", "--as", sa, "-n", "default"}, strings.Fields(verb)...)...)
@@ -208,18 +202,18 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 
 	// And the sample becomes Ready under the OLM-installed operator
 	ns := newNamespace(t, "catalog-story")
-	kubectl(t, "-n", ns, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+	cluster.MustKubectl(t, "-n", ns, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
 	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick, "RedisCluster Ready")
 	before := podRestarts(t, ns)
 
 	// And a client writes through the primary Service while the operator is upgraded
+	var notReady atomic.Int64
 	stop := make(chan struct{})
-	var acked, lost, notReady atomic.Int64
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		writeAndCheck(ns, stop, &acked, &lost)
-	}()
+	w := redistest.StartWriter(redistest.WriterOptions{
+		Client:    func(ctx context.Context) (goredis.UniversalClient, error) { return primaryClient(ctx, ns) },
+		CloseEach: true, Wait: time.Second, Every: 20 * time.Millisecond, Prefix: "upgrade-",
+	})
+	defer w.Stop()
 	// and the leader election Lease shows how long no operator led
 	lease := client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator.cache.example.com"}
 	leader := func() string {
@@ -265,20 +259,25 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, csvPhase(c, localcluster.OperatorsNamespace, pkg+".v0.1.0"), "the old CSV is gone")
 	}, waitFor, tick)
-	kubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	cluster.MustKubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 	// The new operator takes the lease (the watcher above times it), then runs its health
 	// checks a few rounds.
 	require.Eventually(t, func() bool { l := leader(); return l != "" && l != oldLeader }, waitFor, tick, "a new operator takes the lease")
 	time.Sleep(3 * time.Second)
+	w.Stop()
 	close(stop)
-	<-writerDone
 	<-watchDone
 
 	// And Redis never noticed: Ready throughout, no acknowledged write lost, no pod restarted
 	assert.Zero(t, notReady.Load(), "observations of the RedisCluster not Ready during the upgrade")
-	assert.Zero(t, lost.Load(), "writes acknowledged with WAIT 1 and then lost")
-	assert.Positive(t, acked.Load())
-	fmt.Printf("figure: writes during the upgrade: %d acknowledged, %d lost\n", acked.Load(), lost.Load())
+	acked, _, _ := w.Result()
+	reader, err := primaryClient(ctx, ns)
+	require.NoError(t, err)
+	defer reader.Close()
+	lost := redistest.Missing(ctx, reader, acked)
+	assert.Empty(t, lost, "writes acknowledged with WAIT 1 and then lost")
+	assert.NotEmpty(t, acked)
+	fmt.Printf("figure: writes during the upgrade: %d acknowledged, %d lost\n", len(acked), len(lost))
 	assert.Equal(t, before, podRestarts(t, ns), "no Redis pod restarted or was replaced because the operator changed")
 	if assert.False(t, firstNew.IsZero(), "a new operator took the lease") {
 		fmt.Printf("figure: operator leader handover during the upgrade: %.1fs without a leader (100 ms resolution)\n", firstNew.Sub(lastOld).Seconds())
@@ -333,8 +332,8 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 
 	// Cleanup: the next story installs the operator for one namespace, which a global install would overlap.
 	require.NoError(t, cluster.Client.Delete(ctx, sub))
-	kubectl(t, "-n", localcluster.OperatorsNamespace, "delete", "csv", pkg+".v0.2.0", "--wait")
-	kubectl(t, "-n", localcluster.OLMNamespace, "delete", "catalogsource", pkg)
+	cluster.MustKubectl(t, "-n", localcluster.OperatorsNamespace, "delete", "csv", pkg+".v0.2.0", "--wait")
+	cluster.MustKubectl(t, "-n", localcluster.OLMNamespace, "delete", "catalogsource", pkg)
 }
 
 // runMake runs a make target as a user would, against the local cluster, and returns what it
@@ -385,7 +384,7 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	out := runMake(t, "run-bundle", "BUNDLE=config/catalog/released/redis-operator.v0.1.0.yaml", nsArg)
 	assert.Contains(t, out, `OperatorGroup "operator-sdk-og" created`)
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.1.0"`)
-	kubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	cluster.MustKubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 
 	// The operator may act in its namespace and nowhere else
 	sa := "system:serviceaccount:" + ns + ":redis-operator-controller-manager"
@@ -400,7 +399,7 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 
 	// and reconciles its namespace's RedisClusters, not another's
 	for _, n := range []string{ns, other} {
-		kubectl(t, "-n", n, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+		cluster.MustKubectl(t, "-n", n, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
 	}
 	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick, "RedisCluster Ready in %s", ns)
 	rc := &cachev1.RedisCluster{}
@@ -410,7 +409,7 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 
 	// Given the Prometheus Operator's CRDs (the bundle does not carry its monitoring objects:
 	// OLM would fail the whole install on a cluster without these CRDs)
-	kubectl(t, "apply", "--server-side", "-f", filepath.Join(root, "bin", "prometheus-crds"))
+	cluster.MustKubectl(t, "apply", "--server-side", "-f", filepath.Join(root, "bin", "prometheus-crds"))
 
 	out = runMake(t, "run-bundle-upgrade", "BUNDLE=bundle", nsArg)
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
@@ -483,49 +482,6 @@ func primaryPodName(t require.TestingT, namespace string) string {
 	pod, err := cluster.PodBehind(context.Background(), namespace, "sessions")
 	require.NoError(t, err)
 	return pod
-}
-
-// writeAndCheck writes increasing values through the primary Service, counting those acknowledged
-// by a replica (WAIT 1), until stop; then it reads them back from the primary and counts the lost.
-func writeAndCheck(namespace string, stop chan struct{}, acked, lost *atomic.Int64) {
-	ctx := context.Background()
-	var keys []string
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			checkKeys(ctx, namespace, keys, lost)
-			return
-		default:
-		}
-		c, err := primaryClient(ctx, namespace)
-		if err != nil {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		key := fmt.Sprintf("upgrade-%d", i)
-		if err := c.Set(ctx, key, i, 0).Err(); err == nil {
-			if n, err := c.Do(ctx, "WAIT", 1, 1000).Int(); err == nil && n >= 1 {
-				acked.Add(1)
-				keys = append(keys, key)
-			}
-		}
-		c.Close()
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func checkKeys(ctx context.Context, namespace string, keys []string, lost *atomic.Int64) {
-	c, err := primaryClient(ctx, namespace)
-	if err != nil {
-		lost.Add(int64(len(keys)))
-		return
-	}
-	defer c.Close()
-	for _, k := range keys {
-		if err := c.Get(ctx, k).Err(); err != nil {
-			lost.Add(1)
-		}
-	}
 }
 
 // primaryClient connects to the primary Service's ClusterIP from the node.

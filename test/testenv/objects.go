@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -31,6 +32,12 @@ func Sample(namespace string) (*cachev1.RedisCluster, error) {
 	}
 	rc.Namespace = namespace
 	return rc, nil
+}
+
+// Ready is what every suite waits for: the RedisCluster's status is Ready for its current
+// generation.
+func Ready(rc *cachev1.RedisCluster) bool {
+	return rc.Status.ObservedGeneration == rc.Generation && meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady)
 }
 
 // RedisCluster builds a RedisCluster of the given size in namespace.

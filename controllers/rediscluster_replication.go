@@ -36,33 +36,6 @@ const maxSwitchoverPause = 5 * time.Second
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 
-// podOwnerIndex indexes the cached pods by the RedisCluster they run (their instance label):
-// a label selector would test every pod of the namespace, every second, for every RedisCluster.
-const podOwnerIndex = "redisCluster"
-
-func indexPodOwner(obj client.Object) []string {
-	if name := obj.GetLabels()[resources.LabelInstance]; name != "" {
-		return []string{name}
-	}
-	return nil
-}
-
-// listPods records the RedisCluster's pods, which of them fail to start, their addresses, and
-// the dialer that reaches them (both modes).
-func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	pods := &corev1.PodList{}
-	// The cache's own pods, not copies: every phase only reads them (writes go through new
-	// objects), and copying every pod every second was a tenth of the health check's CPU.
-	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing pods: %w", err)
-	}
-	state.pods = pods.Items
-	state.failedToStart = failedToStart(pods.Items)
-	state.members = membersOf(pods.Items)
-	state.dial = r.dialer(rc, state)
-	return nil
-}
-
 // observeNodes lists the RedisCluster's pods and asks each one's Redis what it is.
 func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if err := r.listPods(ctx, rc, state); err != nil {
@@ -73,21 +46,6 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 		r.readStats(ctx, rc, state)
 	}
 	return nil
-}
-
-// dialer reaches the members with the current password (and TLS): through the held connections, which
-// it keeps to exactly the members, or through connections of their own without them.
-func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconcileState) topology.Dialer {
-	if r.Connections == nil {
-		return r.Dial(state.creds.login())
-	}
-	var addrs []string
-	for _, m := range state.members {
-		if m.Addr != "" {
-			addrs = append(addrs, m.Addr)
-		}
-	}
-	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.login(), addrs)
 }
 
 // reconcileFailover chooses the primary and makes every other node its replica: bootstrap,
@@ -273,42 +231,6 @@ func desiredRoleLabels(v topology.View) map[string]string {
 		}
 	}
 	return desired
-}
-
-// failedToStart says, for the first pod whose Redis keeps exiting as it starts (its container
-// in CrashLoopBackOff), why: the end of what Redis wrote, which the kubelet kept as the
-// container's termination message. Empty when every container runs.
-func failedToStart(pods []corev1.Pod) string {
-	sorted := append([]corev1.Pod(nil), pods...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	for _, p := range sorted {
-		c, ok := crashLoopingContainer(p)
-		if !ok {
-			continue
-		}
-		why := "it exits, and is restarted with back-off"
-		if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
-			why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
-		}
-		return fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)
-	}
-	return ""
-}
-
-// crashLoops is true when the pod's container waits out a restart back-off.
-func crashLoops(p corev1.Pod) bool {
-	_, ok := crashLoopingContainer(p)
-	return ok
-}
-
-// crashLoopingContainer is the pod's container that waits out a restart back-off, if any.
-func crashLoopingContainer(p corev1.Pod) (corev1.ContainerStatus, bool) {
-	for _, c := range p.Status.ContainerStatuses {
-		if c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff" {
-			return c, true
-		}
-	}
-	return corev1.ContainerStatus{}, false
 }
 
 // membersOf turns the RedisCluster's pods into topology members, by ordinal.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,71 +19,33 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/shards"
+	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )
 
-// clusterWriter writes keys through a go-redis ClusterClient as long as it runs, and keeps
-// those Redis acknowledged.
-type clusterWriter struct {
-	stop   func()
-	mu     sync.Mutex
-	acked  []string
-	errors []string
-}
-
-func startClusterWriter(cc *goredis.ClusterClient) *clusterWriter {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &clusterWriter{}
-	done := make(chan struct{})
-	w.stop = sync.OnceFunc(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for i := 0; ctx.Err() == nil; i++ {
-			key := fmt.Sprintf("w:%06d", i)
-			err := cc.Set(ctx, key, i, 0).Err()
-			w.mu.Lock()
-			if err == nil {
-				w.acked = append(w.acked, key)
-			} else if ctx.Err() == nil {
-				w.errors = append(w.errors, err.Error())
-			}
-			w.mu.Unlock()
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	return w
+// startClusterWriter writes keys through a go-redis ClusterClient as long as it runs, and keeps
+// those Redis acknowledged (cluster mode: the node took them).
+func startClusterWriter(cc *goredis.ClusterClient) *redistest.Writer {
+	return redistest.StartWriter(redistest.WriterOptions{Client: redistest.Held(cc), Every: time.Millisecond, Prefix: "w:"})
 }
 
 // assertNothingLost stops the writer, then checks through reader that every write it had
 // acknowledged is there, and the keys k:0..k:<preloaded-1> written before with their values,
 // and that its errors stayed within 1% of its writes (retries, not failures).
-func (w *clusterWriter) assertNothingLost(t *testing.T, reader *goredis.ClusterClient, preloaded int) {
+func assertNothingLost(t *testing.T, w *redistest.Writer, reader *goredis.ClusterClient, preloaded int) {
 	t.Helper()
 	ctx := context.Background()
-	w.stop()
-	w.mu.Lock()
-	acked, errs := w.acked, w.errors
-	w.mu.Unlock()
+	w.Stop()
+	acked, _, errs := w.Result()
 	t.Logf("writer: %d writes acknowledged, %d errors: %v", len(acked), len(errs), errs)
 	assert.LessOrEqual(t, len(errs), len(acked)/100, "the writer's errors are bounded: at most 1%% of its writes")
-	var lost []string
-	for _, key := range acked {
-		if reader.Exists(ctx, key).Val() != 1 {
-			lost = append(lost, key)
-		}
-	}
+	lost := redistest.Missing(ctx, reader, acked)
 	for i := range preloaded {
 		if v, err := reader.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
 			lost = append(lost, fmt.Sprintf("k:%d", i))
 		}
 	}
 	assert.Empty(t, lost, "keys lost, of %d acknowledged and %d written before", len(acked), preloaded)
-}
-
-func (w *clusterWriter) ackedCount() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.acked)
 }
 
 // shardedCluster is a RedisCluster in cluster mode, 3 shards of 2 nodes with a node timeout
@@ -169,8 +130,8 @@ func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *test
 	_, err := pipe.Exec(ctx)
 	require.NoError(t, err)
 	w := startClusterWriter(cc)
-	t.Cleanup(w.stop)
-	require.Eventually(t, func() bool { return w.ackedCount() > 100 }, waitFor, tick)
+	t.Cleanup(w.Stop)
+	require.Eventually(t, func() bool { return w.Acked() > 100 }, waitFor, tick)
 
 	// When it grows to 5 shards
 	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 5 })
@@ -188,7 +149,7 @@ func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *test
 	}
 	movedTo := redisClient(t, node, got.Status.Shards[4].Primary, password)
 	assert.Positive(t, movedTo.DBSize(ctx).Val(), "keys moved to the new shard with its slots")
-	beforeIn := w.ackedCount()
+	beforeIn := w.Acked()
 
 	// When it shrinks back to 3
 	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
@@ -209,8 +170,8 @@ func TestShardsScaleOutAndInUnderAWriterWithoutLosingAnAcknowledgedWrite(t *test
 	}
 
 	// And the writer kept writing, every acknowledged write is there, and the 3000 keys too
-	require.Eventually(t, func() bool { return w.ackedCount() > beforeIn+100 }, waitFor, tick)
-	w.assertNothingLost(t, clusterClient(t, node, got, password), 3000)
+	require.Eventually(t, func() bool { return w.Acked() > beforeIn+100 }, waitFor, tick)
+	assertNothingLost(t, w, clusterClient(t, node, got, password), 3000)
 }
 
 // patchSpec changes the RedisCluster's spec as a user would (a merge patch of the change).
@@ -235,8 +196,8 @@ func TestANewVersionInClusterModeReplacesReplicasThenFailsEachShardOverWithoutLo
 		require.NoError(t, cc.Set(ctx, fmt.Sprintf("k:%d", i), i, 0).Err())
 	}
 	w := startClusterWriter(cc)
-	t.Cleanup(w.stop)
-	require.Eventually(t, func() bool { return w.ackedCount() > 100 }, waitFor, tick)
+	t.Cleanup(w.Stop)
+	require.Eventually(t, func() bool { return w.Acked() > 100 }, waitFor, tick)
 
 	// When the version changes
 	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Version = "7.0" })
@@ -267,6 +228,6 @@ func TestANewVersionInClusterModeReplacesReplicasThenFailsEachShardOverWithoutLo
 	}
 
 	// And every acknowledged write and the 500 keys read back; the writer's errors are bounded
-	require.Eventually(t, func() bool { return w.ackedCount() > 200 }, waitFor, tick)
-	w.assertNothingLost(t, clusterClient(t, node, after, password), 500)
+	require.Eventually(t, func() bool { return w.Acked() > 200 }, waitFor, tick)
+	assertNothingLost(t, w, clusterClient(t, node, after, password), 500)
 }

@@ -1,0 +1,115 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
+)
+
+// The RedisCluster's pods, in both modes: which are its own, where their Redis nodes are and how
+// to reach them, and which fail to start.
+
+// podOwnerIndex indexes the cached pods by the RedisCluster they run (their instance label):
+// a label selector would test every pod of the namespace, every second, for every RedisCluster.
+const podOwnerIndex = "redisCluster"
+
+func indexPodOwner(obj client.Object) []string {
+	if name := obj.GetLabels()[resources.LabelInstance]; name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
+// listPods records the RedisCluster's pods, which of them fail to start, their addresses, and
+// the dialer that reaches them (both modes).
+func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	pods := &corev1.PodList{}
+	// The cache's own pods, not copies: every phase only reads them (writes go through new
+	// objects), and copying every pod every second was a tenth of the health check's CPU.
+	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	state.pods = pods.Items
+	state.failedToStart = failedToStart(pods.Items)
+	state.members = membersOf(pods.Items)
+	state.dial = r.dialer(rc, state)
+	return nil
+}
+
+// dialer reaches the members with the current password (and TLS): through the held connections, which
+// it keeps to exactly the members, or through connections of their own without them.
+func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconcileState) topology.Dialer {
+	if r.Connections == nil {
+		return r.Dial(state.creds.login())
+	}
+	var addrs []string
+	for _, m := range state.members {
+		if m.Addr != "" {
+			addrs = append(addrs, m.Addr)
+		}
+	}
+	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.login(), addrs)
+}
+
+// failedToStart says, for the first pod whose Redis keeps exiting as it starts (its container
+// in CrashLoopBackOff), why: the end of what Redis wrote, which the kubelet kept as the
+// container's termination message. Empty when every container runs.
+func failedToStart(pods []corev1.Pod) string {
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, p := range sorted {
+		c, ok := crashLoopingContainer(p)
+		if !ok {
+			continue
+		}
+		why := "it exits, and is restarted with back-off"
+		if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+			why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
+		}
+		return fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)
+	}
+	return ""
+}
+
+// crashLoops is true when the pod's container waits out a restart back-off.
+func crashLoops(p corev1.Pod) bool {
+	_, ok := crashLoopingContainer(p)
+	return ok
+}
+
+// crashLoopingContainer is the pod's container that waits out a restart back-off, if any.
+func crashLoopingContainer(p corev1.Pod) (corev1.ContainerStatus, bool) {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff" {
+			return c, true
+		}
+	}
+	return corev1.ContainerStatus{}, false
+}
+
+// podNamed is the pod of that name among pods; nil (no related object) when it is not there.
+func podNamed(pods []corev1.Pod, name string) runtime.Object {
+	if p := podByName(pods, name); p != nil {
+		return p
+	}
+	return nil // an untyped nil: a nil *Pod in the interface would not be nil
+}
+
+// podByName is the pod of that name, nil when there is none.
+func podByName(pods []corev1.Pod, name string) *corev1.Pod {
+	for i := range pods {
+		if pods[i].Name == name {
+			return &pods[i]
+		}
+	}
+	return nil
+}
