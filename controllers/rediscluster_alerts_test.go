@@ -61,9 +61,9 @@ func alertRules(t *testing.T) map[string]rulefmt.Rule {
 	return out
 }
 
-func TestAlertRulesParseAndEachHasItsRunbookInTheReadme(t *testing.T) {
+func TestAlertRulesParseAndEachHasItsRunbookInTheDocs(t *testing.T) {
 	rules := alertRules(t)
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/metrics-and-alerts.md")
 	require.NoError(t, err)
 	names := make([]string, 0, len(rules))
 	for name, r := range rules {
@@ -72,8 +72,8 @@ func TestAlertRulesParseAndEachHasItsRunbookInTheReadme(t *testing.T) {
 		assert.NotEmpty(t, r.Annotations["summary"], name)
 		assert.NotEmpty(t, r.Annotations["description"], name)
 		anchor := strings.ToLower(name)
-		assert.Equal(t, "https://github.com/org/redis-operator/blob/main/README.md#"+anchor, r.Annotations["runbook_url"], name)
-		assert.Regexp(t, regexp.MustCompile(`(?m)^#+ `+name+`$`), string(readme), "the README has the runbook of %s", name)
+		assert.Equal(t, "https://github.com/org/redis-operator/blob/main/docs/metrics-and-alerts.md#"+anchor, r.Annotations["runbook_url"], name)
+		assert.Regexp(t, regexp.MustCompile(`(?m)^#+ `+name+`$`), string(page), "docs/metrics-and-alerts.md has the runbook of %s", name)
 	}
 	assert.ElementsMatch(t, []string{
 		"RedisClusterNoWritablePrimary", "RedisClusterFailover", "RedisReplicaLagging", "RedisNodeNotServing",

@@ -213,11 +213,15 @@ func TestShippedExamplesAreAccepted(t *testing.T) {
 		require.NoError(t, err)
 		docs = append(docs, string(out))
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
-	for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		if strings.Contains(block[1], "kind: ") {
-			docs = append(docs, block[1])
+	for _, page := range append(pages, filepath.Join(root, "README.md")) {
+		text, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(text), -1) {
+			if strings.Contains(block[1], "kind: ") {
+				docs = append(docs, block[1])
+			}
 		}
 	}
 	for i, doc := range docs {

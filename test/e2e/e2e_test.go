@@ -18,8 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +34,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/s3server"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -83,13 +82,6 @@ func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, root, func(c *localcluster.Cluster) { cluster = c }))
 }
 
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := cluster.KubectlOutput(args...)
-	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
-	return out
-}
-
 func redisCluster(c require.TestingT) *cachev1.RedisCluster {
 	rc := &cachev1.RedisCluster{}
 	require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, rc))
@@ -101,8 +93,7 @@ func eventuallyReady(t *testing.T, replicas int) *cachev1.RedisCluster {
 	var rc *cachev1.RedisCluster
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		rc = redisCluster(c)
-		assert.Equal(c, rc.Generation, rc.Status.ObservedGeneration)
-		assert.True(c, meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady), "Ready")
+		assert.True(c, testenv.Ready(rc), "Ready for generation %d: %+v", rc.Generation, rc.Status.Conditions)
 		assert.True(c, meta.IsStatusConditionFalse(rc.Status.Conditions, cachev1.ConditionProgressing), "Progressing")
 		assert.Len(c, rc.Status.Nodes, replicas)
 	}, waitFor, tick)
@@ -192,8 +183,8 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("the sample becomes Ready and replicates", func(t *testing.T) {
-		kubectl(t, "apply", "-n", ns, "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
-		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/sessions", "--timeout=120s")
+		cluster.MustKubectl(t, "apply", "-n", ns, "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+		cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/sessions", "--timeout=120s")
 		eventuallyReady(t, 3)
 
 		w := serviceClient(t, "sessions", 1)
@@ -213,11 +204,11 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		assert.Contains(t, out, "violates PodSecurity")
 
 		// A pod's log, through the API server and the node's kubelet endpoint
-		assert.Contains(t, kubectl(t, "logs", "-n", ns, "sessions-0", "--tail=200"), "Ready to accept connections")
+		assert.Contains(t, cluster.MustKubectl(t, "logs", "-n", ns, "sessions-0", "--tail=200"), "Ready to accept connections")
 	})
 
 	t.Run("scaling to 5 gives one primary and four replicas", func(t *testing.T) {
-		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":5}}`)
+		cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":5}}`)
 		rc := eventuallyReady(t, 5)
 		sts := &appsv1.StatefulSet{}
 		require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, sts))
@@ -239,7 +230,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	t.Run("the operator's ServiceAccount may do what it needs and no more", func(t *testing.T) {
 		as := "--as=system:serviceaccount:" + localcluster.OperatorNamespace + ":" + cluster.ServiceAccount
 		for _, verb := range []string{"patch", "create", "get", "list", "watch"} {
-			assert.Equal(t, "yes", strings.TrimSpace(kubectl(t, "auth", "can-i", verb, "statefulsets", as)), verb)
+			assert.Equal(t, "yes", strings.TrimSpace(cluster.MustKubectl(t, "auth", "can-i", verb, "statefulsets", as)), verb)
 		}
 		// Server-side apply patches; the operator never sends a whole object back with update.
 		out, _ := cluster.KubectlOutput("auth", "can-i", "update", "statefulsets", as)
@@ -249,7 +240,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("a version change replaces replicas first, then switches over", func(t *testing.T) {
-		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
+		cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			sts := &appsv1.StatefulSet{}
 			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, sts))
@@ -258,7 +249,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			assert.Equal(c, int32(5), sts.Status.UpdatedReplicas)
 		}, 3*time.Minute, tick)
 		eventuallyReady(t, 5)
-		out := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=sessions", "--sort-by=.metadata.creationTimestamp", "-o", "json")
+		out := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=sessions", "--sort-by=.metadata.creationTimestamp", "-o", "json")
 		var events struct {
 			Items []corev1.Event `json:"items"`
 		}
@@ -288,7 +279,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		if cluster.Local() {
 			require.NoError(t, cluster.RestartAPIServer(context.Background()))
 		}
-		kubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 		eventuallyReady(t, 3)
 		r := serviceClient(t, "sessions", 1)
 		defer r.Close()
@@ -312,7 +303,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, out, "spec.config.maxmemory-policy is one of")
 		// A value of the grammar that Redis refuses (below proto-max-bulk-len's minimum) is applied
-		kubectl(t, "apply", "-n", ns, "-f", write(`{"proto-max-bulk-len":"1kb"}`))
+		cluster.MustKubectl(t, "apply", "-n", ns, "-f", write(`{"proto-max-bulk-len":"1kb"}`))
 
 		// Then the RedisCluster says what Redis said, and the pods wait out the kubelet's back-off
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -324,16 +315,16 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			assert.Contains(c, degraded.Message, "proto-max-bulk-len")
 			assert.True(c, meta.IsStatusConditionFalse(rc.Status.Conditions, cachev1.ConditionReady))
 		}, waitFor, tick)
-		assert.Contains(t, kubectl(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=typo"), "CrashLoopBackOff")
-		assert.Contains(t, kubectl(t, "describe", "rediscluster", "-n", ns, "typo"), cachev1.EventRedisFailedToStart)
+		assert.Contains(t, cluster.MustKubectl(t, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=typo"), "CrashLoopBackOff")
+		assert.Contains(t, cluster.MustKubectl(t, "describe", "rediscluster", "-n", ns, "typo"), cachev1.EventRedisFailedToStart)
 
 		// When the user fixes the spec, the failing pods are replaced and it becomes Ready
-		kubectl(t, "patch", "-n", ns, "rediscluster/typo", "--type=merge", "-p", `{"spec":{"config":{"proto-max-bulk-len":"512mb"}}}`)
-		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/typo", "--timeout=90s")
-		kubectl(t, "delete", "-n", ns, "rediscluster/typo", "--wait")
+		cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/typo", "--type=merge", "-p", `{"spec":{"config":{"proto-max-bulk-len":"512mb"}}}`)
+		cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/typo", "--timeout=90s")
+		cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/typo", "--wait")
 	})
 
-	t.Run("the README's TLS example, run as written, gives a cluster that serves TLS only", func(t *testing.T) {
+	t.Run("docs/tls.md's example, run as written, gives a cluster that serves TLS only", func(t *testing.T) {
 		dir := t.TempDir()
 		runExample(t, root, "tls-example", dir, "NS="+ns)
 
@@ -352,10 +343,10 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		defer plain.Close()
 		assert.Error(t, plain.Ping(context.Background()).Err(), "plaintext is refused")
 
-		kubectl(t, "delete", "-n", ns, "rediscluster/cache", "--wait")
+		cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/cache", "--wait")
 	})
 
-	t.Run("the README's users example, run as written, gives an application user its rights only", func(t *testing.T) {
+	t.Run("docs/users-and-passwords.md's example, run as written, gives an application user its rights only", func(t *testing.T) {
 		runExample(t, root, "users-example", t.TempDir(), "NS="+ns)
 
 		app := serviceClient(t, "sessions", 1, withPassword(t, "app-password"), func(o *goredis.Options) { o.Username = "app" })
@@ -368,7 +359,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 	t.Run("with storage every pod deleted at once comes back with every acknowledged write from the volumes the kubelet mounted", everyPodDeletedWithStorage)
 
-	t.Run("the README's backup example as written backs sessions up to S3 and restores it into a new cluster", func(t *testing.T) {
+	t.Run("docs/backups.md's example as written backs sessions up to S3 and restores it into a new cluster", func(t *testing.T) {
 		needsLocalNode(t, "the S3 server runs on this machine")
 		// Given a key in sessions and an S3 server (the Versity S3 Gateway) with a bucket
 		w := serviceClient(t, "sessions", 1)
@@ -391,26 +382,26 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		v, err := r.Get(context.Background(), "backed-up").Result()
 		require.NoError(t, err)
 		assert.Equal(t, "yes", v)
-		kubectl(t, "delete", "-n", ns, "rediscluster/sessions-restored", "redisbackup/sessions-now", "--wait")
+		cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/sessions-restored", "redisbackup/sessions-now", "--wait")
 	})
 
-	t.Run("the README's cluster-mode example, run as written, forms 3 shards that a cluster client writes through, which grow to 4 and back with the keys", func(t *testing.T) {
+	t.Run("docs/cluster-mode.md's example, run as written, forms 3 shards that a cluster client writes through, which grow to 4 and back with the keys", func(t *testing.T) {
 		clusterExampleServesAClusterClient(t, root, ns)
 	})
 
-	t.Run("the README's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {
+	t.Run("docs/metrics-and-alerts.md's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {
 		out := runExample(t, root, "metrics-example", root, "OPERATOR_NS="+localcluster.OperatorNamespace)
 		assert.Contains(t, out, `redis_operator_node_up{namespace="default",pod="sessions-0",rediscluster="sessions"} 1`)
 	})
 
-	t.Run("the README's alerts example, run as written, applies the ServiceMonitor and PrometheusRule", func(t *testing.T) {
+	t.Run("docs/metrics-and-alerts.md's alerts example, run as written, applies the ServiceMonitor and PrometheusRule", func(t *testing.T) {
 		out := runExample(t, root, "alerts-example", root, "make prometheus-crds")
 		assert.Contains(t, out, "servicemonitor.monitoring.coreos.com/redis-operator-controller-manager-metrics-monitor")
 		assert.Contains(t, out, "prometheusrule.monitoring.coreos.com/redis-operator-rules")
 	})
 
 	t.Run("deleting the RedisCluster garbage-collects everything", func(t *testing.T) {
-		kubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
+		cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/sessions", "--wait=true")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			for _, kind := range []string{"statefulsets", "services", "configmaps", "pods", "poddisruptionbudgets"} {
 				out, err := cluster.KubectlOutput("get", kind, "-n", ns, "-l", "app.kubernetes.io/instance=sessions", "-o", "name")
@@ -422,70 +413,51 @@ func TestRedisClusterLifecycle(t *testing.T) {
 }
 
 // writeThroughService writes through the primary Service's ClusterIP, a new connection each
-// time (kube-proxy picks the endpoint when a connection opens), until stop, and returns the keys
-// a replica acknowledged (WAIT 1).
-func writeThroughService(stop chan struct{}, acked, failed *atomic.Int64) []string {
-	ctx := context.Background()
-	addr, err := cluster.ServiceAddress(ctx, ns, "sessions")
-	pw, _ := cluster.SecretValue(ctx, ns, "sessions-auth", "password")
-	var keys []string
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return keys
-		default:
-		}
-		if err != nil {
-			failed.Add(1)
-			time.Sleep(20 * time.Millisecond)
-			addr, err = cluster.ServiceAddress(ctx, ns, "sessions")
-			continue
-		}
-		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
-			DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
-		key := fmt.Sprintf("w%d", i)
-		if err := c.Set(ctx, key, i, 0).Err(); err != nil {
-			failed.Add(1)
-		} else if n, err := c.Do(ctx, "WAIT", 1, 200).Int(); err == nil && n >= 1 {
-			acked.Add(1)
-			keys = append(keys, key)
-		}
-		c.Close()
-	}
+// time (kube-proxy picks the endpoint when a connection opens), until stopped, and keeps the
+// keys a replica acknowledged (WAIT 1).
+func writeThroughService() *redistest.Writer {
+	pw, _ := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
+	var addr string
+	return redistest.StartWriter(redistest.WriterOptions{
+		Client: func(ctx context.Context) (goredis.UniversalClient, error) {
+			if addr == "" {
+				a, err := cluster.ServiceAddress(ctx, ns, "sessions")
+				if err != nil {
+					return nil, err
+				}
+				addr = a
+			}
+			return goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
+				DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}), nil
+		},
+		CloseEach: true, Wait: 200 * time.Millisecond, Prefix: "w",
+	})
 }
 
 // primaryKilledWhileWriting: a client writes through the primary Service while the primary's Redis
 // is killed; writes resume on the new primary, and none a replica acknowledged is lost.
 func primaryKilledWhileWriting(t *testing.T) {
 	old := primaryPod(t)
-	var acked, failed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var keys []string
-	wg.Go(func() { keys = writeThroughService(stop, &acked, &failed) })
-	require.Eventually(t, func() bool { return acked.Load() > 50 }, 20*time.Second, tick)
+	w := writeThroughService()
+	defer w.Stop()
+	require.Eventually(t, func() bool { return w.Acked() > 50 }, 20*time.Second, tick)
 
 	killRedis(t, old)
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NotEqual(c, old, primaryPod(c))
 	}, waitFor, tick)
-	before := acked.Load()
-	require.Eventually(t, func() bool { return acked.Load() > before+20 }, 30*time.Second, tick, "writes resume")
-	close(stop)
-	wg.Wait()
+	before := w.Acked()
+	require.Eventually(t, func() bool { return w.Acked() > before+20 }, 30*time.Second, tick, "writes resume")
+	w.Stop()
+	keys, _, failed := w.Result()
 	rc := eventuallyReady(t, 5)
 	assert.Equal(t, primaryPod(t), rc.Status.Primary, "the Service points at the recorded primary")
 	r := serviceClient(t, "sessions", 1)
 	defer r.Close()
-	lost := 0
-	for _, k := range keys {
-		if r.Exists(context.Background(), k).Val() != 1 {
-			lost++
-		}
-	}
-	assert.Zero(t, lost, "writes a replica acknowledged (WAIT 1), then lost")
-	t.Logf("writes acknowledged by a replica: %d, lost: %d, failed while failing over: %d", acked.Load(), lost, failed.Load())
+	lost := redistest.Missing(context.Background(), r, keys)
+	assert.Empty(t, lost, "writes a replica acknowledged (WAIT 1), then lost")
+	t.Logf("writes acknowledged by a replica: %d, lost: %d, failed while failing over: %d", len(keys), len(lost), len(failed))
 }
 
 // operatorKilledMidFailover: the operator's container is killed just after the primary's Redis;
@@ -537,14 +509,14 @@ func everyPodDeletedWithStorage(t *testing.T) {
 		`"spec":{"replicas":2,"storage":{"size":"64Mi"}}}`
 	path := filepath.Join(t.TempDir(), "durable.json")
 	require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
-	kubectl(t, "apply", "-n", ns, "-f", path)
-	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/durable", "--timeout=180s")
+	cluster.MustKubectl(t, "apply", "-n", ns, "-f", path)
+	cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/durable", "--timeout=180s")
 	w := serviceClient(t, "durable", 1, withPassword(t, "durable-auth"))
 	require.NoError(t, w.Set(context.Background(), "kept", "on disk", 0).Err())
 	require.Equal(t, int64(1), w.Do(context.Background(), "WAIT", 1, 5000).Val(), "the replica acknowledged")
 	w.Close()
 
-	kubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=durable", "--grace-period=0", "--force")
+	cluster.MustKubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=durable", "--grace-period=0", "--force")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		r := serviceClient(c, "durable", 1, withPassword(c, "durable-auth"))
 		defer r.Close()
@@ -553,7 +525,7 @@ func everyPodDeletedWithStorage(t *testing.T) {
 		assert.Equal(c, "on disk", v)
 	}, 3*time.Minute, time.Second)
 
-	kubectl(t, "delete", "-n", ns, "rediscluster/durable", "--wait")
+	cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/durable", "--wait")
 	if !cluster.Local() {
 		return // the cluster's own provisioner made the volumes
 	}
@@ -643,12 +615,12 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 	assert.Equal(t, restarts, now, "the operator did not exit while etcd was stopped")
 }
 
-// runExample runs the README's shell example name with bash in dir, as a user would: the
+// runExample runs the shell example name of docs/ with bash in dir, as a user would: the
 // cluster's kubectl on PATH, its admin kubeconfig. firstLine replaces the example's first line
 // (the variable a user sets: the namespace, an address the demo printed).
-// clusterExampleServesAClusterClient runs the README's cluster-mode example, then writes and
+// clusterExampleServesAClusterClient runs docs/cluster-mode.md's example, then writes and
 // reads keys through its Service with a cluster client, which follows MOVED to the pods; then
-// the README's scale-out to 4 shards and back to 3, reading the keys back after each.
+// that page's scale-out to 4 shards and back to 3, reading the keys back after each.
 func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	out := runExample(t, root, "cluster-example", t.TempDir(), "NS="+ns)
 	for i := range 3 {
@@ -676,16 +648,16 @@ func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	}
 	readBack("formed")
 
-	// The README's scale-out: a fourth shard gets its even share of the slots, keys and all
+	// docs/cluster-mode.md's scale-out: a fourth shard gets its even share of the slots, keys and all
 	out = runExample(t, root, "cluster-scale-example", t.TempDir(), "NS="+ns)
 	assert.Contains(t, out, "orders-shard3: [", "the new shard serves slots:\n%s", out)
 	cc.ReloadState(context.Background())
 	readBack("after the scale-out to 4 shards")
 
 	// And back to 3: the fourth shard is drained, its StatefulSet deleted
-	kubectl(t, "patch", "-n", ns, "rediscluster/orders", "--type", "merge", "-p", `{"spec":{"cluster":{"shards":3}}}`)
-	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/orders", "--timeout=300s")
-	out = kubectl(t, "get", "-n", ns, "statefulsets", "-o", "name")
+	cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/orders", "--type", "merge", "-p", `{"spec":{"cluster":{"shards":3}}}`)
+	cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/orders", "--timeout=300s")
+	out = cluster.MustKubectl(t, "get", "-n", ns, "statefulsets", "-o", "name")
 	assert.NotContains(t, out, "orders-shard3")
 	// The client last heard of the slots when the fourth shard served some: it learns of the
 	// scale-in when it reloads the map (a client with traffic would follow MOVED while the slots
@@ -695,12 +667,12 @@ func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 		assert.NoError(c, cc.Get(context.Background(), "order:0").Err())
 	}, 30*time.Second, time.Second, "the client finds the three shards")
 	readBack("after the scale-in to 3 shards")
-	kubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
+	cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
 }
 
 func runExample(t *testing.T, root, name, dir, firstLine string) string {
 	t.Helper()
-	script := readmeExample(t, root, name)
+	script := docsExample(t, root, name)
 	script = firstLine + "\n" + script[strings.Index(script, "\n")+1:]
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
@@ -711,16 +683,25 @@ func runExample(t *testing.T, root, name, dir, firstLine string) string {
 	return string(out)
 }
 
-// readmeExample is the shell block of the README between <!-- name --> and <!-- /name -->.
-func readmeExample(t *testing.T, root, name string) string {
+// docsExample is the shell block between <!-- name --> and <!-- /name --> in the one page of
+// docs/ that has it.
+func docsExample(t *testing.T, root, name string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
-	text := string(raw)
-	start := strings.Index(text, "<!-- "+name+" -->")
-	end := strings.Index(text, "<!-- /"+name+" -->")
-	require.True(t, start >= 0 && end > start, "README has the %s example", name)
-	block := text[start:end]
+	var blocks []string
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		require.NoError(t, err)
+		text := string(raw)
+		start := strings.Index(text, "<!-- "+name+" -->")
+		end := strings.Index(text, "<!-- /"+name+" -->")
+		if start >= 0 && end > start {
+			blocks = append(blocks, text[start:end])
+		}
+	}
+	require.Len(t, blocks, 1, "one page of docs/ has the %s example", name)
+	block := blocks[0]
 	block = block[strings.Index(block, "```sh\n")+len("```sh\n"):]
 	return block[:strings.LastIndex(block, "```")]
 }

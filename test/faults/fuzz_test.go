@@ -114,7 +114,7 @@ func TestGeneratedSpecsAreRefusedWithTheFieldOrConverge(t *testing.T) {
 				assert.Equal(col, metav1.ConditionTrue, degraded.Status, "not carried out, and not Degraded")
 				checkedInThePod := degraded.Reason == cachev1.ReasonApplyFailed && checkedOnlyInThePod.MatchString(degraded.Message)
 				// A user whose password Secret is missing is reported as UserRejected (see the
-				// README's Users), and waits on that Secret like SecretNotFound.
+				// docs/users-and-passwords.md), and waits on that Secret like SecretNotFound.
 				userWaitsOnSecret := degraded.Reason == cachev1.ReasonUserRejected && onlyUserSecretsMissing(degraded.Message)
 				if !checkedInThePod && !userWaitsOnSecret {
 					assert.Contains(col, waitsOnAnotherObject, degraded.Reason, "accepted, then stuck: %s", degraded.Message)

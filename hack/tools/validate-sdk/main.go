@@ -2,7 +2,7 @@
 // version the operator-sdk v1.42 CLI is built on, as `operator-sdk bundle validate
 // --select-optional suite=operatorframework` runs them: what OperatorHub's pipeline sees. The
 // tests run the current api's validators (internal/olm); this pins the CLI's. It prints every
-// error and warning and exits 1 on either, except the warnings the README explains.
+// error and warning and exits 1 on either, except the warnings docs/olm.md explains.
 package main
 
 import (
@@ -46,7 +46,7 @@ func main() {
 	fmt.Println("All validation tests have completed successfully (operator-framework/api v0.34.0)")
 }
 
-// explained are the warnings the README's OLM section explains, by a piece of their text: the
+// explained are the warnings docs/olm.md explains, by a piece of their text: the
 // events rule is for events.k8s.io/v1, which the operator's Event recorder writes; v0.34's
 // deprecated-API check knows only that events.k8s.io/v1beta1 was removed in 1.25 and cannot
 // tell a rule's version. operator-framework/api v0.45 does not warn.
@@ -61,7 +61,7 @@ func report(results []errors.ManifestResult) bool {
 		}
 		for _, w := range r.Warnings {
 			if isExplained(w.Error()) {
-				fmt.Printf("WARN (explained in the README: the events.k8s.io/v1 rule) %s: %s\n", r.Name, w)
+				fmt.Printf("WARN (explained in docs/olm.md: the events.k8s.io/v1 rule) %s: %s\n", r.Name, w)
 				continue
 			}
 			failed = true
