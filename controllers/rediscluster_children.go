@@ -79,13 +79,13 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		Replicas:      statefulSetReplicas(rc),
 		ConfigHash:    resources.ConfigHash(conf),
 		OperatorImage: r.OperatorImage,
-		Restore:       state.restore,
+		Restore:       state.replication.restore,
 	})
 	live, err := r.applyStatefulSet(ctx, rc, state, desired)
 	if err != nil {
 		return err
 	}
-	state.statefulSet = live
+	state.replication.statefulSet = live
 	if !state.childrenKnown {
 		// The last child: every one of them matched the spec at this version of the RedisCluster.
 		r.clusterState(rc).children.compared(rc.ResourceVersion)

@@ -193,24 +193,16 @@ func (r *RedisClusterReconciler) stateOf(key types.NamespacedName) *clusterState
 type reconcileState struct {
 	// written is the RedisCluster as its status was last written (or read): the base of the
 	// next status patch.
-	written     *cachev1.RedisCluster
-	creds       credentials
-	statefulSet *appsv1.StatefulSet
-	pods        []corev1.Pod
-	members     []topology.Member
+	written *cachev1.RedisCluster
+	creds   credentials
+	pods    []corev1.Pod
+	// members are the pods as Redis nodes (name, ordinal, address), in both modes: the dialer
+	// holds connections to exactly these.
+	members []topology.Member
 	// dial reaches the members' Redis nodes with the current password.
 	dial topology.Dialer
 	// failedToStart says why a node's Redis keeps exiting as it starts; empty when none does.
 	failedToStart string
-	// view is what the Redis nodes said, judged against the primary: the one source of who
-	// serves. Its Primary is the primary to record.
-	view topology.View
-	// stats is what the nodes said of their load, when this reconcile asked (statsInterval).
-	stats map[string]topology.Stats
-	// round is the failover decision and what it did.
-	round topology.Round
-	// move is the change of primary this reconcile started (failover or switchover).
-	move *primaryMove
 	// childrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
 	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
 	// the health check then leaves them alone.
@@ -225,10 +217,8 @@ type reconcileState struct {
 	err *phaseError
 	// wait is the first phase that waits (phaseWait), with its reason.
 	wait *phaseWait
-	// restore is the backup of spec.restore, as recorded (status.restore); nil without one.
-	restore *cachev1.RestoreStatus
-	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
-	backupScheduled *metav1.Time
+	// replication is what a reconcile in replication mode learns (rediscluster_replication.go).
+	replication replicationState
 	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).
 	shards shardsState
 }
@@ -276,13 +266,13 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		rc = written
 	}
 	startVersion := rc.ResourceVersion
-	state := &reconcileState{written: rc.DeepCopy(), view: topology.View{Primary: rc.Status.Primary}}
+	state := &reconcileState{written: rc.DeepCopy(), replication: replicationState{view: topology.View{Primary: rc.Status.Primary}}}
 	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
 	m := r.modeOf(rc)
 	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
 
 	r.recordChildEvents(rc, state)
-	cs.observed.set(state.view)
+	cs.observed.set(state.replication.view)
 	setStatus(rc, state, m.status)
 	r.recordNodeMetrics(rc, state, time.Now())
 	r.recordConditions(rc)
@@ -304,8 +294,8 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	// Counted once the status records the new primary: a status write that fails leaves the
 	// change to the next reconcile, which would count it again.
-	if state.move != nil && state.move.done {
-		recordPrimaryChange(rc, state.move, time.Now())
+	if state.replication.move != nil && state.replication.move.done {
+		recordPrimaryChange(rc, state.replication.move, time.Now())
 	}
 	next := r.requeueAfter(state)
 	cs.status.checkAfterFailure(state, failedKind, next)
@@ -373,14 +363,14 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Durati
 }
 
 func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState) time.Duration {
-	if len(state.view.Nodes) == 0 && len(state.shards.members) == 0 {
+	if len(state.replication.view.Nodes) == 0 && len(state.shards.members) == 0 {
 		return 0
 	}
 	interval := r.CheckInterval
 	if interval == 0 {
 		interval = DefaultCheckInterval
 	}
-	return state.round.NextCheck(interval)
+	return state.replication.round.NextCheck(interval)
 }
 
 // SetupWithManager watches RedisClusters, the children they own, their pods, and the held

@@ -100,17 +100,17 @@ func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.Redi
 	now := time.Now()
 	cs.metrics.mu.Lock()
 	due := map[string]bool{}
-	for _, o := range state.view.Nodes {
+	for _, o := range state.replication.view.Nodes {
 		due[o.Name] = now.Sub(cs.metrics.statsAt[o.Name]) >= statsInterval
 	}
 	cs.metrics.mu.Unlock()
-	state.stats = topology.ObserveStats(ctx, state.dial, state.view, func(name string) bool { return due[name] })
+	state.replication.stats = topology.ObserveStats(ctx, state.dial, state.replication.view, func(name string) bool { return due[name] })
 	cs.metrics.mu.Lock()
 	defer cs.metrics.mu.Unlock()
 	if cs.metrics.statsAt == nil {
 		cs.metrics.statsAt = map[string]time.Time{}
 	}
-	for name := range state.stats {
+	for name := range state.replication.stats {
 		cs.metrics.statsAt[name] = now
 	}
 }
@@ -174,7 +174,7 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 	cs.metrics.mu.Lock()
 	defer cs.metrics.mu.Unlock()
 	m := &cs.metrics
-	v := state.view
+	v := state.replication.view
 	seen := map[string]bool{}
 	for _, o := range v.Nodes {
 		seen[o.Name] = true
@@ -186,7 +186,7 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 			nodeOffset.With(labels).Set(float64(o.Info.Offset))
 			lastCheck.With(labels).Set(float64(now.UnixNano()) / 1e9)
 		}
-		if st, ok := state.stats[o.Name]; ok {
+		if st, ok := state.replication.stats[o.Name]; ok {
 			nodeClients.With(labels).Set(float64(st.ConnectedClients))
 			nodeMemoryUsed.With(labels).Set(float64(st.UsedMemory))
 			nodeMemoryMax.With(labels).Set(float64(st.MaxMemory))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,4 +113,22 @@ func podByName(pods []corev1.Pod, name string) *corev1.Pod {
 		}
 	}
 	return nil
+}
+
+// membersOf turns the RedisCluster's pods into topology members, by ordinal.
+func membersOf(pods []corev1.Pod) []topology.Member {
+	var members []topology.Member
+	for _, p := range pods {
+		ordinal, ok := resources.PodOrdinal(p.Name)
+		if !ok {
+			continue
+		}
+		m := topology.Member{Name: p.Name, Ordinal: ordinal}
+		if p.Status.PodIP != "" {
+			m.Addr = p.Status.PodIP + ":" + strconv.Itoa(resources.RedisPort)
+		}
+		members = append(members, m)
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].Ordinal < members[j].Ordinal })
+	return members
 }

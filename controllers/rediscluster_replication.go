@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +29,24 @@ const announceTimeout = time.Second
 // maxSwitchoverPause bounds how long writes are held on the old primary during a switchover.
 const maxSwitchoverPause = 5 * time.Second
 
+// replicationState is what a reconcile in replication mode learns and does.
+type replicationState struct {
+	statefulSet *appsv1.StatefulSet
+	// view is what the Redis nodes said, judged against the primary: the one source of who
+	// serves. Its Primary is the primary to record.
+	view topology.View
+	// stats is what the nodes said of their load, when this reconcile asked (statsInterval).
+	stats map[string]topology.Stats
+	// round is the failover decision and what it did.
+	round topology.Round
+	// move is the change of primary this reconcile started (failover or switchover).
+	move *primaryMove
+	// restore is the backup of spec.restore, as recorded (status.restore); nil without one.
+	restore *cachev1.RestoreStatus
+	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
+	backupScheduled *metav1.Time
+}
+
 // The phases in this file act on what internal/topology decides: observe the nodes, fail over,
 // take one rollout step, label the pods. None of them reads Redis's own fields: they ask the
 // View.
@@ -42,7 +59,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 		return err
 	}
 	if len(state.members) > 0 {
-		state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
+		state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
 		r.readStats(ctx, rc, state)
 	}
 	return nil
@@ -51,12 +68,12 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 // reconcileFailover chooses the primary and makes every other node its replica: bootstrap,
 // and failover when the primary is gone (internal/topology decides; this records it).
 func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if len(state.view.Nodes) == 0 {
+	if len(state.replication.view.Nodes) == 0 {
 		return nil
 	}
 	exec := topology.Executor{Dial: state.dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
-	if state.restore != nil && state.restore.CompletedAt == nil {
+	if state.replication.restore != nil && state.replication.restore.CompletedAt == nil {
 		policy.Bootstrap = restoredNode(rc)
 	}
 	announce := func(plan topology.Plan) error {
@@ -71,16 +88,16 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 		}
 		return nil
 	}
-	round, err := exec.Reconcile(ctx, state.view, &r.clusterState(rc).downtime, policy, announce)
-	state.round = round
+	round, err := exec.Reconcile(ctx, state.replication.view, &r.clusterState(rc).downtime, policy, announce)
+	state.replication.round = round
 	r.recordSteps(rc, round.Steps)
 	// A promotion stands even if repointing a replica failed afterwards: record it.
-	state.view = state.view.WithPrimary(round.Primary())
+	state.replication.view = state.replication.view.WithPrimary(round.Primary())
 	if err != nil {
 		return err
 	}
-	if state.move != nil && state.view.Primary == state.move.to {
-		state.move.done = true
+	if state.replication.move != nil && state.replication.view.Primary == state.replication.move.to {
+		state.replication.move.done = true
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventFailedOver, "Failover",
 			"%s replaced %s as primary: %s", round.Plan.Primary, round.Plan.Previous, round.Plan.Reason)
 	}
@@ -93,10 +110,10 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	// DecideRollout moves a serving node only when every node serves, which an unsettled
 	// failover plan never leaves.
-	if len(state.view.Nodes) == 0 || state.round.Changed() {
+	if len(state.replication.view.Nodes) == 0 || state.replication.round.Changed() {
 		return nil
 	}
-	step := topology.DecideRollout(state.view, rolloutInput(rc, state))
+	step := topology.DecideRollout(state.replication.view, rolloutInput(rc, state))
 	switch step.Action {
 	case topology.RolloutSwitchover:
 		return r.switchover(ctx, rc, state, step)
@@ -108,7 +125,7 @@ func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, rc *cache
 
 // rolloutInput is what the rollout decision needs to know of the pods and the StatefulSet.
 func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.RolloutInput {
-	sts := state.statefulSet
+	sts := state.replication.statefulSet
 	in := topology.RolloutInput{
 		Replicas: int(rc.Spec.Replicas),
 		// Until the StatefulSet controller has seen the current template, its updateRevision is
@@ -134,16 +151,16 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 		return err
 	}
 	exec := topology.Executor{Dial: state.dial}
-	steps, err := exec.Switchover(ctx, step.From, step.To, state.view, maxSwitchoverPause)
+	steps, err := exec.Switchover(ctx, step.From, step.To, state.replication.view, maxSwitchoverPause)
 	r.recordSteps(rc, steps)
 	if err != nil {
 		return fmt.Errorf("switchover from %s to %s: %w", from, to, err)
 	}
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventSwitchedOver, "Switchover", "%s", strings.ToUpper(msg[:1])+msg[1:])
-	state.move.done = true
+	state.replication.move.done = true
 	state.rolled = true
 	// The labels follow on the next reconcile, from what the nodes then say.
-	state.view = state.view.WithPrimary(to)
+	state.replication.view = state.replication.view.WithPrimary(to)
 	return nil
 }
 
@@ -165,7 +182,7 @@ func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.Red
 // that the user sees it while it happens.
 func (r *RedisClusterReconciler) announce(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, move *primaryMove) error {
 	move.started = time.Now()
-	state.move = move
+	state.replication.move = move
 	setCondition(rc, failingOverCondition(rc, state))
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
 		return failed(cachev1.ReasonApplyFailed, err)
@@ -192,7 +209,7 @@ func (r *RedisClusterReconciler) recordSteps(rc *cachev1.RedisCluster, steps []t
 // removes the label from every other pod, so that the Services follow the primary. Removals go
 // first: two pods are never labelled primary.
 func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
-	desired := desiredRoleLabels(state.view)
+	desired := desiredRoleLabels(state.replication.view)
 	var removals, additions []corev1.Pod
 	for _, p := range state.pods {
 		have, want := p.Labels[resources.LabelRole], desired[p.Name]
@@ -231,24 +248,6 @@ func desiredRoleLabels(v topology.View) map[string]string {
 		}
 	}
 	return desired
-}
-
-// membersOf turns the RedisCluster's pods into topology members, by ordinal.
-func membersOf(pods []corev1.Pod) []topology.Member {
-	var members []topology.Member
-	for _, p := range pods {
-		ordinal, ok := resources.PodOrdinal(p.Name)
-		if !ok {
-			continue
-		}
-		m := topology.Member{Name: p.Name, Ordinal: ordinal}
-		if p.Status.PodIP != "" {
-			m.Addr = p.Status.PodIP + ":" + strconv.Itoa(resources.RedisPort)
-		}
-		members = append(members, m)
-	}
-	sort.Slice(members, func(i, j int) bool { return members[i].Ordinal < members[j].Ordinal })
-	return members
 }
 
 func unreachableTimeout(rc *cachev1.RedisCluster) time.Duration {

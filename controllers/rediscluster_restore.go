@@ -50,7 +50,7 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return errBackupsNotServed
 	}
 	if rc.Status.Restore != nil {
-		state.restore = rc.Status.Restore.DeepCopy()
+		state.replication.restore = rc.Status.Restore.DeepCopy()
 	} else {
 		name := rc.Spec.Restore.FromBackup
 		b := &cachev1.RedisBackup{}
@@ -63,22 +63,22 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		case b.Status.Phase != cachev1.BackupCompleted:
 			return waitFor(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s is %s; no node starts until it has completed", name, phaseOrPending(b)))
 		}
-		state.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
+		state.replication.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
 			Size: b.Status.Size, Destination: b.Spec.Destination}
 	}
-	if state.restore.CompletedAt != nil {
+	if state.replication.restore.CompletedAt != nil {
 		return nil
 	}
 	if r.OperatorImage == "" {
 		return failed(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
-	if state.restore.Destination.PersistentVolumeClaim != nil {
+	if state.replication.restore.Destination.PersistentVolumeClaim != nil {
 		return r.restoreFromVolume(ctx, rc, state)
 	}
 	if state.childrenKnown {
 		return nil
 	}
-	desired := resources.DesiredRestoreConfigMap(rc, state.restore)
+	desired := resources.DesiredRestoreConfigMap(rc, state.replication.restore)
 	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
 	})
@@ -97,14 +97,14 @@ func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
 // A first node whose restore fails (its init container exits) is reported with the restore's
 // own words.
 func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if state.restore == nil || state.restore.CompletedAt != nil {
+	if state.replication.restore == nil || state.replication.restore.CompletedAt != nil {
 		return nil
 	}
 	first := restoredNode(rc)
 	if why := restoreFailure(state.pods, first); why != "" {
-		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
+		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.replication.restore.Backup, first, why))
 	}
-	if o, ok := state.view.Find(first); !ok || state.view.Primary != first || !o.IsPrimary() {
+	if o, ok := state.replication.view.Find(first); !ok || state.replication.view.Primary != first || !o.IsPrimary() {
 		return nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -118,9 +118,9 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 	}
 	now := metav1.Now()
-	state.restore.CompletedAt = &now
+	state.replication.restore.CompletedAt = &now
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
-		"%s serves the data of RedisBackup %s (%s)", first, state.restore.Backup, state.restore.Location)
+		"%s serves the data of RedisBackup %s (%s)", first, state.replication.restore.Backup, state.replication.restore.Location)
 	return nil
 }
 
@@ -132,7 +132,7 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if rc.Spec.Storage == nil {
 		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
-			state.restore.Backup, state.restore.Destination.PersistentVolumeClaim.ClaimName))
+			state.replication.restore.Backup, state.replication.restore.Destination.PersistentVolumeClaim.ClaimName))
 	}
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, nameOf(rc, resources.RestorePodName(rc)), pod)
@@ -146,7 +146,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 		if err := r.Create(ctx, resources.FirstDataClaim(rc)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc), err)
 		}
-		pod = resources.RestorePod(rc, state.restore, r.OperatorImage)
+		pod = resources.RestorePod(rc, state.replication.restore, r.OperatorImage)
 		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 		}
@@ -160,7 +160,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 		return waitRestorePod
 	case t.ExitCode != 0:
 		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
-			state.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
+			state.replication.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	if rc.Spec.Restore == nil {
 		return nil
 	}
-	r, u := state.restore, state.unfinished()
+	r, u := state.replication.restore, state.unfinished()
 	switch {
 	case r != nil && r.CompletedAt != nil:
 		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,

@@ -34,18 +34,18 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 // setReplicatedStatus sets the status fields of one primary and its replicas, and returns its
 // conditions.
 func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1.Condition {
-	if sts := state.statefulSet; sts != nil {
+	if sts := state.replication.statefulSet; sts != nil {
 		rc.Status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
-	rc.Status.Primary = state.view.Primary
-	if len(state.view.Nodes) > 0 {
-		rc.Status.Nodes = nodeStatuses(state.view)
+	rc.Status.Primary = state.replication.view.Primary
+	if len(state.replication.view.Nodes) > 0 {
+		rc.Status.Nodes = nodeStatuses(state.replication.view)
 	}
-	if state.restore != nil {
-		rc.Status.Restore = state.restore
+	if state.replication.restore != nil {
+		rc.Status.Restore = state.replication.restore
 	}
-	if state.backupScheduled != nil {
-		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
+	if state.replication.backupScheduled != nil {
+		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.replication.backupScheduled}
 	}
 	degraded := degradedCondition(rc, state)
 	return []*metav1.Condition{
@@ -85,7 +85,7 @@ func nodeStatuses(v topology.View) []cachev1.NodeStatus {
 // nil keeps what the status says.
 func failingOverCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
 	existing := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionFailingOver)
-	switch move := state.move; {
+	switch move := state.replication.move; {
 	case move != nil && !move.done:
 		return condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, move.reason, move.message)
 	case move != nil:
@@ -93,10 +93,10 @@ func failingOverCondition(rc *cachev1.RedisCluster, state *reconcileState) *meta
 			fmt.Sprintf("%s replaced %s as primary", move.to, move.from))
 	case existing == nil:
 		return condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, "The primary has not changed")
-	case existing.Status == metav1.ConditionTrue && state.round.Plan.Idle() && !state.rolled:
+	case existing.Status == metav1.ConditionTrue && state.replication.round.Plan.Idle() && !state.rolled:
 		// A change of primary that an error or a restart cut short was finished by a later reconcile.
 		return condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonFailoverComplete,
-			fmt.Sprintf("%s is the primary", state.view.Primary))
+			fmt.Sprintf("%s is the primary", state.replication.view.Primary))
 	}
 	return nil
 }
@@ -109,7 +109,7 @@ func progressingCondition(state *reconcileState) *metav1.Condition {
 		return nil
 	case state.wait != nil:
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, state.wait.reason, state.wait.message)
-	case state.changed || !rolledOut(state.statefulSet):
+	case state.changed || !rolledOut(state.replication.statefulSet):
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
 			"The StatefulSet is rolling out the current spec")
 	}
@@ -123,12 +123,12 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	if c := outcomeDegraded(state); c != nil {
 		return c
 	}
-	plan := state.round.Plan
+	plan := state.replication.round.Plan
 	switch {
-	case len(state.view.Nodes) > 0 && plan.Primary == "" && state.restore != nil && state.restore.CompletedAt == nil:
+	case len(state.replication.view.Nodes) > 0 && plan.Primary == "" && state.replication.restore != nil && state.replication.restore.CompletedAt == nil:
 		// Not degraded: the first primary waits for the node that restores the data.
 		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, plan.Reason)
-	case len(state.view.Nodes) > 0 && plan.Primary == "":
+	case len(state.replication.view.Nodes) > 0 && plan.Primary == "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonNoPrimary,
 			"No Redis node answers; no primary can be chosen")
 	case plan.Wait > 0:
@@ -163,7 +163,7 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case state.wait != nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
-	case state.changed || !stsObserved(state.statefulSet) || ready < rc.Spec.Replicas:
+	case state.changed || !stsObserved(state.replication.statefulSet) || ready < rc.Spec.Replicas:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))
 	case degraded.Status == metav1.ConditionTrue:

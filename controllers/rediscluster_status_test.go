@@ -44,16 +44,16 @@ func TestFailingOverCondition(t *testing.T) {
 		wantReason string
 	}{
 		{name: "first status: stable", wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonStable},
-		{name: "announced", state: reconcileState{move: &primaryMove{reason: cachev1.ReasonFailover, from: "r-0", to: "r-1"}},
+		{name: "announced", state: reconcileState{replication: replicationState{move: &primaryMove{reason: cachev1.ReasonFailover, from: "r-0", to: "r-1"}}},
 			wantStatus: metav1.ConditionTrue, wantReason: cachev1.ReasonFailover},
-		{name: "done", state: reconcileState{move: &primaryMove{reason: cachev1.ReasonSwitchover, from: "r-0", to: "r-1", done: true}},
+		{name: "done", state: reconcileState{replication: replicationState{move: &primaryMove{reason: cachev1.ReasonSwitchover, from: "r-0", to: "r-1", done: true}}},
 			wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
 		{name: "cut short, finished by a later idle reconcile", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
-			state: reconcileState{round: idle}, wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
+			state: reconcileState{replication: replicationState{round: idle}}, wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
 		{name: "cut short, still moving", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
-			state: reconcileState{round: topology.Round{Plan: topology.Plan{Primary: "r-1", Repoint: []string{"r-0"}}}}, wantNil: true},
+			state: reconcileState{replication: replicationState{round: topology.Round{Plan: topology.Plan{Primary: "r-1", Repoint: []string{"r-0"}}}}}, wantNil: true},
 		{name: "stable stays", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, ""),
-			state: reconcileState{round: idle}, wantNil: true},
+			state: reconcileState{replication: replicationState{round: idle}}, wantNil: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,32 +90,32 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 		},
 		{
 			name:         "no node answers",
-			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), view: topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}, Err: errors.New("down")}}}},
+			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), view: topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}, Err: errors.New("down")}}}}},
 			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonNoPrimary,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonNoPrimary,
 		},
 		{
 			name:         "the primary does not answer yet",
-			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), round: topology.Round{Plan: topology.Plan{Primary: "r-0", Wait: 1}}},
+			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), round: topology.Round{Plan: topology.Plan{Primary: "r-0", Wait: 1}}}},
 			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonPrimaryUnreachable,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonPrimaryUnreachable,
 		},
 		{
 			name:         "pods not ready",
-			state:        reconcileState{statefulSet: rolledOutStatefulSet(1), view: servingView},
+			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(1), view: servingView}},
 			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicasNotReady,
 		},
 		{
 			name:         "a replica still syncing",
-			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), view: servingView},
+			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), view: servingView}},
 			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeSyncing}},
 			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicationNotReady,
 		},
 		{
 			name:         "every node serves",
-			state:        reconcileState{statefulSet: rolledOutStatefulSet(2), view: servingView},
+			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), view: servingView}},
 			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeServing}},
 			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
 			wantReady: metav1.ConditionTrue, wantReadyReason: cachev1.ReasonAllReplicasReady,
@@ -125,8 +125,8 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := statusTestCluster(2, "r-0")
 			rc.Status.Nodes = tt.nodes
-			if tt.state.statefulSet != nil {
-				rc.Status.ReadyReplicas = tt.state.statefulSet.Status.ReadyReplicas
+			if tt.state.replication.statefulSet != nil {
+				rc.Status.ReadyReplicas = tt.state.replication.statefulSet.Status.ReadyReplicas
 			}
 			degraded := degradedCondition(rc, &tt.state)
 			assert.Equal(t, tt.wantDegraded, degraded.Status)
@@ -147,7 +147,7 @@ func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing
 		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
 	}
 
-	setStatus(rc, &reconcileState{statefulSet: rolledOutStatefulSet(1)}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(1)}}, setReplicatedStatus)
 	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
 }
 
@@ -178,7 +178,7 @@ func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
 	assert.Empty(t, failedToStart([]corev1.Pod{running}))
 
 	rc := statusTestCluster(2, "sessions-0")
-	state := &reconcileState{statefulSet: rolledOutStatefulSet(2), failedToStart: why}
+	state := &reconcileState{failedToStart: why, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
 	degraded := degradedCondition(rc, state)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, degraded.Reason)
 	ready := readyCondition(rc, state, degraded)
@@ -224,6 +224,6 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
 	assert.Zero(t, r.requeueAfter(&reconcileState{wait: &phaseWait{}}), "no nodes, and a wait a watch ends")
 	assert.Equal(t, 5*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}}))
-	assert.Equal(t, 2*time.Second, r.requeueAfter(&reconcileState{view: serving, wait: &phaseWait{after: 5 * time.Second}}))
-	assert.Equal(t, time.Second, r.requeueAfter(&reconcileState{view: serving, wait: &phaseWait{after: time.Second}}))
+	assert.Equal(t, 2*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}}))
+	assert.Equal(t, time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: time.Second}, replication: replicationState{view: serving}}))
 }

@@ -115,7 +115,7 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.R
 	now := time.Now()
 	var errs []error
 	reached := false
-	for _, o := range state.view.Nodes {
+	for _, o := range state.replication.view.Nodes {
 		if (!o.Reachable() && !o.TLSRefused()) || !cs.tls.due(o.Name, t.sum, now) {
 			continue
 		}
@@ -134,9 +134,9 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.R
 		reached = reached || (loaded && o.TLSRefused())
 	}
 	if reached {
-		state.view = topology.Observe(ctx, state.dial, state.members, state.view.Primary)
+		state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
 	}
-	for _, o := range state.view.TLSRefused() {
+	for _, o := range state.replication.view.TLSRefused() {
 		errs = append(errs, fmt.Errorf("the TLS handshake with %s failed (TLS Secret %s): %w", o.Name, rc.Spec.TLS.SecretName, o.Err))
 	}
 	return errors.Join(errs...)
