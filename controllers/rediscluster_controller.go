@@ -6,8 +6,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -25,66 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
-
-// DefaultMaxRetryDelay caps the back-off after a failed reconcile. Some failures are mended
-// by a change the operator is not told about: it does not watch Secrets, so a password Secret
-// created after its RedisCluster is seen at the next retry. With controller-runtime's cap of
-// 1000s that retry could be 16 minutes away; a RedisCluster that cannot be carried out costs a
-// reconcile a minute.
-const DefaultMaxRetryDelay = time.Minute
-
-// DefaultCheckInterval is how often every RedisCluster's Redis nodes are checked when nothing
-// else triggers a reconcile: the failure detector's period.
-const DefaultCheckInterval = time.Second
-
-// RedisClusterReconciler makes a RedisCluster's children match its spec, keeps its Redis nodes
-// one primary and its replicas, and reports what it sees.
-type RedisClusterReconciler struct {
-	client.Client
-	// APIReader reads Secrets by name, uncached: the operator never lists or watches Secrets.
-	APIReader client.Reader
-	Recorder  recorder.EventRecorder
-	// Dial opens Redis connections of their own with a password: for the previous password
-	// during a rotation, and for every check when Connections is nil.
-	Dial func(auth.Login) topology.Dialer
-	// Connections holds one connection per Redis node for every check and command, and wakes
-	// the RedisCluster (Wake) the moment one of its nodes' connections breaks or comes back.
-	Connections HeldConnections
-	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
-	CheckInterval time.Duration
-	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
-	SecretResync time.Duration
-	// MaxRetryDelay caps the back-off after a failed reconcile; DefaultMaxRetryDelay when zero.
-	MaxRetryDelay time.Duration
-	// OperatorImage is the operator's own image: the restore init container of a RedisCluster
-	// created from a backup runs it.
-	OperatorImage string
-	// BackupsServed is true when the API server serves RedisBackups: spec.backup and
-	// spec.restore need them.
-	BackupsServed bool
-
-	clusters sync.Map // types.NamespacedName -> *clusterState
-
-	wakeOnce sync.Once
-	wake     chan event.TypedGenericEvent[types.NamespacedName]
-}
-
-// HeldConnections keep one connection per Redis node of each RedisCluster (redis.Pool does).
-type HeldConnections interface {
-	// Hold keeps connections to exactly addrs for the RedisCluster, logged in with login, and
-	// dials through them.
-	Hold(cluster types.NamespacedName, login auth.Login, addrs []string) topology.Dialer
-	// Release closes the RedisCluster's connections.
-	Release(cluster types.NamespacedName)
-}
 
 // Wake queues a reconcile of the RedisCluster now: one of its Redis nodes' connections broke
 // or came back. It never blocks: when the queue of wake-ups is full, the next health check
@@ -99,138 +43,6 @@ func (r *RedisClusterReconciler) Wake(key types.NamespacedName) {
 func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.NamespacedName] {
 	r.wakeOnce.Do(func() { r.wake = make(chan event.TypedGenericEvent[types.NamespacedName], 1024) })
 	return r.wake
-}
-
-// clusterState is what the reconciler remembers of one RedisCluster between reconciles: one
-// piece of memory per feature, each with its own lock, written by its feature's file alone
-// (another feature asks it through its methods).
-type clusterState struct {
-	// downtime is how long the primary has not answered (the failure detector).
-	downtime topology.Downtime
-	// children says whether the children need comparing with the spec at all (apply.go).
-	children childrenSeen
-	// status is what the last status write and the last failure left (this file).
-	status statusMemory
-	// observed is what the last reconcile saw of the nodes (this file; backups read it).
-	observed observedMemory
-	// creds are the credentials as last read (rediscluster_credentials.go).
-	creds credsMemory
-	// passwords are the passwords each node was given (rediscluster_passwords.go).
-	passwords passwordMemory
-	// users are the users each node was given (rediscluster_users.go).
-	users userMemory
-	// tls is each node's certificate (rediscluster_tls.go).
-	tls tlsMemory
-	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
-	metrics clusterMetrics
-}
-
-// statusMemory is what the reconciler's own writes and failures left.
-type statusMemory struct {
-	mu sync.Mutex
-	// writtenOver are the resourceVersions the RedisCluster had before this operator's last
-	// status write, in the reconcile that made it: a cached copy still at one is behind.
-	writtenOver []string
-	// written is the RedisCluster as that write left it (as the API server answered).
-	written *cachev1.RedisCluster
-	// checkDue is when the health check is due after a reconcile that failed to apply a child
-	// but still served Redis; zero after any other reconcile, and once checkBound has bounded
-	// that reconcile's retry.
-	checkDue time.Time
-}
-
-// observedMemory is what the last reconcile observed of the nodes: where backups are taken
-// from.
-type observedMemory struct {
-	mu   sync.Mutex
-	view topology.View
-}
-
-func (o *observedMemory) set(v topology.View) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.view = v
-}
-
-func (o *observedMemory) get() topology.View {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.view
-}
-
-// newerThanCache is the RedisCluster as this operator's last status write left it, when the
-// cache still holds it as it was before that write (at resourceVersion); nil when the cache is
-// not behind. The write's answer is newer than the cache's copy and holds the status the
-// operator recorded (the primary above all).
-func (s *statusMemory) newerThanCache(resourceVersion string) *cachev1.RedisCluster {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if resourceVersion == "" || s.written == nil || !slices.Contains(s.writtenOver, resourceVersion) {
-		return nil
-	}
-	return s.written.DeepCopy()
-}
-
-// wroteStatusOver records a status write that left the RedisCluster as written, over the
-// resourceVersions it had before.
-func (s *statusMemory) wroteStatusOver(written *cachev1.RedisCluster, resourceVersions ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.written, s.writtenOver = written, resourceVersions
-}
-
-func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
-	return r.stateOf(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
-}
-
-func (r *RedisClusterReconciler) stateOf(key types.NamespacedName) *clusterState {
-	cs, _ := r.clusters.LoadOrStore(key, &clusterState{})
-	return cs.(*clusterState)
-}
-
-// reconcileState is what one reconcile learns and does: the phases record outcomes in it, and
-// setStatus alone turns them into the status.
-type reconcileState struct {
-	// written is the RedisCluster as its status was last written (or read): the base of the
-	// next status patch.
-	written *cachev1.RedisCluster
-	creds   credentials
-	pods    []corev1.Pod
-	// members are the pods as Redis nodes (name, ordinal, address), in both modes: the dialer
-	// holds connections to exactly these.
-	members []topology.Member
-	// dial reaches the members' Redis nodes with the current password.
-	dial topology.Dialer
-	// failedToStart says why a node's Redis keeps exiting as it starts; empty when none does.
-	failedToStart string
-	// childrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
-	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
-	// the health check then leaves them alone.
-	childrenKnown bool
-	// changed is true when this reconcile created or changed a child.
-	changed bool
-	// created and updated name the children ("Kind name") this reconcile created and changed.
-	created, updated []string
-	// rolled is true when this reconcile replaced a pod or switched the primary over.
-	rolled bool
-	// err is the phase that failed, with its reason.
-	err *phaseError
-	// wait is the first phase that waits (phaseWait), with its reason.
-	wait *phaseWait
-	// replication is what a reconcile in replication mode learns (rediscluster_replication.go).
-	replication replicationState
-	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).
-	shards shardsState
-}
-
-// primaryMove is a change of primary: announced (FailingOver True) before it starts, done once
-// the new primary took over.
-type primaryMove struct {
-	reason, message string
-	from, to        string
-	done            bool
-	// started is when it was decided.
-	started time.Time
 }
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters,verbs=get;list;watch

@@ -256,3 +256,13 @@ func unreachableTimeout(rc *cachev1.RedisCluster) time.Duration {
 	}
 	return DefaultUnreachableTimeout
 }
+
+// primaryMove is a change of primary: announced (FailingOver True) before it starts, done once
+// the new primary took over.
+type primaryMove struct {
+	reason, message string
+	from, to        string
+	done            bool
+	// started is when it was decided.
+	started time.Time
+}
