@@ -66,7 +66,7 @@ func (w *Writer) write(ctx context.Context, opts WriterOptions, key string) {
 		return
 	}
 	if opts.CloseEach {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 	}
 	w.mu.Lock()
 	w.tried++
