@@ -111,24 +111,15 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 		cs.creds.set(c)
 		state.creds = c
 	}
-	resync := r.SecretResync
-	if resync == 0 {
-		resync = DefaultSecretResync
-	}
-	// inHand is a password read for this generation of the spec.
-	inHand := creds.password != "" && creds.generation == rc.Generation
-	// The previous password's time is up: its file must drop it before the nodes do.
-	previousEnds := creds.previousInFile && !time.Now().Before(creds.rotation.until)
-	if inHand && time.Since(creds.syncedAt) < resync && !previousEnds && !creds.fileStale {
+	if r.credentialsFresh(rc, creds) {
 		state.creds = creds
 		return nil
 	}
-
 	readCtx, cancel := context.WithTimeout(ctx, secretReadTimeout)
 	defer cancel()
 	read, err := r.readSecrets(readCtx, rc, state, creds.tls)
 	var invalid *phaseError
-	if err != nil && !errors.As(err, &invalid) && inHand {
+	if err != nil && !errors.As(err, &invalid) && creds.readFor(rc) {
 		// The API server does not answer (its etcd may be down): go on with the passwords the
 		// nodes have, so that Redis is still looked after, and read them again a resync period
 		// later, not at every health check.
@@ -140,45 +131,19 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	password, generated, operatorPassword, users, userProblems, tlsCreds :=
-		read.password, read.generated, read.operatorPassword, read.users, read.userProblems, read.tls
-	// The nodes' password file as it is. A password that did not exist a moment ago is in no
-	// password file yet.
-	authConf := &corev1.Secret{}
-	found := false
-	if !generated {
-		switch err := r.APIReader.Get(readCtx, nameOf(rc, resources.AuthConfSecretName(rc)), authConf); {
-		case err == nil:
-			found = true
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("reading Secret %s: %w", resources.AuthConfSecretName(rc), err)
-		}
-	}
-	rot := creds.rotation
-	switch {
-	case !found:
-		// No password file yet, so no node has had a password to change from.
-		rot = rotation{read: true}
-	case !rot.read:
-		if rot, err = r.readRotation(readCtx, rc); err != nil {
-			return err
-		}
+	authConf, found, err := r.readPasswordFile(readCtx, rc, read.generated)
+	if err != nil {
+		return err
 	}
 	now := time.Now()
-	if old, ok := resources.PasswordInAuthConf(string(authConf.Data[resources.AuthConfKey])); ok {
-		var started bool
-		if rot, started = rot.started(old, password, now, rc.PreviousPasswordValidFor()); started {
-			// Step 1: the running nodes have the old password until they are given the new
-			// one; it is kept before their file changes.
-			if err := r.writeRotation(ctx, rc, rot); err != nil {
-				return failed(cachev1.ReasonApplyFailed, err)
-			}
-		}
+	rot, err := r.rotationFor(ctx, readCtx, rc, creds.rotation, authConf, found, read.password, now)
+	if err != nil {
+		return err
 	}
-	stillValid := rot.stillValid(password, now)
-	inFile := append([]resources.User{resources.OperatorUser(operatorPassword, rc.Spec.Cluster != nil)},
-		usersForFile(users, string(authConf.Data[resources.AuthConfKey]), cs.users.acceptedLines())...)
-	desired := resources.DesiredAuthConfSecret(rc, password, stillValid, inFile)
+	stillValid := rot.stillValid(read.password, now)
+	inFile := append([]resources.User{resources.OperatorUser(read.operatorPassword, rc.Spec.Cluster != nil)},
+		usersForFile(read.users, string(authConf.Data[resources.AuthConfKey]), cs.users.acceptedLines())...)
+	desired := resources.DesiredAuthConfSecret(rc, read.password, stillValid, inFile)
 	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
 		desired: desired, name: nameOf(rc, *desired.Name), live: authConf, extract: corev1ac.ExtractSecret,
 		read: found, missing: !found,
@@ -186,14 +151,75 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	keep(credentials{password: password, operatorPassword: operatorPassword, rotation: rot, previousInFile: len(stillValid) > 0, users: users, userProblems: userProblems,
-		tls: tlsCreds, generation: rc.Generation, syncedAt: time.Now()})
+	keep(credentials{password: read.password, operatorPassword: read.operatorPassword, rotation: rot, previousInFile: len(stillValid) > 0,
+		users: read.users, userProblems: read.userProblems, tls: read.tls, generation: rc.Generation, syncedAt: time.Now()})
 	// The users and the password are given to every node again after each read: a node that
 	// restarted before its file listed them, or whose password was changed behind our back, has
 	// them within a resync.
 	cs.users.forgetGiven()
 	cs.passwords.forgetGiven()
 	return nil
+}
+
+// readFor is true when the credentials were read for this generation of the spec.
+func (c credentials) readFor(rc *cachev1.RedisCluster) bool {
+	return c.password != "" && c.generation == rc.Generation
+}
+
+// credentialsFresh is true when the credentials in hand need not be read again: read for this
+// generation within the resync period, with no previous password whose time is up (its file
+// must drop it before the nodes do) and a password file that lists what Redis took.
+func (r *RedisClusterReconciler) credentialsFresh(rc *cachev1.RedisCluster, c credentials) bool {
+	resync := r.SecretResync
+	if resync == 0 {
+		resync = DefaultSecretResync
+	}
+	previousEnds := c.previousInFile && !time.Now().Before(c.rotation.until)
+	return c.readFor(rc) && time.Since(c.syncedAt) < resync && !previousEnds && !c.fileStale
+}
+
+// readPasswordFile reads the nodes' password file as it is; found is false when there is none.
+// A password generated a moment ago is in no password file yet.
+func (r *RedisClusterReconciler) readPasswordFile(ctx context.Context, rc *cachev1.RedisCluster, generated bool) (authConf *corev1.Secret, found bool, err error) {
+	authConf = &corev1.Secret{}
+	if generated {
+		return authConf, false, nil
+	}
+	switch err := r.APIReader.Get(ctx, nameOf(rc, resources.AuthConfSecretName(rc)), authConf); {
+	case err == nil:
+		return authConf, true, nil
+	case apierrors.IsNotFound(err):
+		return authConf, false, nil
+	default:
+		return nil, false, fmt.Errorf("reading Secret %s: %w", resources.AuthConfSecretName(rc), err)
+	}
+}
+
+// rotationFor is the state of the password change, as kept (last) or read from
+// <name>-auth-previous, and started when the password file still has another password than
+// password: step 1, the old password is kept before the file changes, since the running nodes
+// have it until they are given the new one.
+func (r *RedisClusterReconciler) rotationFor(ctx, readCtx context.Context, rc *cachev1.RedisCluster, last rotation, authConf *corev1.Secret, found bool, password string, now time.Time) (rotation, error) {
+	rot := last
+	switch {
+	case !found:
+		// No password file yet, so no node has had a password to change from.
+		return rotation{read: true}, nil
+	case !rot.read:
+		var err error
+		if rot, err = r.readRotation(readCtx, rc); err != nil {
+			return rot, err
+		}
+	}
+	if old, ok := resources.PasswordInAuthConf(string(authConf.Data[resources.AuthConfKey])); ok {
+		var started bool
+		if rot, started = rot.started(old, password, now, rc.PreviousPasswordValidFor()); started {
+			if err := r.writeRotation(ctx, rc, rot); err != nil {
+				return rot, failed(cachev1.ReasonApplyFailed, err)
+			}
+		}
+	}
+	return rot, nil
 }
 
 // secretsRead is what one read of the RedisCluster's Secrets found.

@@ -171,7 +171,18 @@ func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[st
 	return moved, errors.Join(errs...)
 }
 
-func setSlots(ctx context.Context, n redis.Node, state redis.SlotState, id string, slots []int) error {
+// slotSetter is what setSlots needs of a node.
+type slotSetter interface {
+	ClusterSetSlots(ctx context.Context, state redis.SlotState, id string, slots ...int) error
+}
+
+// migrator is what migrateKeys needs of the giving node.
+type migrator interface {
+	ClusterKeysInSlot(ctx context.Context, slot, count int) ([]string, error)
+	Migrate(ctx context.Context, addr string, keys []string) error
+}
+
+func setSlots(ctx context.Context, n slotSetter, state redis.SlotState, id string, slots []int) error {
 	if len(slots) == 0 {
 		return nil
 	}
@@ -182,7 +193,7 @@ func setSlots(ctx context.Context, n redis.Node, state redis.SlotState, id strin
 // slot, up to keysPerMigrate per MIGRATE: each MIGRATE blocks the giver while it runs, so its
 // clients wait for one batch at most. A slot that gave fewer than keysPerMigrate is done:
 // while a slot migrates, the giver creates no key in it (clients are sent to the receiver).
-func migrateKeys(ctx context.Context, from redis.Node, addr string, slots []int) (int, error) {
+func migrateKeys(ctx context.Context, from migrator, addr string, slots []int) (int, error) {
 	moved := 0
 	for _, slot := range slots {
 		for {

@@ -108,11 +108,22 @@ func (e Executor) Switchover(ctx context.Context, from, to Observed, v View, max
 	return steps, errors.Join(errs...)
 }
 
+// ReplicationReader is what the waits for a replica need of a node (redis.Node has it).
+type ReplicationReader interface {
+	Replication(ctx context.Context) (redis.ReplicationInfo, error)
+}
+
+// demoter is what demote needs of a node.
+type demoter interface {
+	ReplicaOf(ctx context.Context, addr string) error
+	DisconnectClients(ctx context.Context) error
+}
+
 // demote makes a primary a replica of the primary at addr and closes its clients'
 // connections, so that clients holding one reconnect, through the Service, to the new primary
 // instead of failing every write with READONLY. None of their writes was acknowledged after
 // the demotion.
-func demote(ctx context.Context, n redis.Node, addr string) error {
+func demote(ctx context.Context, n demoter, addr string) error {
 	if err := n.ReplicaOf(ctx, addr); err != nil {
 		return err
 	}
@@ -123,20 +134,20 @@ func demote(ctx context.Context, n redis.Node, addr string) error {
 }
 
 // waitInSync waits until the target replica holds all of the (paused) primary's stream.
-func waitInSync(ctx context.Context, primary, target redis.Node, from, to string, deadline time.Time) error {
+func waitInSync(ctx context.Context, primary, target ReplicationReader, from, to string, deadline time.Time) error {
 	return waitReaches(ctx, primary, target, from, to, deadline, false)
 }
 
 // ReplicaReaches waits, for up to within, until the replica has received the primary's stream
 // up to the offset the primary has now: the primary goes on taking writes, and what a snapshot
 // of the replica then holds is every write the primary took before the call.
-func ReplicaReaches(ctx context.Context, primary, replica redis.Node, within time.Duration) error {
+func ReplicaReaches(ctx context.Context, primary, replica ReplicationReader, within time.Duration) error {
 	return waitReaches(ctx, primary, replica, "the primary", "the replica", time.Now().Add(within), true)
 }
 
 // waitReaches waits until target is a replica with its link up and the primary's offset: read
 // once (fixed, a point in the stream) or at each look (the end of a paused primary's stream).
-func waitReaches(ctx context.Context, primary, target redis.Node, from, to string, deadline time.Time, fixed bool) error {
+func waitReaches(ctx context.Context, primary, target ReplicationReader, from, to string, deadline time.Time, fixed bool) error {
 	var src redis.ReplicationInfo
 	for read := true; ; read = !fixed {
 		if read {
