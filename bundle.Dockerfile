@@ -12,6 +12,7 @@ LABEL operators.operatorframework.io.metrics.mediatype.v1=metrics+v1
 LABEL operators.operatorframework.io.metrics.project_layout=go.kubebuilder.io/v4
 LABEL operators.operatorframework.io.test.mediatype.v1=scorecard+v1
 LABEL operators.operatorframework.io.test.config.v1=tests/scorecard/
+LABEL com.redhat.openshift.versions=v4.17
 
 COPY bundle/manifests /manifests/
 COPY bundle/metadata /metadata/

@@ -48,7 +48,7 @@ func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.Na
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters/status,verbs=patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisclusters/finalizers,verbs=update
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile applies the children of one RedisCluster, manages its replication, then writes its
 // status once. It runs again after CheckInterval: the health check.
@@ -56,11 +56,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	rc := &cachev1.RedisCluster{}
 	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.clusters.Delete(req.NamespacedName)
-			forgetMetrics(req.NamespacedName)
-			if r.Connections != nil {
-				r.Connections.Release(req.NamespacedName)
-			}
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -89,19 +85,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordNodeMetrics(rc, state, time.Now())
 	r.recordConditions(rc)
 	r.recordStatusEvents(state.written, rc)
-	// The versions the cache may still hold once this reconcile's writes are done: the one it
-	// started from, and the one an announcement of a primary change wrote meanwhile.
-	before := []string{startVersion, rc.ResourceVersion}
-	err := r.patchStatus(ctx, state.written, rc)
-	if rc.ResourceVersion != startVersion {
-		// What the writes left: this write's answer, or the announcement's when this one failed.
-		written := state.written
-		if err == nil {
-			written = rc
-		}
-		cs.status.wroteStatusOver(written.DeepCopy(), before...)
-	}
-	if err != nil {
+	if err := r.writeStatus(ctx, cs, state, rc, startVersion); err != nil {
 		return ctrl.Result{}, err
 	}
 	// Counted once the status records the new primary: a status write that fails leaves the
@@ -116,6 +100,34 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, state.err.logged()
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// forget drops what the reconciler holds for a RedisCluster that is gone: its memory, its
+// metrics' series and its Redis connections.
+func (r *RedisClusterReconciler) forget(key types.NamespacedName) {
+	r.clusters.Delete(key)
+	forgetMetrics(key)
+	if r.Connections != nil {
+		r.Connections.Release(key)
+	}
+}
+
+// writeStatus writes the status the phases left (only when it changed), and remembers what this
+// reconcile's writes left for the next one, whose cache may still be behind them.
+func (r *RedisClusterReconciler) writeStatus(ctx context.Context, cs *clusterState, state *reconcileState, rc *cachev1.RedisCluster, startVersion string) error {
+	// The versions the cache may still hold once this reconcile's writes are done: the one it
+	// started from, and the one an announcement of a primary change wrote meanwhile.
+	before := []string{startVersion, rc.ResourceVersion}
+	err := r.patchStatus(ctx, state.written, rc)
+	if rc.ResourceVersion != startVersion {
+		// What the writes left: this write's answer, or the announcement's when this one failed.
+		written := state.written
+		if err == nil {
+			written = rc
+		}
+		cs.status.wroteStatusOver(written.DeepCopy(), before...)
+	}
+	return err
 }
 
 // checkAfterFailure records when the health check is due after a reconcile whose failure left

@@ -172,6 +172,13 @@ func GenerateBundle(manifests io.Reader, opts BundleOptions) (*Bundle, error) {
 		}
 	}
 	labels := bundleLabels(opts, scorecard != nil)
+	if csv.Spec.MinKubeVersion != "" {
+		versions, err := openShiftVersions(csv.Spec.MinKubeVersion)
+		if err != nil {
+			return nil, err
+		}
+		labels = append(labels, [2]string{openShiftVersionsLabel, versions})
+	}
 	b.Files[filepath.Join(BundleDir, metadataDir, "annotations.yaml")] = annotationsYAML(labels)
 	b.Files[dockerfile] = bundleDockerfile(labels, scorecard != nil)
 	return b, nil
@@ -345,6 +352,23 @@ func bundleLabels(opts BundleOptions, withScorecard bool) [][2]string {
 			[2]string{"operators.operatorframework.io.test.config.v1", "tests/scorecard/"})
 	}
 	return labels
+}
+
+// openShiftVersionsLabel says which OpenShift releases the bundle is for: OpenShift's community
+// catalog asks for it whenever the CSV sets minKubeVersion.
+const openShiftVersionsLabel = "com.redhat.openshift.versions"
+
+// openShiftVersions is the OpenShift releases a bundle with this minKubeVersion runs on, in the
+// label's form ("v4.17": 4.17 and later). OpenShift 4.N ships Kubernetes 1.(N+13): 4.17 has 1.30.
+func openShiftVersions(minKubeVersion string) (string, error) {
+	v, err := semver.ParseTolerant(minKubeVersion)
+	if err != nil {
+		return "", fmt.Errorf("minKubeVersion %q: %w", minKubeVersion, err)
+	}
+	if v.Major != 1 || v.Minor < 14 {
+		return "", fmt.Errorf("minKubeVersion %q: no OpenShift 4 release ships it", minKubeVersion)
+	}
+	return fmt.Sprintf("v4.%d", v.Minor-13), nil
 }
 
 func annotationsYAML(labels [][2]string) []byte {

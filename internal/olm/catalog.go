@@ -80,9 +80,9 @@ func GenerateCatalog(ctx context.Context, opts CatalogOptions) error {
 	}
 	sort.Slice(out.Bundles, func(i, j int) bool { return out.Bundles[i].Name < out.Bundles[j].Name })
 
-	var buf bytes.Buffer
-	if err := declcfg.WriteYAML(out, &buf); err != nil {
-		return fmt.Errorf("encoding the catalog: %w", err)
+	catalog, err := migrateToCSVMetadata(ctx, opts.Opm, out)
+	if err != nil {
+		return err
 	}
 	if err := os.RemoveAll(opts.OutDir); err != nil {
 		return err
@@ -91,7 +91,34 @@ func GenerateCatalog(ctx context.Context, opts CatalogOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "catalog.yaml"), buf.Bytes(), 0o644)
+	return os.WriteFile(filepath.Join(dir, "catalog.yaml"), catalog, 0o644)
+}
+
+// migrateToCSVMetadata is the catalog as the real `opm render --migrate-level
+// bundle-object-to-csv-metadata` writes it: each bundle's manifests (olm.bundle.object) give way
+// to its CSV's metadata (olm.csv.metadata), and OLM unpacks the manifests from the bundle image.
+// OpenShift's catalogs refuse olm.bundle.object from 4.17 on.
+func migrateToCSVMetadata(ctx context.Context, opm string, cfg declcfg.DeclarativeConfig) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "catalog-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var buf bytes.Buffer
+	if err := declcfg.WriteYAML(cfg, &buf); err != nil {
+		return nil, fmt.Errorf("encoding the catalog: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "catalog.yaml"), buf.Bytes(), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, opm, "render", dir, "--migrate-level", "bundle-object-to-csv-metadata", "--output", "yaml")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("opm render --migrate-level bundle-object-to-csv-metadata: %w: %s", err, stderr.String())
+	}
+	return out, nil
 }
 
 func loadTemplate(path string) (*declcfg.DeclarativeConfig, error) {

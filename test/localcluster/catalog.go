@@ -9,11 +9,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
+	"github.com/org/redis-operator/test/images"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -25,8 +27,8 @@ import (
 )
 
 // OPMImage is the image of the catalog server's pod: bin/opm, static (make opm), in an image
-// built here (test/images.Static).
-const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
+// built here (test/images.OPM).
+const OPMImage = images.OPMImage
 
 // labelCatalog marks the registry pods and ConfigMaps of a served catalog.
 const labelCatalog = "redis-operator.example.com/catalog"
@@ -77,10 +79,38 @@ func RenderBundle(ctx context.Context, opm, dir string) (declcfg.Bundle, error) 
 	return fbc.Bundles[0], nil
 }
 
-// ForLocalCluster is the catalog as the local cluster can serve it: without bundle images, so
-// that OLM installs from the manifests the catalog carries (olm.bundle.object) instead of an
-// unpack Job, which needs a container. keep selects the bundles to serve (nil: all); channel
-// entries of the others go too. catalog/ itself keeps its images, for real registries.
+// LocalCatalog is catalog/ as the local cluster serves it: each bundle with the manifests its
+// release record keeps inline (config/catalog/released: olm.bundle.object) and without its
+// image, so that OLM installs from those manifests instead of unpacking the bundle image.
+// catalog/ itself carries bundle images and the CSV's metadata only (olm.csv.metadata), as
+// OpenShift's catalogs require. keep selects the bundles to serve (nil: all).
+func LocalCatalog(ctx context.Context, root string, keep func(bundle string) bool) (*declcfg.DeclarativeConfig, error) {
+	fbc, err := LoadCatalog(ctx, filepath.Join(root, "catalog"))
+	if err != nil {
+		return nil, err
+	}
+	released, err := LoadCatalog(ctx, filepath.Join(root, "config", "catalog", "released"))
+	if err != nil {
+		return nil, err
+	}
+	inline := map[string]declcfg.Bundle{}
+	for _, b := range released.Bundles {
+		inline[b.Name] = b
+	}
+	for i, b := range fbc.Bundles {
+		r, ok := inline[b.Name]
+		if !ok {
+			return nil, fmt.Errorf("bundle %s of catalog/ has no release record in config/catalog/released", b.Name)
+		}
+		fbc.Bundles[i].Properties = r.Properties
+	}
+	return ForLocalCluster(fbc, keep), nil
+}
+
+// ForLocalCluster is a catalog whose bundles carry their manifests (olm.bundle.object) as the
+// local cluster can serve it: without bundle images, so that OLM installs from the manifests
+// instead of an unpack Job. keep selects the bundles to serve (nil: all); channel entries of
+// the others go too.
 func ForLocalCluster(fbc *declcfg.DeclarativeConfig, keep func(bundle string) bool) *declcfg.DeclarativeConfig {
 	out := &declcfg.DeclarativeConfig{Packages: fbc.Packages}
 	kept := map[string]bool{}

@@ -213,7 +213,7 @@ func nodeImages(root, dir string, operators map[string]string) (map[string]v1.Im
 // the untar image of the scorecard's init container.
 func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	var err error
-	if imgs[OPMImage], err = images.Static(map[string]string{"/bin/opm": filepath.Join(root, "bin", "opm")}, []string{"/bin/opm"}); err != nil {
+	if imgs[OPMImage], err = images.OPM(filepath.Join(root, "bin", "opm")); err != nil {
 		return fmt.Errorf("the opm image (make opm): %w", err)
 	}
 	scorecard, untar := filepath.Join(dir, "images", "scorecard-test"), filepath.Join(dir, "images", "untar")

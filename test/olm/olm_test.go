@@ -128,9 +128,9 @@ func waitCSV(t *testing.T, namespace, name string) time.Duration {
 // localCatalog is catalog/ as the local cluster serves it, with only the bundles keep takes.
 func localCatalog(t *testing.T, keep func(string) bool) *declcfg.DeclarativeConfig {
 	t.Helper()
-	fbc, err := localcluster.LoadCatalog(context.Background(), filepath.Join(root, "catalog"))
+	fbc, err := localcluster.LocalCatalog(context.Background(), root, keep)
 	require.NoError(t, err)
-	return localcluster.ForLocalCluster(fbc, keep)
+	return fbc
 }
 
 func catalogReady(c require.TestingT, namespace, name string) string {

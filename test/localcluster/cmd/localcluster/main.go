@@ -162,11 +162,11 @@ func printUsage(cluster *localcluster.Cluster) {
 // OperatorGroup; OLM installs the channel head.
 func installFromCatalog(ctx context.Context, cluster *localcluster.Cluster, root string) error {
 	step("Serving catalog/ as CatalogSource olm/redis-operator (a registry pod of opm)")
-	fbc, err := localcluster.LoadCatalog(ctx, filepath.Join(root, "catalog"))
+	fbc, err := localcluster.LocalCatalog(ctx, root, nil)
 	if err != nil {
 		return err
 	}
-	if _, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, "redis-operator", localcluster.ForLocalCluster(fbc, nil)); err != nil {
+	if _, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, "redis-operator", fbc); err != nil {
 		return err
 	}
 	step("kubectl apply: Subscription operators/redis-operator (channel stable, automatic approval)")

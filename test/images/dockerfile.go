@@ -1,0 +1,278 @@
+package images
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Build is what FromDockerfile needs besides the Dockerfile.
+type Build struct {
+	// Context is the build context: COPY and ADD sources are relative to it.
+	Context string
+	// Bases are the images a FROM may name (besides scratch), by name.
+	Bases map[string]v1.Image
+	// Programs are the programs a RUN may start: a path in the base image, and the same program
+	// on this machine, which runs in its place.
+	Programs map[string]string
+}
+
+// FromDockerfile builds the image a Dockerfile of this project describes, without a container
+// engine, for the instructions bundle.Dockerfile and catalog.Dockerfile use: one FROM (scratch,
+// or one of b.Bases), LABEL, COPY and ADD of the context's files and directories, ENTRYPOINT
+// and CMD in their exec form, and RUN, in its exec form, of one of b.Programs. A RUN runs that
+// program on this machine with every absolute path of its arguments taken inside the image's
+// new files, which is what it would see in the image as long as it reads and writes only those
+// (opm building its cache of /configs does). The files land in one layer over the base. Any other
+// instruction or form is refused, naming the line.
+func FromDockerfile(dockerfile string, b Build) (v1.Image, error) {
+	f, err := os.Open(dockerfile)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	staged, err := os.MkdirTemp("", "image-build-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(staged) }()
+
+	s := &dockerfileBuild{Build: b, staged: staged, config: v1.Config{Labels: map[string]string{}}}
+	scanner := bufio.NewScanner(f)
+	for n := 1; scanner.Scan(); n++ {
+		line := strings.TrimSpace(scanner.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		instr, rest, _ := strings.Cut(line, " ")
+		if err := s.do(strings.ToUpper(instr), strings.TrimSpace(rest)); err != nil {
+			return nil, fmt.Errorf("%s:%d: %s: %w", dockerfile, n, line, err)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, err
+	}
+	if s.base == nil {
+		return nil, fmt.Errorf("%s: no FROM", dockerfile)
+	}
+	files, err := treeOf(staged)
+	if err != nil {
+		return nil, err
+	}
+	for i := range files {
+		// Owned by root, as a build's files are; directories keep the modes images give them.
+		files[i].UID, files[i].GID = 0, 0
+		if files[i].Mode.IsDir() {
+			files[i].Mode = fs.ModeDir | 0o755
+			if files[i].Path == "/tmp" {
+				files[i].Mode = fs.ModeDir | fs.ModeSticky | 0o777
+			}
+		}
+	}
+	return appendLayer(s.base, files, s.config)
+}
+
+// dockerfileBuild is a build under way: the base, the image's config so far, and its new files,
+// staged in a directory as they will be in the image.
+type dockerfileBuild struct {
+	Build
+	staged string
+	base   v1.Image
+	config v1.Config
+}
+
+// do carries out one instruction.
+func (s *dockerfileBuild) do(instr, rest string) error {
+	switch instr {
+	case "FROM":
+		return s.from(rest)
+	case "LABEL":
+		key, value, ok := strings.Cut(rest, "=")
+		if !ok || strings.ContainsAny(value, " \"") {
+			return errors.New("one key=value without quotes or spaces")
+		}
+		s.config.Labels[key] = value
+	case "COPY", "ADD":
+		parts := strings.Fields(rest)
+		if len(parts) != 2 || strings.HasPrefix(parts[0], "--") {
+			return errors.New("one source of the context and one destination")
+		}
+		return copyInto(filepath.Join(s.Context, parts[0]), s.staged, parts[1])
+	case "ENTRYPOINT", "CMD":
+		var args []string
+		if err := json.Unmarshal([]byte(rest), &args); err != nil {
+			return errors.New("the exec form only (a JSON array)")
+		}
+		if instr == "ENTRYPOINT" {
+			s.config.Entrypoint = args
+		} else {
+			s.config.Cmd = args
+		}
+	case "RUN":
+		return s.run(rest)
+	default:
+		return errors.New("not an instruction this builder knows")
+	}
+	return nil
+}
+
+func (s *dockerfileBuild) from(name string) error {
+	if s.base != nil {
+		return errors.New("one FROM only")
+	}
+	if name == "scratch" {
+		s.base = mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	} else if s.base = s.Bases[name]; s.base == nil {
+		return fmt.Errorf("no base image %s was given", name)
+	}
+	cf, err := s.base.ConfigFile()
+	if err != nil {
+		return err
+	}
+	s.config = *cf.Config.DeepCopy()
+	if s.config.Labels == nil {
+		s.config.Labels = map[string]string{}
+	}
+	return nil
+}
+
+// run starts the program of a RUN on this machine, in the image's new files.
+func (s *dockerfileBuild) run(rest string) error {
+	var args []string
+	if err := json.Unmarshal([]byte(rest), &args); err != nil || len(args) == 0 {
+		return errors.New("the exec form only (a JSON array)")
+	}
+	program, ok := s.Programs[args[0]]
+	if !ok {
+		return fmt.Errorf("no program %s was given to run in its place", args[0])
+	}
+	if out, err := exec.Command(program, insideRoot(s.staged, args[1:])...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
+// insideRoot takes every absolute path of args (alone, or after a flag's "=") inside root.
+func insideRoot(root string, args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch flag, value, ok := strings.Cut(a, "="); {
+		case strings.HasPrefix(a, "/"):
+			out[i] = filepath.Join(root, a)
+		case ok && strings.HasPrefix(flag, "-") && strings.HasPrefix(value, "/"):
+			out[i] = flag + "=" + filepath.Join(root, value)
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}
+
+// copyInto copies a file, or a directory's tree, to dest in the image whose files are staged
+// under root: a directory's contents go into dest, as COPY dir /dest/ does; a file into a dest
+// that ends with "/" keeps its name.
+func copyInto(src, root, dest string) error {
+	info, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(root, dest)
+	if !info.IsDir() {
+		if strings.HasSuffix(dest, "/") {
+			dst = filepath.Join(dst, filepath.Base(src))
+		}
+		return copyFile(src, dst, info.Mode().Perm())
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return copyFile(p, target, info.Mode().Perm())
+	})
+}
+
+func copyFile(src, dst string, mode fs.FileMode) error {
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, raw, mode)
+}
+
+// appendLayer is base with files as one more layer, and config.
+func appendLayer(base v1.Image, files []File, config v1.Config) (v1.Image, error) {
+	layered, err := imageOf(files, config)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := layered.Layers()
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(base, layers...)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config = config
+	return mutate.ConfigFile(img, cf)
+}
+
+// OPMImage is the name of opm's image, which catalog.Dockerfile builds on and the catalog
+// server's pods run: the opm built here (make opm, static) at /bin/opm.
+const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
+
+// OPM is opm's image around opm, a static build of operator-registry's cmd/opm.
+func OPM(opm string) (v1.Image, error) {
+	return Static(map[string]string{"/bin/opm": opm}, []string{"/bin/opm"})
+}
+
+// Bundle is the bundle image bundle.Dockerfile describes, from the tree at root (make bundle).
+func Bundle(root string) (v1.Image, error) {
+	return FromDockerfile(filepath.Join(root, "bundle.Dockerfile"), Build{Context: root})
+}
+
+// Catalog is the catalog image catalog.Dockerfile describes, from the tree at root (make
+// catalog): catalog/ at /configs on opm's image, with the cache opm builds of it, by the opm
+// the image holds.
+func Catalog(root, opm string) (v1.Image, error) {
+	base, err := OPM(opm)
+	if err != nil {
+		return nil, err
+	}
+	return FromDockerfile(filepath.Join(root, "catalog.Dockerfile"), Build{Context: root,
+		Bases: map[string]v1.Image{OPMImage: base}, Programs: map[string]string{"/bin/opm": opm}})
+}
