@@ -5,14 +5,15 @@ import (
 	"sync"
 	"time"
 
-	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/auth"
-	"github.com/org/redis-operator/internal/topology"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/auth"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // The RedisCluster reconciler's type, its settings, and what it knows: what it remembers of

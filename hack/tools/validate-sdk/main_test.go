@@ -5,12 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	apimanifests "github.com/operator-framework/api/pkg/manifests"
 )
 
 // The gate OperatorHub's pipeline applies: the bundle passes with no warning, and the same
