@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -71,8 +72,13 @@ func FromDockerfile(dockerfile string, b Build) (v1.Image, error) {
 		return nil, err
 	}
 	for i := range files {
-		// Owned by root, as a build's files are; directories keep the modes images give them.
-		files[i].UID, files[i].GID = 0, 0
+		// Owned by root as COPY makes them, or by the user a RUN ran as; directories keep the
+		// modes images give them.
+		owner := s.ranBy[files[i].Path]
+		if files[i].Path == "/tmp" {
+			owner = [2]int{} // as every image has it
+		}
+		files[i].UID, files[i].GID = owner[0], owner[1]
 		if files[i].Mode.IsDir() {
 			files[i].Mode = fs.ModeDir | 0o755
 			if files[i].Path == "/tmp" {
@@ -90,6 +96,9 @@ type dockerfileBuild struct {
 	staged string
 	base   v1.Image
 	config v1.Config
+	// ranBy owns what a RUN made: the image's user then, as with docker build (COPY and ADD
+	// make files owned by root).
+	ranBy map[string][2]int
 }
 
 // do carries out one instruction.
@@ -157,10 +166,52 @@ func (s *dockerfileBuild) run(rest string) error {
 	if !ok {
 		return fmt.Errorf("no program %s was given to run in its place", args[0])
 	}
+	before, err := treeOf(s.staged)
+	if err != nil {
+		return err
+	}
+	existed := map[string]bool{}
+	for _, f := range before {
+		existed[f.Path] = true
+	}
 	if out, err := exec.Command(program, insideRoot(s.staged, args[1:])...).CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}
+	uid, gid, err := userIDs(s.config.User)
+	if err != nil {
+		return err
+	}
+	after, err := treeOf(s.staged)
+	if err != nil {
+		return err
+	}
+	if s.ranBy == nil {
+		s.ranBy = map[string][2]int{}
+	}
+	for _, f := range after {
+		if !existed[f.Path] {
+			s.ranBy[f.Path] = [2]int{uid, gid}
+		}
+	}
 	return nil
+}
+
+// userIDs reads an image config's numeric User ("uid" or "uid:gid"; empty is root).
+func userIDs(user string) (uid, gid int, err error) {
+	if user == "" {
+		return 0, 0, nil
+	}
+	u, g, hasGroup := strings.Cut(user, ":")
+	if uid, err = strconv.Atoi(u); err != nil {
+		return 0, 0, fmt.Errorf("the image's user %q is not numeric", user)
+	}
+	gid = uid
+	if hasGroup {
+		if gid, err = strconv.Atoi(g); err != nil {
+			return 0, 0, fmt.Errorf("the image's group %q is not numeric", user)
+		}
+	}
+	return uid, gid, nil
 }
 
 // insideRoot takes every absolute path of args (alone, or after a flag's "=") inside root.
