@@ -276,32 +276,6 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 	return os.WriteFile(dst, raw, mode)
 }
 
-// appendLayer is base with files as one more layer, and config.
-func appendLayer(base v1.Image, files []File, config v1.Config) (v1.Image, error) {
-	layered, err := imageOf(files, config)
-	if err != nil {
-		return nil, err
-	}
-	layers, err := layered.Layers()
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(base, layers...)
-	if err != nil {
-		return nil, err
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
-	cf.Created = v1.Time{Time: epoch}
-	cf.Config = config
-	return mutate.ConfigFile(img, cf)
-}
-
 // OPMImage is the name of opm's image, which catalog.Dockerfile builds on and the catalog
 // server's pods run: the opm built here (make opm, static) at /bin/opm.
 const OPMImage = "quay.io/operator-framework/opm:v1.73.0"

@@ -193,6 +193,11 @@ func treeOf(root string) ([]File, error) {
 
 // imageOf is a one-layer linux/amd64 image of files with config.
 func imageOf(files []File, config v1.Config) (v1.Image, error) {
+	return appendLayer(mutate.MediaType(empty.Image, types.OCIManifestSchema1), files, config)
+}
+
+// appendLayer is base with files as one more layer, as a linux/amd64 image with config.
+func appendLayer(base v1.Image, files []File, config v1.Config) (v1.Image, error) {
 	data, err := tarOf(files)
 	if err != nil {
 		return nil, err
@@ -202,7 +207,7 @@ func imageOf(files []File, config v1.Config) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	img, err := mutate.AppendLayers(base, layer)
 	if err != nil {
 		return nil, err
 	}
