@@ -44,6 +44,8 @@ func contentsOf(t *testing.T, img v1.Image) map[string][]byte {
 // The bundle image holds what bundle.Dockerfile copies, byte for byte, and its labels are the
 // bundle's annotations: what OLM's unpack reads.
 func TestTheBundleImageIsWhatBundleDockerfileDescribes(t *testing.T) {
+	// The builder stages the image's files in a temporary directory: the test's own.
+	t.Setenv("TMPDIR", t.TempDir())
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
 	img, err := images.Bundle(root)
@@ -73,6 +75,8 @@ func TestTheBundleImageIsWhatBundleDockerfileDescribes(t *testing.T) {
 // The catalog image serves catalog/ with opm, its cache built in: what a CatalogSource's
 // registry pod (OLM v0) and a ClusterCatalog (OLM v1) pull.
 func TestTheCatalogImageIsWhatCatalogDockerfileDescribes(t *testing.T) {
+	// The builder stages the image's files in a temporary directory: the test's own.
+	t.Setenv("TMPDIR", t.TempDir())
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
 	opm := filepath.Join(root, "bin", "opm")
@@ -108,6 +112,8 @@ func TestTheCatalogImageIsWhatCatalogDockerfileDescribes(t *testing.T) {
 
 // What the builder does not know is refused with the line, not built half.
 func TestAnInstructionTheBuilderDoesNotKnowIsRefused(t *testing.T) {
+	// The builder stages the image's files in a temporary directory: the test's own.
+	t.Setenv("TMPDIR", t.TempDir())
 	dir := t.TempDir()
 	df := filepath.Join(dir, "Dockerfile")
 	require.NoError(t, os.WriteFile(df, []byte("FROM scratch\nRUN apt-get install -y redis\n"), 0o600))
