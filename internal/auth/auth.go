@@ -21,7 +21,8 @@ import (
 
 // PasswordNode is what the password commands need of a node (redis.Node has it).
 type PasswordNode interface {
-	TakesPassword(ctx context.Context, password string) (bool, error)
+	Masterauth(ctx context.Context) (string, error)
+	PasswordHashes(ctx context.Context, user string) ([]string, error)
 	AddPassword(ctx context.Context, password string) error
 	RemovePassword(ctx context.Context, password string) error
 }
@@ -33,10 +34,24 @@ type UserNode interface {
 	Users(ctx context.Context) ([]string, error)
 }
 
+// TakesPassword is true when the node's default user takes password and the node gives it to
+// its primary (masterauth): GivePassword would change nothing.
+func TakesPassword(ctx context.Context, n PasswordNode, password string) (bool, error) {
+	masterauth, err := n.Masterauth(ctx)
+	if err != nil || masterauth != password {
+		return false, err
+	}
+	hashes, err := n.PasswordHashes(ctx, "default")
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(hashes, resources.PasswordHash(password)), nil
+}
+
 // GivePassword has the node take password for the default user, beside the ones it takes; it
 // sends nothing when the node takes it already.
 func GivePassword(ctx context.Context, n PasswordNode, password string) error {
-	takes, err := n.TakesPassword(ctx, password)
+	takes, err := TakesPassword(ctx, n, password)
 	if err != nil || takes {
 		return err
 	}

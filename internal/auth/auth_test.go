@@ -21,7 +21,7 @@ func TestPasswordsAreGivenBesideTheOthersAndRemovedOneByOne(t *testing.T) {
 
 	require.NoError(t, auth.GivePassword(ctx, n, "new-password"))
 	require.NoError(t, auth.GivePassword(ctx, n, "new-password"), "given again: nothing to do")
-	takes, err := n.TakesPassword(ctx, "new-password")
+	takes, err := auth.TakesPassword(ctx, n, "new-password")
 	require.NoError(t, err)
 	assert.True(t, takes, "the node takes the new password")
 	assert.NoError(t, loginWith(s.Addr(), "old-password"), "beside the old one")

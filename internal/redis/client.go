@@ -9,9 +9,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -99,9 +97,10 @@ type Node interface {
 	AddPassword(ctx context.Context, password string) error
 	// RemovePassword makes the node refuse password; a password it does not take is no error.
 	RemovePassword(ctx context.Context, password string) error
-	// TakesPassword is true when the node's default user takes password and the node gives it
-	// to its primary (masterauth): AddPassword would change nothing.
-	TakesPassword(ctx context.Context, password string) (bool, error)
+	// Masterauth is the password the node gives its primary.
+	Masterauth(ctx context.Context) (string, error)
+	// PasswordHashes are the SHA-256 hashes (hex) of the passwords the ACL user takes.
+	PasswordHashes(ctx context.Context, user string) ([]string, error)
 	// SetUser defines the ACL user name with these ACL SETUSER arguments, live. ErrRejected
 	// when Redis refuses them (an unknown command in the rules).
 	SetUser(ctx context.Context, name string, args []string) error
@@ -301,38 +300,30 @@ func (n *node) AddPassword(ctx context.Context, password string) error {
 	return n.classify(n.client().Do(ctx, "ACL", "SETUSER", "default", "on", ">"+password).Err())
 }
 
-func (n *node) TakesPassword(ctx context.Context, password string) (bool, error) {
+func (n *node) Masterauth(ctx context.Context) (string, error) {
 	masterauth, err := n.client().ConfigGet(ctx, "masterauth").Result()
 	if err != nil {
-		return false, n.classify(err)
+		return "", n.classify(err)
 	}
-	if masterauth["masterauth"] != password {
-		return false, nil
-	}
-	user, err := n.client().Do(ctx, "ACL", "GETUSER", "default").Slice()
-	if err != nil {
-		return false, n.classify(err)
-	}
-	want := passwordHash(password)
-	for i := 0; i+1 < len(user); i += 2 {
-		if fmt.Sprint(user[i]) != "passwords" {
-			continue
-		}
-		hashes, _ := user[i+1].([]any)
-		for _, h := range hashes {
-			if fmt.Sprint(h) == want {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
+	return masterauth["masterauth"], nil
 }
 
-// passwordHash is how Redis's ACL names a password: its SHA-256, in hex (the password file's
-// builder writes it so too: resources.PasswordHash).
-func passwordHash(password string) string {
-	sum := sha256.Sum256([]byte(password))
-	return hex.EncodeToString(sum[:])
+func (n *node) PasswordHashes(ctx context.Context, user string) ([]string, error) {
+	fields, err := n.client().Do(ctx, "ACL", "GETUSER", user).Slice()
+	if err != nil {
+		return nil, n.classify(err)
+	}
+	var out []string
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fmt.Sprint(fields[i]) != "passwords" {
+			continue
+		}
+		hashes, _ := fields[i+1].([]any)
+		for _, h := range hashes {
+			out = append(out, fmt.Sprint(h))
+		}
+	}
+	return out, nil
 }
 
 func (n *node) RemovePassword(ctx context.Context, password string) error {
