@@ -124,7 +124,7 @@ demo: node redis-image ## Start a local cluster on a real node (root), run the o
 	go run ./test/localcluster/cmd/localcluster
 
 .PHONY: demo-olm
-demo-olm: localcluster node redis-image olm opm ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
+demo-olm: localcluster node redis-image olm opm grpc-health-probe ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
 	go run ./test/localcluster/cmd/localcluster $(or $(DEMO_ARGS),--olm)
 
 .PHONY: verify
@@ -258,12 +258,12 @@ catalog-validate: opm ## Validate the catalog with opm.
 	$(OPM) validate catalog
 
 .PHONY: catalog-build
-catalog-build: opm ## Build the catalog image (opm serving catalog/, its cache built in): with $(CONTAINER_TOOL) when its engine answers, otherwise without an engine, on the opm built here, into $(IMAGES_DIR)/catalog.
+catalog-build: opm grpc-health-probe ## Build the catalog image (opm serving catalog/, its cache built in): with $(CONTAINER_TOOL) when its engine answers, otherwise without an engine, on the opm built here, into $(IMAGES_DIR)/catalog.
 	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
 		$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) . ; \
 	else \
 		echo "No $(CONTAINER_TOOL) engine answers: building $(CATALOG_IMG) without one, into $(IMAGES_DIR)/catalog"; \
-		go run ./test/images/cmd/build-image catalog -root . -opm $(OPM) -name $(CATALOG_IMG) -out $(IMAGES_DIR)/catalog; \
+		go run ./test/images/cmd/build-image catalog -root . -opm $(OPM) -health-probe $(GRPC_HEALTH_PROBE) -name $(CATALOG_IMG) -out $(IMAGES_DIR)/catalog; \
 	fi
 
 .PHONY: catalog-push
@@ -310,6 +310,12 @@ $(PROMETHEUS_CRDS)/monitoring.coreos.com_servicemonitors.yaml: $(CONTROLLER_GEN)
 	rm -rf $(PROMETHEUS_CRDS).tmp
 
 # The Versity S3 Gateway (versitygw, Apache-2.0): the real S3 server the backup tests store in.
+GRPC_HEALTH_PROBE ?= $(LOCALBIN)/grpc_health_probe
+.PHONY: grpc-health-probe
+grpc-health-probe: $(GRPC_HEALTH_PROBE) ## Build grpc_health_probe (bin/): the probe of OLM's registry pods, which the opm image carries.
+$(GRPC_HEALTH_PROBE): hack/tools/grpc-health-probe/go.mod hack/tools/grpc-health-probe/go.sum
+	hack/build-tool.sh $(GRPC_HEALTH_PROBE) hack/tools/grpc-health-probe github.com/grpc-ecosystem/grpc-health-probe
+
 VERSITYGW ?= $(LOCALBIN)/versitygw
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Build the Versity S3 Gateway (bin/versitygw): the S3 server of the backup tests.
@@ -363,7 +369,9 @@ $(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_
 	$(ENVTEST_BIN)/kubelet --version | grep '$(K8S_VERSION)' >/dev/null
 
 .PHONY: olm
-olm: $(OLM_DIR)/olm ## Build OLM's olm and catalog operators ($(OLM_VERSION)) and copy its CRDs into bin/olm.
+olm: $(OLM_DIR)/olm $(OLM_DIR)/cpb ## Build OLM's olm and catalog operators ($(OLM_VERSION)), and cpb (what its bundle unpack Jobs copy a bundle with), and copy its CRDs into bin/olm.
+$(OLM_DIR)/cpb: hack/tools/olm/go.mod hack/tools/olm/go.sum
+	hack/build-tool.sh $(OLM_DIR)/cpb hack/tools/olm github.com/operator-framework/operator-lifecycle-manager/util/cpb
 $(OLM_DIR)/olm: hack/tools/olm/go.mod hack/tools/olm/go.sum
 	mkdir -p $(OLM_DIR)/crds
 	hack/build-tool.sh $(OLM_DIR)/ hack/tools/olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
@@ -390,5 +398,5 @@ cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every Red
 	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: test-olm
-test-olm: localcluster node redis-image olm opm prometheus-crds ## OLM installs, upgrades and removes the operator on the local cluster's real node (root; catalog, run-bundle, install modes, scorecard).
+test-olm: localcluster node redis-image olm opm grpc-health-probe prometheus-crds ## OLM installs, upgrades and removes the operator on the local cluster's real node (root; catalog, run-bundle, install modes, scorecard).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

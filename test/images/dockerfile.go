@@ -276,13 +276,30 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 	return os.WriteFile(dst, raw, mode)
 }
 
-// OPMImage is the name of opm's image, which catalog.Dockerfile builds on and the catalog
-// server's pods run: the opm built here (make opm, static) at /bin/opm.
+// OPMImage is the name of opm's image, which catalog.Dockerfile builds on, the catalog
+// server's pods run and OLM's bundle unpack Jobs extract bundles with: the opm built here (make
+// opm, static) at /bin/opm, and grpc_health_probe (make grpc-health-probe), OLM's probe of a
+// registry pod, as the published opm images hold them.
 const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
 
-// OPM is opm's image around opm, a static build of operator-registry's cmd/opm.
-func OPM(opm string) (v1.Image, error) {
-	return Static(map[string]string{"/bin/opm": opm}, []string{"/bin/opm"})
+// OLMImage is the name of OLM's image, which its bundle unpack Jobs take cpb from ("util").
+const OLMImage = "quay.io/operator-framework/olm:v0.38.0"
+
+// OPM is opm's image around opm, a static build of operator-registry's cmd/opm, with
+// healthProbe (a static grpc_health_probe) when given.
+func OPM(opm, healthProbe string) (v1.Image, error) {
+	binaries := map[string]string{"/bin/opm": opm}
+	if healthProbe != "" {
+		binaries["/bin/grpc_health_probe"] = healthProbe
+	}
+	return Static(binaries, []string{"/bin/opm"})
+}
+
+// OLMUtil is OLM's image as its bundle unpack Jobs use it: cpb (OLM's util/cpb, static) and the
+// cp that hands it over (./cp, static), in /bin. OLM's operators themselves run as processes
+// on the node (test/localcluster), not from this image.
+func OLMUtil(cpb, cp string) (v1.Image, error) {
+	return Static(map[string]string{"/bin/cpb": cpb, "/bin/cp": cp}, nil)
 }
 
 // Bundle is the bundle image bundle.Dockerfile describes, from the tree at root (make bundle).
@@ -293,11 +310,23 @@ func Bundle(root string) (v1.Image, error) {
 // Catalog is the catalog image catalog.Dockerfile describes, from the tree at root (make
 // catalog): catalog/ at /configs on opm's image, with the cache opm builds of it, by the opm
 // the image holds.
-func Catalog(root, opm string) (v1.Image, error) {
-	base, err := OPM(opm)
+func Catalog(root, opm, healthProbe string) (v1.Image, error) {
+	return CatalogOf(root, root, opm, healthProbe)
+}
+
+// CatalogOf is the catalog image of root's catalog.Dockerfile over the build context dir (its
+// catalog/ directory), as Catalog is of root's own catalog/.
+func CatalogOf(root, dir, opm, healthProbe string) (v1.Image, error) {
+	base, err := OPM(opm, healthProbe)
 	if err != nil {
 		return nil, err
 	}
-	return FromDockerfile(filepath.Join(root, "catalog.Dockerfile"), Build{Context: root,
+	return FromDockerfile(filepath.Join(root, "catalog.Dockerfile"), Build{Context: dir,
 		Bases: map[string]v1.Image{OPMImage: base}, Programs: map[string]string{"/bin/opm": opm}})
+}
+
+// BundleOf is the bundle image of root's bundle.Dockerfile over the build context dir (its
+// bundle/ directory): an earlier release's bundle, laid out as bundle/ is.
+func BundleOf(root, dir string) (v1.Image, error) {
+	return FromDockerfile(filepath.Join(root, "bundle.Dockerfile"), Build{Context: dir})
 }

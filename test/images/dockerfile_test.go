@@ -83,7 +83,7 @@ func TestTheCatalogImageIsWhatCatalogDockerfileDescribes(t *testing.T) {
 	if _, err := os.Stat(opm); err != nil {
 		t.Skip("bin/opm is not built (make opm): make test builds it")
 	}
-	img, err := images.Catalog(root, opm)
+	img, err := images.Catalog(root, opm, "")
 	require.NoError(t, err)
 
 	files := contentsOf(t, img)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"strconv"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/org/redis-operator/test/images"
 )
@@ -242,4 +247,157 @@ func (c *Cluster) removeOldRegistries(ctx context.Context, namespace, name, keep
 		}
 	}
 	return nil
+}
+
+// CatalogOf is catalog/ with only the bundles keep takes (nil: all), as published: bundle images
+// and their CSV's metadata, no manifests.
+func CatalogOf(ctx context.Context, root string, keep func(bundle string) bool) (*declcfg.DeclarativeConfig, error) {
+	fbc, err := LoadCatalog(ctx, filepath.Join(root, "catalog"))
+	if err != nil {
+		return nil, err
+	}
+	images := map[string]string{}
+	for _, b := range fbc.Bundles {
+		images[b.Name] = b.Image
+	}
+	out := ForLocalCluster(fbc, keep)
+	for i := range out.Bundles {
+		out.Bundles[i].Image = images[out.Bundles[i].Name]
+	}
+	return out, nil
+}
+
+// PublishCatalog does what a release does for OLM: it builds the catalog image of fbc (root's
+// catalog.Dockerfile) and the bundle image of each of its bundles (root's bundle.Dockerfile over
+// bundle/ for the current release, over the release record's manifests for an earlier one), and
+// pushes them to the cluster's registry under their names. OLM then pulls them: the registry pod
+// of a CatalogSource with spec.image, and a bundle unpack Job for each bundle it installs.
+func (c *Cluster) PublishCatalog(ctx context.Context, image string, fbc *declcfg.DeclarativeConfig) error {
+	if c.real == nil {
+		return errors.New("images are published to the real node's registry: start the cluster on the real node")
+	}
+	dir, err := os.MkdirTemp("", "publish-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	current, err := apimanifests.GetBundleFromDir(filepath.Join(c.Root, "bundle", "manifests"))
+	if err != nil {
+		return err
+	}
+	released, err := LoadCatalog(ctx, filepath.Join(c.Root, "config", "catalog", "released"))
+	if err != nil {
+		return err
+	}
+	for _, b := range fbc.Bundles {
+		var img v1.Image
+		if b.Name == current.CSV.Name {
+			img, err = images.Bundle(c.Root)
+		} else {
+			img, err = c.releasedBundleImage(filepath.Join(dir, b.Name), b.Name, released)
+		}
+		if err != nil {
+			return fmt.Errorf("the bundle image of %s: %w", b.Name, err)
+		}
+		if _, err := c.real.registry.Push(ctx, b.Image, img); err != nil {
+			return err
+		}
+	}
+	catalogDir := filepath.Join(dir, "catalog-context", "catalog", fbc.Packages[0].Name)
+	if err := os.MkdirAll(catalogDir, 0o755); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := declcfg.WriteYAML(*fbc, &buf); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(catalogDir, "catalog.yaml"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	img, err := images.CatalogOf(c.Root, filepath.Join(dir, "catalog-context"), filepath.Join(c.Root, "bin", "opm"), filepath.Join(c.Root, "bin", "grpc_health_probe"))
+	if err != nil {
+		return fmt.Errorf("the catalog image: %w", err)
+	}
+	_, err = c.real.registry.Push(ctx, image, img)
+	return err
+}
+
+// releasedBundleImage is the bundle image of an earlier release, name, laid out in dir from its
+// release record: its manifests (olm.bundle.object), and bundle/'s metadata and scorecard
+// configuration (package and channels have not changed since).
+func (c *Cluster) releasedBundleImage(dir, name string, released *declcfg.DeclarativeConfig) (v1.Image, error) {
+	var record *declcfg.Bundle
+	for i := range released.Bundles {
+		if released.Bundles[i].Name == name {
+			record = &released.Bundles[i]
+		}
+	}
+	if record == nil {
+		return nil, fmt.Errorf("no release record of %s in config/catalog/released", name)
+	}
+	manifests := filepath.Join(dir, "bundle", "manifests")
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, p := range record.Properties {
+		if p.Type != "olm.bundle.object" {
+			continue
+		}
+		var obj struct {
+			Data []byte `json:"data"`
+		}
+		if err := json.Unmarshal(p.Value, &obj); err != nil {
+			return nil, fmt.Errorf("%s: an olm.bundle.object: %w", name, err)
+		}
+		n++
+		if err := os.WriteFile(filepath.Join(manifests, fmt.Sprintf("object-%02d.yaml", n)), obj.Data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("the release record of %s carries no manifests", name)
+	}
+	for _, sub := range []string{"metadata", filepath.Join("tests", "scorecard")} {
+		if err := copyDir(filepath.Join(c.Root, "bundle", sub), filepath.Join(dir, "bundle", sub)); err != nil {
+			return nil, err
+		}
+	}
+	return images.BundleOf(c.Root, dir)
+}
+
+func copyDir(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), raw, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServeCatalogImage points the CatalogSource name in namespace at image (a grpc CatalogSource
+// with spec.image): OLM runs the registry pod itself. Serving another image replaces the pod.
+func (c *Cluster) ServeCatalogImage(ctx context.Context, namespace, name, image string) error {
+	cs := &operatorsv1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cs, func() error {
+		cs.Spec.SourceType = operatorsv1alpha1.SourceTypeGrpc
+		cs.Spec.Image = image
+		cs.Spec.Address = ""
+		cs.Spec.DisplayName = name
+		// Restricted: the pod OLM makes passes the restricted Pod Security Standard.
+		cs.Spec.GrpcPodConfig = &operatorsv1alpha1.GrpcPodConfig{SecurityContextConfig: operatorsv1alpha1.Restricted}
+		return nil
+	})
+	return err
 }

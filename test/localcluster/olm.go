@@ -9,6 +9,7 @@ import (
 	"time"
 
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	"github.com/org/redis-operator/test/images"
 	"github.com/org/redis-operator/test/node"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,7 +57,9 @@ func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 	o := &OLM{c: c, stop: make(chan struct{})}
 	env := append(os.Environ(), "KUBECONFIG="+c.NodeKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)
 	o.supervise("olm", filepath.Join(binDir, "olm"), env, "--namespace", OLMNamespace, "--writeStatusName=", "--writePackageServerStatusName=")
-	o.supervise("catalog", filepath.Join(binDir, "catalog"), env, "--namespace", OLMNamespace, "--kubeconfig", c.NodeKubeconfig, "--writeStatusName=")
+	// The unpack Jobs of bundle images run OLM's image (cpb) and opm's, both built here.
+	o.supervise("catalog", filepath.Join(binDir, "catalog"), env, "--namespace", OLMNamespace, "--kubeconfig", c.NodeKubeconfig, "--writeStatusName=",
+		"--util-image", images.OLMImage, "--opmImage", OPMImage)
 	return o, nil
 }
 

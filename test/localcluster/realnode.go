@@ -213,8 +213,15 @@ func nodeImages(root, dir string, operators map[string]string) (map[string]v1.Im
 // the untar image of the scorecard's init container.
 func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	var err error
-	if imgs[OPMImage], err = images.OPM(filepath.Join(root, "bin", "opm")); err != nil {
-		return fmt.Errorf("the opm image (make opm): %w", err)
+	if imgs[OPMImage], err = images.OPM(filepath.Join(root, "bin", "opm"), filepath.Join(root, "bin", "grpc_health_probe")); err != nil {
+		return fmt.Errorf("the opm image (make opm grpc-health-probe): %w", err)
+	}
+	cp := filepath.Join(dir, "images", "cp")
+	if err := images.BuildStatic(root, "./test/images/cp", cp); err != nil {
+		return err
+	}
+	if imgs[images.OLMImage], err = images.OLMUtil(filepath.Join(root, "bin", "olm", "cpb"), cp); err != nil {
+		return fmt.Errorf("OLM's image (make olm): %w", err)
 	}
 	scorecard, untar := filepath.Join(dir, "images", "scorecard-test"), filepath.Join(dir, "images", "untar")
 	if err := images.BuildStatic(root, "./scorecard", scorecard); err != nil {

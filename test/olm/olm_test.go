@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,6 +126,31 @@ func waitCSV(t *testing.T, namespace, name string) time.Duration {
 	return time.Since(start)
 }
 
+// catalogImage is the catalog image's repository, as the Makefile names it (CATALOG_IMG).
+const catalogImage = "example.com/redis-operator-catalog"
+
+// publishedCatalog is catalog/ as published, with only the bundles keep takes.
+func publishedCatalog(t *testing.T, keep func(string) bool) *declcfg.DeclarativeConfig {
+	t.Helper()
+	fbc, err := localcluster.CatalogOf(context.Background(), root, keep)
+	require.NoError(t, err)
+	return fbc
+}
+
+// unpackJobs counts the bundle unpack Jobs OLM ran in its catalog namespace that completed.
+func unpackJobs(t *testing.T) int {
+	t.Helper()
+	jobs := &batchv1.JobList{}
+	require.NoError(t, cluster.Client.List(context.Background(), jobs, client.InNamespace(localcluster.OLMNamespace)))
+	n := 0
+	for _, j := range jobs.Items {
+		if j.Status.Succeeded > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // localCatalog is catalog/ as the local cluster serves it, with only the bundles keep takes.
 func localCatalog(t *testing.T, keep func(string) bool) *declcfg.DeclarativeConfig {
 	t.Helper()
@@ -174,9 +200,12 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	ctx := context.Background()
 	only010 := func(name string) bool { return name == pkg+".v0.1.0" }
 
-	// Given the catalog with 0.1.0 only, served in OLM's global catalog namespace
-	_, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, pkg, localCatalog(t, only010))
-	require.NoError(t, err)
+	// Given the catalog with 0.1.0 only, published as a catalog image with its bundle image, and
+	// a CatalogSource of that image in OLM's global catalog namespace (OLM runs its registry pod)
+	published010 := time.Now()
+	require.NoError(t, cluster.PublishCatalog(ctx, catalogImage+":v0.1.0", publishedCatalog(t, only010)))
+	fmt.Printf("figure: catalog and bundle images of 0.1.0 built and pushed in %.1fs\n", time.Since(published010).Seconds())
+	require.NoError(t, cluster.ServeCatalogImage(ctx, localcluster.OLMNamespace, pkg, catalogImage+":v0.1.0"))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, "READY", catalogReady(c, localcluster.OLMNamespace, pkg))
 	}, waitFor, tick)
@@ -190,9 +219,10 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	}
 	require.NoError(t, cluster.Client.Create(ctx, sub))
 
-	// Then OLM installs 0.1.0 and its Deployment becomes Available
+	// Then OLM unpacks the bundle image with a Job, installs 0.1.0 and its Deployment becomes Available
 	waitCSV(t, localcluster.OperatorsNamespace, pkg+".v0.1.0")
 	fmt.Printf("figure: Subscription -> CSV 0.1.0 Succeeded in %.1fs\n", time.Since(subscribed).Seconds())
+	assert.Equal(t, 1, unpackJobs(t), "OLM unpacked 0.1.0's bundle image with a Job")
 	cluster.MustKubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 	sa := "system:serviceaccount:" + localcluster.OperatorsNamespace + ":redis-operator-controller-manager"
 	for verb, want := range map[string]string{"patch statefulsets": "yes", "list redisclusters.cache.example.com": "yes", "list secrets": "no", "delete deployments": "no"} {
@@ -248,10 +278,11 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 		}
 	}()
 
-	// When the catalog now serves 0.2.0 as well
+	// When the next release is published (a new catalog image, with 0.2.0 and its bundle image)
+	// and the CatalogSource points at it
 	published := time.Now()
-	_, err = cluster.ServeCatalog(ctx, localcluster.OLMNamespace, pkg, localCatalog(t, nil))
-	require.NoError(t, err)
+	require.NoError(t, cluster.PublishCatalog(ctx, catalogImage+":v0.2.0", publishedCatalog(t, nil)))
+	require.NoError(t, cluster.ServeCatalogImage(ctx, localcluster.OLMNamespace, pkg, catalogImage+":v0.2.0"))
 
 	// Then OLM upgrades by itself: 0.2.0 Succeeded and 0.1.0 gone
 	waitCSV(t, localcluster.OperatorsNamespace, pkg+".v0.2.0")
@@ -260,6 +291,7 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 		assert.Empty(c, csvPhase(c, localcluster.OperatorsNamespace, pkg+".v0.1.0"), "the old CSV is gone")
 	}, waitFor, tick)
 	cluster.MustKubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	assert.Equal(t, 2, unpackJobs(t), "OLM unpacked 0.2.0's bundle image with a Job too")
 	// The new operator takes the lease (the watcher above times it), then runs its health
 	// checks a few rounds.
 	require.Eventually(t, func() bool { l := leader(); return l != "" && l != oldLeader }, waitFor, tick, "a new operator takes the lease")

@@ -5,7 +5,7 @@
 //	build-image pause    -binary bin/images/pause   -name registry.k8s.io/pause:3.10  -out bin/images/pause
 //	build-image redis    -rootfs bin/images/redis-rootfs -name docker.io/library/redis:7.0 -out bin/images/redis
 //	build-image bundle   -root . -name example.com/redis-operator-bundle:v0.2.0 -out bin/images/bundle
-//	build-image catalog  -root . -opm bin/opm -name example.com/redis-operator-catalog:v0.2.0 -out bin/images/catalog
+//	build-image catalog  -root . -opm bin/opm -health-probe bin/grpc_health_probe -name example.com/redis-operator-catalog:v0.2.0 -out bin/images/catalog
 //
 // It prints the image's digest.
 package main
@@ -37,6 +37,7 @@ func run(args []string) error {
 	rootfs := flags.String("rootfs", "", "the Redis image's root filesystem")
 	root := flags.String("root", ".", "the project's tree: the build context of bundle.Dockerfile and catalog.Dockerfile")
 	opm := flags.String("opm", "bin/opm", "the static opm of the catalog image")
+	healthProbe := flags.String("health-probe", "bin/grpc_health_probe", "the static grpc_health_probe of the catalog image")
 	name := flags.String("name", "", "the image's name, with its tag")
 	out := flags.String("out", "", "the directory the OCI layout is written to")
 	if err := flags.Parse(args[1:]); err != nil {
@@ -57,7 +58,7 @@ func run(args []string) error {
 	case "bundle":
 		img, err = images.Bundle(*root)
 	case "catalog":
-		img, err = images.Catalog(*root, *opm)
+		img, err = images.Catalog(*root, *opm, *healthProbe)
 	default:
 		return fmt.Errorf("no image %q: operator, pause, redis, bundle or catalog", kind)
 	}
