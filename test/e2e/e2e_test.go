@@ -205,6 +205,19 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 		// A pod's log, through the API server and the node's kubelet endpoint
 		assert.Contains(t, cluster.MustKubectl(t, "logs", "-n", ns, "sessions-0", "--tail=200"), "Ready to accept connections")
+
+		// An application in the namespace finds the primary by its Service's short name, and
+		// each pod by its stable name under the headless Service (the cluster's DNS, through
+		// the resolv.conf the kubelet gave the pod); a name that does not exist does not resolve
+		svc := &corev1.Service{}
+		require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, svc))
+		assert.Equal(t, svc.Spec.ClusterIP, strings.Fields(cluster.MustKubectl(t, "exec", "-n", ns, "sessions-0", "-c", "redis", "--", "getent", "hosts", "sessions"))[0])
+		pod := &corev1.Pod{}
+		require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions-1"}, pod))
+		assert.Equal(t, pod.Status.PodIP, strings.Fields(cluster.MustKubectl(t, "exec", "-n", ns, "sessions-0", "-c", "redis", "--",
+			"getent", "hosts", "sessions-1.sessions-headless."+ns+".svc.cluster.local"))[0])
+		_, err = cluster.KubectlOutput("exec", "-n", ns, "sessions-0", "-c", "redis", "--", "getent", "hosts", "no-such-service")
+		assert.Error(t, err, "a Service that does not exist does not resolve")
 	})
 
 	t.Run("scaling to 5 gives one primary and four replicas", func(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/org/redis-operator/test/images"
+	"github.com/org/redis-operator/test/registry"
 )
 
 // OPMImage is the image of the catalog server's pod: bin/opm, static (make opm), in an image
@@ -68,65 +69,59 @@ func LoadCatalog(ctx context.Context, path string) (*declcfg.DeclarativeConfig, 
 	return declcfg.LoadReader(f)
 }
 
-// RenderBundle renders a bundle directory into its olm.bundle with the real `opm render`: the
-// manifests inline, as olm.bundle.object properties.
-func RenderBundle(ctx context.Context, opm, dir string) (declcfg.Bundle, error) {
-	out, err := exec.CommandContext(ctx, opm, "render", dir, "-o", "yaml").Output()
+// RenderBundleImage renders the bundle image named image as `operator-sdk run bundle` does, with
+// operator-registry's render (the real `opm render`): opm pulls it from the cluster's registry
+// at registryHost (plain HTTP), and the bundle carries its CSV's metadata, no manifests (OLM
+// unpacks the image with a Job), under the image's name as users give it.
+func RenderBundleImage(ctx context.Context, opm, registryHost, image string) (declcfg.Bundle, error) {
+	ref, err := registry.ReferenceIn(registryHost, image)
 	if err != nil {
-		return declcfg.Bundle{}, fmt.Errorf("opm render %s: %w", dir, err)
+		return declcfg.Bundle{}, err
+	}
+	cache, err := os.MkdirTemp("", "opm-render-")
+	if err != nil {
+		return declcfg.Bundle{}, err
+	}
+	defer func() { _ = os.RemoveAll(cache) }()
+	cmd := exec.CommandContext(ctx, opm, "render", ref.String(), "--use-http", "--migrate-level", "bundle-object-to-csv-metadata", "-o", "yaml")
+	cmd.Env = append(os.Environ(), "TMPDIR="+cache, "HOME="+cache) // opm's pulls and cache stay in cache
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return declcfg.Bundle{}, fmt.Errorf("opm render %s (is it pushed? make bundle-build bundle-push): %w: %s", image, err, stderr.String())
 	}
 	fbc, err := declcfg.LoadReader(bytes.NewReader(out))
 	if err != nil {
 		return declcfg.Bundle{}, err
 	}
 	if len(fbc.Bundles) != 1 {
-		return declcfg.Bundle{}, fmt.Errorf("opm render %s gave %d bundles, not one", dir, len(fbc.Bundles))
+		return declcfg.Bundle{}, fmt.Errorf("%s is not a bundle image: opm render gave %d bundles", image, len(fbc.Bundles))
 	}
-	return fbc.Bundles[0], nil
+	b := fbc.Bundles[0]
+	b.Image = image
+	for i := range b.RelatedImages {
+		if b.RelatedImages[i].Image == ref.String() {
+			b.RelatedImages[i].Image = image
+		}
+	}
+	return b, nil
 }
 
-// LocalCatalog is catalog/ as the local cluster serves it: each bundle with the manifests its
-// release record keeps inline (config/catalog/released: olm.bundle.object) and without its
-// image, so that OLM installs from those manifests instead of unpacking the bundle image.
-// catalog/ itself carries bundle images and the CSV's metadata only (olm.csv.metadata), as
-// OpenShift's catalogs require. keep selects the bundles to serve (nil: all).
-func LocalCatalog(ctx context.Context, root string, keep func(bundle string) bool) (*declcfg.DeclarativeConfig, error) {
+// CatalogOf is catalog/ as published (bundle images and their CSV's metadata, no manifests),
+// with only the bundles keep takes (nil: all); the channel entries of the others go too.
+func CatalogOf(ctx context.Context, root string, keep func(bundle string) bool) (*declcfg.DeclarativeConfig, error) {
 	fbc, err := LoadCatalog(ctx, filepath.Join(root, "catalog"))
 	if err != nil {
 		return nil, err
 	}
-	released, err := LoadCatalog(ctx, filepath.Join(root, "config", "catalog", "released"))
-	if err != nil {
-		return nil, err
-	}
-	inline := map[string]declcfg.Bundle{}
-	for _, b := range released.Bundles {
-		inline[b.Name] = b
-	}
-	for i, b := range fbc.Bundles {
-		r, ok := inline[b.Name]
-		if !ok {
-			return nil, fmt.Errorf("bundle %s of catalog/ has no release record in config/catalog/released", b.Name)
-		}
-		fbc.Bundles[i].Properties = r.Properties
-	}
-	return ForLocalCluster(fbc, keep), nil
-}
-
-// ForLocalCluster is a catalog whose bundles carry their manifests (olm.bundle.object) as the
-// local cluster can serve it: without bundle images, so that OLM installs from the manifests
-// instead of an unpack Job. keep selects the bundles to serve (nil: all); channel entries of
-// the others go too.
-func ForLocalCluster(fbc *declcfg.DeclarativeConfig, keep func(bundle string) bool) *declcfg.DeclarativeConfig {
 	out := &declcfg.DeclarativeConfig{Packages: fbc.Packages}
 	kept := map[string]bool{}
 	for _, b := range fbc.Bundles {
-		if keep != nil && !keep(b.Name) {
-			continue
+		if keep == nil || keep(b.Name) {
+			kept[b.Name] = true
+			out.Bundles = append(out.Bundles, b)
 		}
-		kept[b.Name] = true
-		b.Image = ""
-		out.Bundles = append(out.Bundles, b)
 	}
 	for _, ch := range fbc.Channels {
 		var entries []declcfg.ChannelEntry
@@ -141,7 +136,7 @@ func ForLocalCluster(fbc *declcfg.DeclarativeConfig, keep func(bundle string) bo
 		ch.Entries = entries
 		out.Channels = append(out.Channels, ch)
 	}
-	return out
+	return out, nil
 }
 
 // ServeCatalog serves fbc as the CatalogSource name in namespace, as operator-sdk run bundle
@@ -249,30 +244,43 @@ func (c *Cluster) removeOldRegistries(ctx context.Context, namespace, name, keep
 	return nil
 }
 
-// CatalogOf is catalog/ with only the bundles keep takes (nil: all), as published: bundle images
-// and their CSV's metadata, no manifests.
-func CatalogOf(ctx context.Context, root string, keep func(bundle string) bool) (*declcfg.DeclarativeConfig, error) {
-	fbc, err := LoadCatalog(ctx, filepath.Join(root, "catalog"))
+// PublishCatalog does what a release does for OLM: it publishes the bundle image of each of
+// fbc's bundles (PublishBundles), then builds the catalog image of fbc (root's
+// catalog.Dockerfile) and pushes it to the cluster's registry under the name image. OLM then
+// pulls them: the registry pod of a CatalogSource with spec.image, and a bundle unpack Job for
+// each bundle it installs.
+func (c *Cluster) PublishCatalog(ctx context.Context, image string, fbc *declcfg.DeclarativeConfig) error {
+	if err := c.PublishBundles(ctx, fbc); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "publish-")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	images := map[string]string{}
-	for _, b := range fbc.Bundles {
-		images[b.Name] = b.Image
+	defer func() { _ = os.RemoveAll(dir) }()
+	catalogDir := filepath.Join(dir, "catalog", fbc.Packages[0].Name)
+	if err := os.MkdirAll(catalogDir, 0o755); err != nil {
+		return err
 	}
-	out := ForLocalCluster(fbc, keep)
-	for i := range out.Bundles {
-		out.Bundles[i].Image = images[out.Bundles[i].Name]
+	var buf bytes.Buffer
+	if err := declcfg.WriteYAML(*fbc, &buf); err != nil {
+		return err
 	}
-	return out, nil
+	if err := os.WriteFile(filepath.Join(catalogDir, "catalog.yaml"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	img, err := images.CatalogOf(c.Root, dir, filepath.Join(c.Root, "bin", "opm"), filepath.Join(c.Root, "bin", "grpc_health_probe"))
+	if err != nil {
+		return fmt.Errorf("the catalog image: %w", err)
+	}
+	_, err = c.real.registry.Push(ctx, image, img)
+	return err
 }
 
-// PublishCatalog does what a release does for OLM: it builds the catalog image of fbc (root's
-// catalog.Dockerfile) and the bundle image of each of its bundles (root's bundle.Dockerfile over
-// bundle/ for the current release, over the release record's manifests for an earlier one), and
-// pushes them to the cluster's registry under their names. OLM then pulls them: the registry pod
-// of a CatalogSource with spec.image, and a bundle unpack Job for each bundle it installs.
-func (c *Cluster) PublishCatalog(ctx context.Context, image string, fbc *declcfg.DeclarativeConfig) error {
+// PublishBundles builds the bundle image of each of fbc's bundles (root's bundle.Dockerfile
+// over bundle/ for the current release, over the release record's manifests for an earlier one)
+// and pushes it to the cluster's registry under the bundle's image name.
+func (c *Cluster) PublishBundles(ctx context.Context, fbc *declcfg.DeclarativeConfig) error {
 	if c.real == nil {
 		return errors.New("images are published to the real node's registry: start the cluster on the real node")
 	}
@@ -303,23 +311,7 @@ func (c *Cluster) PublishCatalog(ctx context.Context, image string, fbc *declcfg
 			return err
 		}
 	}
-	catalogDir := filepath.Join(dir, "catalog-context", "catalog", fbc.Packages[0].Name)
-	if err := os.MkdirAll(catalogDir, 0o755); err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	if err := declcfg.WriteYAML(*fbc, &buf); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(catalogDir, "catalog.yaml"), buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	img, err := images.CatalogOf(c.Root, filepath.Join(dir, "catalog-context"), filepath.Join(c.Root, "bin", "opm"), filepath.Join(c.Root, "bin", "grpc_health_probe"))
-	if err != nil {
-		return fmt.Errorf("the catalog image: %w", err)
-	}
-	_, err = c.real.registry.Push(ctx, image, img)
-	return err
+	return nil
 }
 
 // releasedBundleImage is the bundle image of an earlier release, name, laid out in dir from its

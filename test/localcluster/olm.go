@@ -29,9 +29,10 @@ const (
 // namespace, where they reach the registry pods (OLM's own images are not built yet: the next
 // issue's).
 type OLM struct {
-	c    *Cluster
-	stop chan struct{}
-	wg   sync.WaitGroup
+	c          *Cluster
+	resolvConf string
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // StartOLM installs OLM as its own install does (CRDs, namespaces, OperatorGroups) and runs
@@ -54,7 +55,12 @@ func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 	if err := c.createOLMNamespaces(ctx); err != nil {
 		return nil, err
 	}
-	o := &OLM{c: c, stop: make(chan struct{})}
+	// OLM reaches each catalog's registry pod by its Service's name, through the cluster's DNS.
+	resolvConf, err := writeResolvConf(c.Dir(), OLMNamespace)
+	if err != nil {
+		return nil, err
+	}
+	o := &OLM{c: c, stop: make(chan struct{}), resolvConf: resolvConf}
 	env := append(os.Environ(), "KUBECONFIG="+c.NodeKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)
 	o.supervise("olm", filepath.Join(binDir, "olm"), env, "--namespace", OLMNamespace, "--writeStatusName=", "--writePackageServerStatusName=")
 	// The unpack Jobs of bundle images run OLM's image (cpb) and opm's, both built here.
@@ -89,7 +95,7 @@ func (o *OLM) supervise(name, bin string, env []string, args ...string) {
 			if err != nil {
 				return
 			}
-			cmd := o.c.real.netns.Command(context.Background(), bin, args...)
+			cmd := o.c.real.netns.CommandResolvingWith(context.Background(), o.resolvConf, bin, args...)
 			cmd.Env = env
 			cmd.Stdout, cmd.Stderr = log, log
 			p, err := node.StartProcess(cmd)

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/org/redis-operator/test/images"
 	"github.com/org/redis-operator/test/node"
@@ -35,6 +36,7 @@ type realNode struct {
 	netns    *node.Netns
 	node     *node.Node
 	registry *registry.Registry
+	dns      *clusterDNS
 	dir      string // the node's own (short: Unix sockets live in it)
 	before   node.Machine
 	// stopProvisioning ends the volume provisioner; provisioned is closed when it has.
@@ -137,9 +139,15 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: Scheme()}); err != nil {
 		return c, err
 	}
+	if err := c.publishRegistryHosting(ctx, rn.registry.Host); err != nil {
+		return c, err
+	}
+	if rn.dns, err = startClusterDNS(rn.netns, c.Client); err != nil {
+		return c, err
+	}
 	if rn.node, err = node.Start(node.Config{Dir: rn.dir, Name: "node-1", Netns: rn.netns, Before: rn.before, Kubeconfig: cp.NodeKubeconfig,
 		ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
-		Mirrored: mirrored}); err != nil {
+		Mirrored: mirrored, ClusterDNS: node.NodeIP}); err != nil {
 		return c, err
 	}
 	if err := c.waitNodeReady(ctx, "node-1", 90*time.Second); err != nil {
@@ -311,6 +319,9 @@ func (rn *realNode) stop() {
 		rn.stopProvisioning()
 		<-rn.provisioned
 	}
+	if rn.dns != nil {
+		rn.dns.stop()
+	}
 	if rn.node != nil {
 		rn.node.Stop() // deletes the namespace
 	} else if rn.netns != nil {
@@ -413,4 +424,40 @@ func (c *Cluster) NodePIDs() map[string][]int {
 		return nil
 	}
 	return c.real.node.PIDs()
+}
+
+// The ConfigMap in which a cluster says where its local registry is (KEP-1755, as kind's
+// guide and Tilt use it): make run-bundle and the *-push targets read it.
+const (
+	registryHostingNamespace = "kube-public"
+	registryHostingName      = "local-registry-hosting"
+	registryHostingKey       = "localRegistryHosting.v1"
+)
+
+func (c *Cluster) publishRegistryHosting(ctx context.Context, host string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: registryHostingNamespace, Name: registryHostingName},
+		Data: map[string]string{registryHostingKey: fmt.Sprintf("host: %q\nhelp: %q\n", host,
+			"Images keep their names here: example.com/redis-operator:v0.2.0 is "+host+"/example.com/redis-operator:v0.2.0 (plain HTTP), "+
+				"which the node pulls as example.com/redis-operator:v0.2.0.")}}
+	if err := c.Client.Create(ctx, cm); err != nil {
+		return fmt.Errorf("publishing the local registry's address: %w", err)
+	}
+	return nil
+}
+
+// LocalRegistry is the address of the registry of the cluster c reads (127.0.0.1:<port>, plain
+// HTTP), from the ConfigMap the cluster publishes it in.
+func LocalRegistry(ctx context.Context, c client.Reader) (string, error) {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryHostingNamespace, Name: registryHostingName}, cm); err != nil {
+		return "", fmt.Errorf("reading where the cluster's registry is (ConfigMap %s/%s; a cluster of make demo-olm has it): %w",
+			registryHostingNamespace, registryHostingName, err)
+	}
+	var hosting struct {
+		Host string `json:"host"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data[registryHostingKey]), &hosting); err != nil || hosting.Host == "" {
+		return "", fmt.Errorf("ConfigMap %s/%s names no registry host: %v", registryHostingNamespace, registryHostingName, err)
+	}
+	return hosting.Host, nil
 }

@@ -54,6 +54,16 @@ func (n *Netns) Command(ctx context.Context, name string, args ...string) *exec.
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.Path(), "--", name}, args...)...)
 }
 
+// CommandResolvingWith is Command with its own /etc/resolv.conf: the process runs in a mount
+// namespace of its own (unshare), where resolvConf is bind-mounted over the machine's file, so
+// that names resolve through the cluster's DNS (a static Go binary reads no other file). The
+// mount ends with the process; the machine's file is never touched.
+func (n *Netns) CommandResolvingWith(ctx context.Context, resolvConf, name string, args ...string) *exec.Cmd {
+	const bindThenExec = `mount --bind "$0" /etc/resolv.conf && exec "$@"`
+	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.Path(), "--", "unshare", "--mount", "--propagation", "private", "--",
+		"sh", "-c", bindThenExec, resolvConf, name}, args...)...)
+}
+
 // Delete removes the namespace (ip netns delete), and with it its interfaces and rules.
 func (n *Netns) Delete() {
 	_ = exec.Command("ip", "netns", "delete", n.Name).Run()
@@ -69,6 +79,17 @@ func (n *Netns) Listen(network, address string) (net.Listener, error) {
 		return err
 	})
 	return l, err
+}
+
+// ListenPacket opens a packet listener (UDP) inside the namespace.
+func (n *Netns) ListenPacket(network, address string) (net.PacketConn, error) {
+	var c net.PacketConn
+	err := n.do(func() error {
+		var err error
+		c, err = net.ListenPacket(network, address)
+		return err
+	})
+	return c, err
 }
 
 // Dial connects to an address inside the namespace (a pod's, a ClusterIP).

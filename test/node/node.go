@@ -53,7 +53,13 @@ type Config struct {
 	// Mirrored.
 	RegistryHost string
 	Mirrored     []string
+	// ClusterDNS is the address of the cluster's DNS server, which the kubelet gives pods
+	// (dnsPolicy ClusterFirst) with the search list of ClusterDomain; none when empty.
+	ClusterDNS string
 }
+
+// ClusterDomain is the domain of the cluster's Service names (<service>.<namespace>.svc.cluster.local).
+const ClusterDomain = "cluster.local"
 
 // The node's addresses, inside its namespace.
 const (
@@ -207,10 +213,11 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 mergeDefaultEvictionSettings: false
 resolvConf: ""
 serializeImagePulls: false
-clusterDNS: []
+clusterDNS: [%s]
+clusterDomain: %s
 nodeStatusUpdateFrequency: 1s
 nodeStatusReportFrequency: 5m
-`, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), NodeIP), 0o644); err != nil {
+`, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), NodeIP, cfg.ClusterDNS, ClusterDomain), 0o644); err != nil {
 		return err
 	}
 	return n.run("kubelet", "--config="+config, "--kubeconfig="+cfg.Kubeconfig,

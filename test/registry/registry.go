@@ -67,11 +67,17 @@ func (r *Registry) Stop() error {
 // path element, which is the layout containerd's mirror configuration asks for with
 // override_path (see Mirror).
 func (r *Registry) Reference(image string) (name.Reference, error) {
+	return ReferenceIn(r.Host, image)
+}
+
+// ReferenceIn is Reference for the registry at registryHost, from a process that did not start
+// it (make run-bundle: the cluster says where its registry is, see LocalRegistryHosting).
+func ReferenceIn(registryHost, image string) (name.Reference, error) {
 	ref, host, err := parse(image)
 	if err != nil {
 		return nil, err
 	}
-	local := fmt.Sprintf("%s/%s/%s", r.Host, host, ref.Context().RepositoryStr())
+	local := fmt.Sprintf("%s/%s/%s", registryHost, host, ref.Context().RepositoryStr())
 	switch ref := ref.(type) {
 	case name.Digest:
 		return name.NewDigest(local+"@"+ref.DigestStr(), name.Insecure)
