@@ -242,8 +242,13 @@ bundle-build: ## Build the bundle image: with $(CONTAINER_TOOL) when its engine 
 	fi
 
 .PHONY: bundle-push
-bundle-push: ## Push the bundle image.
-	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+bundle-push: ## Push the bundle image: with $(CONTAINER_TOOL) when its engine answers, otherwise to the local cluster's registry (make demo-olm).
+	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
+		$(CONTAINER_TOOL) push $(BUNDLE_IMG) ; \
+	else \
+		echo "No $(CONTAINER_TOOL) engine answers: pushing $(IMAGES_DIR)/bundle to the registry of the local cluster in KUBECONFIG (make demo-olm)"; \
+		go run ./test/localcluster/cmd/pushimage --dir $(IMAGES_DIR)/bundle --name $(BUNDLE_IMG); \
+	fi
 
 .PHONY: catalog
 catalog: opm ## Render the file-based catalog from config/catalog/template.yaml and the bundle.
@@ -267,8 +272,13 @@ catalog-build: opm grpc-health-probe ## Build the catalog image (opm serving cat
 	fi
 
 .PHONY: catalog-push
-catalog-push: ## Push the catalog image.
-	$(CONTAINER_TOOL) push $(CATALOG_IMG)
+catalog-push: ## Push the catalog image: with $(CONTAINER_TOOL) when its engine answers, otherwise to the local cluster's registry (make demo-olm).
+	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
+		$(CONTAINER_TOOL) push $(CATALOG_IMG) ; \
+	else \
+		echo "No $(CONTAINER_TOOL) engine answers: pushing $(IMAGES_DIR)/catalog to the registry of the local cluster in KUBECONFIG (make demo-olm)"; \
+		go run ./test/localcluster/cmd/pushimage --dir $(IMAGES_DIR)/catalog --name $(CATALOG_IMG); \
+	fi
 
 .PHONY: scorecard
 scorecard: ## Run the scorecard with the operator-sdk CLI against the cluster in your kubeconfig.
@@ -378,20 +388,28 @@ $(OLM_DIR)/olm: hack/tools/olm/go.mod hack/tools/olm/go.sum
 	cp "$$(cd hack/tools/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)"/deploy/chart/crds/*.yaml $(OLM_DIR)/crds/
 	chmod u+w $(OLM_DIR)/crds/*.yaml
 
+OLMV1_DIR ?= $(LOCALBIN)/olmv1
+.PHONY: olmv1
+olmv1: $(OLMV1_DIR)/operator-controller ## Build OLM v1: operator-controller and catalogd (operator-controller v1.11.0; boxcutter, which the proxy here refuses, from hack/tools/olmv1/boxcutter), and copy their CRDs into bin/olmv1.
+$(OLMV1_DIR)/operator-controller: hack/tools/olmv1/go.mod hack/tools/olmv1/go.sum $(shell find hack/tools/olmv1/boxcutter -type f)
+	mkdir -p $(OLMV1_DIR)/crds
+	hack/build-tool.sh $(OLMV1_DIR)/ hack/tools/olmv1 -tags containers_image_openpgp github.com/operator-framework/operator-controller/cmd/operator-controller github.com/operator-framework/operator-controller/cmd/catalogd
+	cp "$$(cd hack/tools/olmv1 && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-controller)"/helm/olmv1/base/*/crd/standard/*.yaml $(OLMV1_DIR)/crds/
+	chmod u+w $(OLMV1_DIR)/crds/*.yaml
+
 $(ENVTEST_BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	hack/build-tool.sh $(ENVTEST_BIN)/etcd hack/tools/etcd go.etcd.io/etcd/server/v3
 
 # make run-bundle and friends act on the local cluster of make demo-olm (export the KUBECONFIG it prints).
-BUNDLE ?= bundle
 RUN_BUNDLE_NAMESPACE ?= default
 
 .PHONY: run-bundle
-run-bundle: opm ## What operator-sdk run bundle does, without images: serve BUNDLE (a dir or a rendered file) from a registry pod and install it with OLM.
-	go run ./test/localcluster/cmd/runbundle run --bundle $(BUNDLE) --namespace $(RUN_BUNDLE_NAMESPACE)
+run-bundle: opm ## What operator-sdk run bundle does: a registry pod of opm serving a catalog that names BUNDLE_IMG (make bundle-build bundle-push), and OLM installs it.
+	go run ./test/localcluster/cmd/runbundle run $(BUNDLE_IMG) --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: run-bundle-upgrade
-run-bundle-upgrade: opm ## What operator-sdk run bundle-upgrade does: add BUNDLE to the catalog and upgrade to it.
-	go run ./test/localcluster/cmd/runbundle upgrade --bundle $(BUNDLE) --namespace $(RUN_BUNDLE_NAMESPACE)
+run-bundle-upgrade: opm ## What operator-sdk run bundle-upgrade does: add BUNDLE_IMG to that catalog and upgrade to it.
+	go run ./test/localcluster/cmd/runbundle upgrade $(BUNDLE_IMG) --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: cleanup-bundle
 cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every RedisCluster): remove the Subscription, CSVs, catalog and OperatorGroup.

@@ -10,7 +10,10 @@ set -euo pipefail
 out=$1 mod=$2
 shift 2
 cache=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/redis-operator/tools}
-key=$({ go version; go env GOOS GOARCH CGO_ENABLED GOFLAGS; cat "$mod/go.mod" "$mod/go.sum"; echo "$(basename "$out")" "$*"; } | sha256sum | cut -c1-16)
+# A module the tools module replaces with a directory of its own (hack/tools/olmv1/boxcutter) counts
+# too: its sources are part of what makes the build.
+local_modules=$(find "$mod" -mindepth 2 -type f \( -name '*.go' -o -name go.mod \) | sort)
+key=$({ go version; go env GOOS GOARCH CGO_ENABLED GOFLAGS; cat "$mod/go.mod" "$mod/go.sum"; [ -z "$local_modules" ] || cat $local_modules; echo "$(basename "$out")" "$*"; } | sha256sum | cut -c1-16)
 if [[ $out == */ ]]; then dest=$out; else dest=$(dirname "$out")/; fi
 mkdir -p "$dest"
 if [ ! -d "$cache/$key" ]; then

@@ -83,6 +83,15 @@ func RenderBundleImage(ctx context.Context, opm, registryHost, image string) (de
 		return declcfg.Bundle{}, err
 	}
 	defer func() { _ = os.RemoveAll(cache) }()
+	// opm pulls with containers/image, which wants a signature policy: the registry is the
+	// cluster's own, whose images the harness built.
+	policy := filepath.Join(cache, ".config", "containers", "policy.json")
+	if err := os.MkdirAll(filepath.Dir(policy), 0o755); err != nil {
+		return declcfg.Bundle{}, err
+	}
+	if err := os.WriteFile(policy, []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o644); err != nil {
+		return declcfg.Bundle{}, err
+	}
 	cmd := exec.CommandContext(ctx, opm, "render", ref.String(), "--use-http", "--migrate-level", "bundle-object-to-csv-metadata", "-o", "yaml")
 	cmd.Env = append(os.Environ(), "TMPDIR="+cache, "HOME="+cache) // opm's pulls and cache stay in cache
 	var stderr bytes.Buffer
@@ -378,9 +387,14 @@ func copyDir(src, dst string) error {
 	return nil
 }
 
+// CatalogImage is the name the local cluster publishes catalog/ under: the Makefile's
+// CATALOG_IMG repository, at the tag a CatalogSource follows (each release pushes it anew).
+const CatalogImage = "example.com/redis-operator-catalog:latest"
+
 // ServeCatalogImage points the CatalogSource name in namespace at image (a grpc CatalogSource
-// with spec.image): OLM runs the registry pod itself. Serving another image replaces the pod.
-func (c *Cluster) ServeCatalogImage(ctx context.Context, namespace, name, image string) error {
+// with spec.image): OLM runs the registry pod itself, and polls the image every poll for a new
+// one under the same name (0: never). Serving another image replaces the pod.
+func (c *Cluster) ServeCatalogImage(ctx context.Context, namespace, name, image string, poll time.Duration) error {
 	cs := &operatorsv1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cs, func() error {
 		cs.Spec.SourceType = operatorsv1alpha1.SourceTypeGrpc
@@ -389,6 +403,10 @@ func (c *Cluster) ServeCatalogImage(ctx context.Context, namespace, name, image 
 		cs.Spec.DisplayName = name
 		// Restricted: the pod OLM makes passes the restricted Pod Security Standard.
 		cs.Spec.GrpcPodConfig = &operatorsv1alpha1.GrpcPodConfig{SecurityContextConfig: operatorsv1alpha1.Restricted}
+		cs.Spec.UpdateStrategy = nil
+		if poll > 0 {
+			cs.Spec.UpdateStrategy = &operatorsv1alpha1.UpdateStrategy{RegistryPoll: &operatorsv1alpha1.RegistryPoll{RawInterval: poll.String()}}
+		}
 		return nil
 	})
 	return err

@@ -63,9 +63,11 @@ func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 	o := &OLM{c: c, stop: make(chan struct{}), resolvConf: resolvConf}
 	env := append(os.Environ(), "KUBECONFIG="+c.NodeKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)
 	o.supervise("olm", filepath.Join(binDir, "olm"), env, "--namespace", OLMNamespace, "--writeStatusName=", "--writePackageServerStatusName=")
-	// The unpack Jobs of bundle images run OLM's image (cpb) and opm's, both built here.
+	// The unpack Jobs of bundle images run OLM's image (cpb) and opm's, both built here; they run
+	// as a user of their own (upstream's chart sets --set-workload-user-id=true off OpenShift), so
+	// that they pass the restricted Pod Security Standard of a users' namespace.
 	o.supervise("catalog", filepath.Join(binDir, "catalog"), env, "--namespace", OLMNamespace, "--kubeconfig", c.NodeKubeconfig, "--writeStatusName=",
-		"--util-image", images.OLMImage, "--opmImage", OPMImage)
+		"--util-image", images.OLMImage, "--opmImage", OPMImage, "--set-workload-user-id=true")
 	return o, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -27,9 +28,9 @@ const (
 )
 
 // BundleRun does on the local cluster what `operator-sdk run bundle`, `run bundle-upgrade` and
-// `cleanup` do, without images: the bundle, rendered with opm, is served by a registry pod
-// (ServeCatalog), subscribed to with manual approval, and its InstallPlan approved. It prints
-// its steps as the SDK does.
+// `cleanup` do: the bundle image, rendered with opm, is named by a catalog that a registry pod of
+// the opm image serves (ServeCatalog), subscribed to with manual approval, and its InstallPlan
+// approved; OLM unpacks the bundle image with a Job. It prints its steps as the SDK does.
 type BundleRun struct {
 	Cluster   *Cluster
 	Namespace string
@@ -49,10 +50,27 @@ func subscriptionName(csv string) string {
 	return strings.NewReplacer(".", "-").Replace(csv) + "-sub"
 }
 
-// Run installs bundle and waits until its CSV is Succeeded.
-func (r BundleRun) Run(ctx context.Context, bundle declcfg.Bundle) error {
-	bundle.Image = "" // no registry here: OLM installs from the manifests the catalog carries
-	r.logf("Creating a File-Based Catalog of the bundle %q", bundle.Name)
+// render renders the bundle image, pulled from the cluster's registry.
+func (r BundleRun) render(ctx context.Context, image string) (declcfg.Bundle, error) {
+	host, err := LocalRegistry(ctx, r.Cluster.Client)
+	if err != nil {
+		return declcfg.Bundle{}, err
+	}
+	r.logf("Creating a File-Based Catalog of the bundle %q", image)
+	bundle, err := RenderBundleImage(ctx, filepath.Join(r.Cluster.Root, "bin", "opm"), host, image)
+	if err != nil {
+		return declcfg.Bundle{}, err
+	}
+	r.logf("Generated a valid File-Based Catalog of %s", bundle.Name)
+	return bundle, nil
+}
+
+// Run installs the bundle image and waits until its CSV is Succeeded.
+func (r BundleRun) Run(ctx context.Context, image string) error {
+	bundle, err := r.render(ctx, image)
+	if err != nil {
+		return err
+	}
 	fbc := &declcfg.DeclarativeConfig{
 		Packages: []declcfg.Package{{Schema: declcfg.SchemaPackage, Name: bundle.Package, DefaultChannel: runBundleChannel}},
 		Channels: []declcfg.Channel{{Schema: declcfg.SchemaChannel, Package: bundle.Package, Name: runBundleChannel,
@@ -83,10 +101,13 @@ func (r BundleRun) Run(ctx context.Context, bundle declcfg.Bundle) error {
 	return r.waitSucceeded(ctx, sub.Name, bundle.Name)
 }
 
-// Upgrade adds bundle to the catalog the package was installed from, replacing the installed
-// CSV, and approves the upgrade.
-func (r BundleRun) Upgrade(ctx context.Context, bundle declcfg.Bundle) error {
-	bundle.Image = ""
+// Upgrade adds the bundle image to the catalog the package was installed from, replacing the
+// installed CSV, and approves the upgrade.
+func (r BundleRun) Upgrade(ctx context.Context, image string) error {
+	bundle, err := r.render(ctx, image)
+	if err != nil {
+		return err
+	}
 	sub, err := r.subscription(ctx, bundle.Package)
 	if err != nil {
 		return err

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/org/redis-operator/test/node"
@@ -38,6 +40,7 @@ func (s Suite) Run(m *testing.M, root string, use func(*Cluster)) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
 	} else {
+		stopOnSignal(cluster, dir)
 		use(cluster)
 		code = m.Run()
 	}
@@ -58,4 +61,20 @@ func (s Suite) Run(m *testing.M, root string, use func(*Cluster)) int {
 		code = 1
 	}
 	return code
+}
+
+// stopOnSignal stops the cluster and exits when the tests are interrupted (Ctrl-C, or a
+// SIGTERM from a CI runner): otherwise the real node's containers, mounts and namespaces would
+// outlive the test binary. (go test's own -timeout panics and cannot be caught: suites set
+// their timeout well above their duration.)
+func stopOnSignal(cluster *Cluster, dir string) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "%s: stopping the local cluster\n", sig)
+		cluster.Stop()
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}()
 }

@@ -126,8 +126,8 @@ func waitCSV(t *testing.T, namespace, name string) time.Duration {
 	return time.Since(start)
 }
 
-// catalogImage is the catalog image's repository, as the Makefile names it (CATALOG_IMG).
-const catalogImage = "example.com/redis-operator-catalog"
+// catalogPoll is how often OLM looks for a new catalog image under the CatalogSource's name.
+const catalogPoll = 15 * time.Second
 
 // publishedCatalog is catalog/ as published, with only the bundles keep takes.
 func publishedCatalog(t *testing.T, keep func(string) bool) *declcfg.DeclarativeConfig {
@@ -149,14 +149,6 @@ func unpackJobs(t *testing.T) int {
 		}
 	}
 	return n
-}
-
-// localCatalog is catalog/ as the local cluster serves it, with only the bundles keep takes.
-func localCatalog(t *testing.T, keep func(string) bool) *declcfg.DeclarativeConfig {
-	t.Helper()
-	fbc, err := localcluster.LocalCatalog(context.Background(), root, keep)
-	require.NoError(t, err)
-	return fbc
 }
 
 func catalogReady(c require.TestingT, namespace, name string) string {
@@ -194,6 +186,93 @@ func podRestarts(t require.TestingT, namespace string) map[string]string {
 	return out
 }
 
+// upgradeWatch is what a user of a RedisCluster sees while the operator is upgraded: a client
+// writing through the primary Service (WAIT 1), and the RedisCluster's Ready condition every
+// 100 ms.
+type upgradeWatch struct {
+	namespace string
+	writer    *redistest.Writer
+	notReady  atomic.Int64
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// watchUpgrade starts watching the RedisCluster sessions in namespace; every also runs at each
+// observation (nil: nothing).
+func watchUpgrade(t *testing.T, namespace string, every func()) *upgradeWatch {
+	t.Helper()
+	u := &upgradeWatch{namespace: namespace, stop: make(chan struct{}), done: make(chan struct{})}
+	u.writer = redistest.StartWriter(redistest.WriterOptions{
+		Client:    func(ctx context.Context) (goredis.UniversalClient, error) { return primaryClient(ctx, namespace) },
+		CloseEach: true, Wait: time.Second, Every: 20 * time.Millisecond, Prefix: "upgrade-",
+	})
+	t.Cleanup(u.writer.Stop)
+	go func() {
+		defer close(u.done)
+		for {
+			select {
+			case <-u.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if !redisClusterReady(t, namespace) {
+				u.notReady.Add(1)
+			}
+			if every != nil {
+				every()
+			}
+		}
+	}()
+	return u
+}
+
+// finish stops watching and asserts the RedisCluster stayed Ready and lost no acknowledged write.
+func (u *upgradeWatch) finish(t *testing.T) {
+	t.Helper()
+	u.writer.Stop()
+	close(u.stop)
+	<-u.done
+	assert.Zero(t, u.notReady.Load(), "observations of the RedisCluster not Ready during the upgrade")
+	acked, _, _ := u.writer.Result()
+	reader, err := primaryClient(context.Background(), u.namespace)
+	require.NoError(t, err)
+	defer reader.Close()
+	lost := redistest.Missing(context.Background(), reader, acked)
+	assert.Empty(t, lost, "writes acknowledged with WAIT 1 and then lost")
+	assert.NotEmpty(t, acked)
+	fmt.Printf("figure: writes during the upgrade: %d acknowledged, %d lost\n", len(acked), len(lost))
+}
+
+// operatorStaysRunning waits until one operator pod runs in namespace, then checks for 5 s that
+// it is still that pod and has not restarted (an operator that crashes once started is Succeeded
+// first).
+func operatorStaysRunning(t *testing.T, namespace string) {
+	t.Helper()
+	running := func(c require.TestingT) (name string, restarts int32) {
+		pods := &corev1.PodList{}
+		require.NoError(c, cluster.Client.List(context.Background(), pods, client.InNamespace(namespace), client.MatchingLabels{"control-plane": "controller-manager"}))
+		var names []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				names = append(names, p.Name)
+				for _, cs := range p.Status.ContainerStatuses {
+					restarts += cs.RestartCount
+				}
+			}
+		}
+		require.Len(c, names, 1, "one operator pod Running in %s", namespace)
+		return names[0], restarts
+	}
+	var pod string
+	require.EventuallyWithT(t, func(c *assert.CollectT) { pod, _ = running(c) }, waitFor, tick)
+	for range 10 {
+		time.Sleep(500 * time.Millisecond)
+		name, restarts := running(t)
+		require.Equal(t, pod, name, "the operator's pod was replaced")
+		require.Zero(t, restarts, "the operator's container restarted")
+	}
+}
+
 // The catalog story: install from the catalog as OperatorHub does, run a RedisCluster under the
 // OLM-installed operator, then let a new catalog drive the upgrade by itself.
 func TestCatalogInstallAndUpgrade(t *testing.T) {
@@ -201,11 +280,12 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	only010 := func(name string) bool { return name == pkg+".v0.1.0" }
 
 	// Given the catalog with 0.1.0 only, published as a catalog image with its bundle image, and
-	// a CatalogSource of that image in OLM's global catalog namespace (OLM runs its registry pod)
+	// a CatalogSource of that image in OLM's global catalog namespace (OLM runs its registry pod
+	// and polls the image for a new one)
 	published010 := time.Now()
-	require.NoError(t, cluster.PublishCatalog(ctx, catalogImage+":v0.1.0", publishedCatalog(t, only010)))
+	require.NoError(t, cluster.PublishCatalog(ctx, localcluster.CatalogImage, publishedCatalog(t, only010)))
 	fmt.Printf("figure: catalog and bundle images of 0.1.0 built and pushed in %.1fs\n", time.Since(published010).Seconds())
-	require.NoError(t, cluster.ServeCatalogImage(ctx, localcluster.OLMNamespace, pkg, catalogImage+":v0.1.0"))
+	require.NoError(t, cluster.ServeCatalogImage(ctx, localcluster.OLMNamespace, pkg, localcluster.CatalogImage, catalogPoll))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, "READY", catalogReady(c, localcluster.OLMNamespace, pkg))
 	}, waitFor, tick)
@@ -236,15 +316,8 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick, "RedisCluster Ready")
 	before := podRestarts(t, ns)
 
-	// And a client writes through the primary Service while the operator is upgraded
-	var notReady atomic.Int64
-	stop := make(chan struct{})
-	w := redistest.StartWriter(redistest.WriterOptions{
-		Client:    func(ctx context.Context) (goredis.UniversalClient, error) { return primaryClient(ctx, ns) },
-		CloseEach: true, Wait: time.Second, Every: 20 * time.Millisecond, Prefix: "upgrade-",
-	})
-	defer w.Stop()
-	// and the leader election Lease shows how long no operator led
+	// And a client writes through the primary Service while the operator is upgraded, and the
+	// leader election Lease shows how long no operator led
 	lease := client.ObjectKey{Namespace: localcluster.OperatorsNamespace, Name: "redis-operator.cache.example.com"}
 	leader := func() string {
 		l := &coordinationv1.Lease{}
@@ -257,59 +330,34 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 	require.NotEmpty(t, oldLeader, "the 0.1.0 operator leads")
 	lastOld := time.Now()
 	var firstNew time.Time
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if !redisClusterReady(t, ns) {
-				notReady.Add(1)
-			}
-			switch holder := leader(); {
-			case holder == oldLeader:
-				lastOld = time.Now()
-			case holder != "" && firstNew.IsZero():
-				firstNew = time.Now()
-			}
+	upgrade := watchUpgrade(t, ns, func() {
+		switch holder := leader(); {
+		case holder == oldLeader:
+			lastOld = time.Now()
+		case holder != "" && firstNew.IsZero():
+			firstNew = time.Now()
 		}
-	}()
+	})
 
-	// When the next release is published (a new catalog image, with 0.2.0 and its bundle image)
-	// and the CatalogSource points at it
+	// When the next release is published: a new catalog image under the same name, with 0.2.0
+	// and its bundle image; nobody touches the cluster
 	published := time.Now()
-	require.NoError(t, cluster.PublishCatalog(ctx, catalogImage+":v0.2.0", publishedCatalog(t, nil)))
-	require.NoError(t, cluster.ServeCatalogImage(ctx, localcluster.OLMNamespace, pkg, catalogImage+":v0.2.0"))
+	require.NoError(t, cluster.PublishCatalog(ctx, localcluster.CatalogImage, publishedCatalog(t, nil)))
 
-	// Then OLM upgrades by itself: 0.2.0 Succeeded and 0.1.0 gone
+	// Then OLM finds it at its next poll and upgrades by itself: 0.2.0 Succeeded and 0.1.0 gone
 	waitCSV(t, localcluster.OperatorsNamespace, pkg+".v0.2.0")
-	fmt.Printf("figure: catalog update -> CSV 0.2.0 Succeeded in %.1fs\n", time.Since(published).Seconds())
+	fmt.Printf("figure: catalog image pushed -> CSV 0.2.0 Succeeded in %.1fs (registry poll every %s)\n", time.Since(published).Seconds(), catalogPoll)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, csvPhase(c, localcluster.OperatorsNamespace, pkg+".v0.1.0"), "the old CSV is gone")
 	}, waitFor, tick)
 	cluster.MustKubectl(t, "-n", localcluster.OperatorsNamespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 	assert.Equal(t, 2, unpackJobs(t), "OLM unpacked 0.2.0's bundle image with a Job too")
-	// The new operator takes the lease (the watcher above times it), then runs its health
-	// checks a few rounds.
+	// The new operator takes the lease (the watcher above times it) and keeps running
 	require.Eventually(t, func() bool { l := leader(); return l != "" && l != oldLeader }, waitFor, tick, "a new operator takes the lease")
-	time.Sleep(3 * time.Second)
-	w.Stop()
-	close(stop)
-	<-watchDone
+	operatorStaysRunning(t, localcluster.OperatorsNamespace)
 
 	// And Redis never noticed: Ready throughout, no acknowledged write lost, no pod restarted
-	assert.Zero(t, notReady.Load(), "observations of the RedisCluster not Ready during the upgrade")
-	acked, _, _ := w.Result()
-	reader, err := primaryClient(ctx, ns)
-	require.NoError(t, err)
-	defer reader.Close()
-	lost := redistest.Missing(ctx, reader, acked)
-	assert.Empty(t, lost, "writes acknowledged with WAIT 1 and then lost")
-	assert.NotEmpty(t, acked)
-	fmt.Printf("figure: writes during the upgrade: %d acknowledged, %d lost\n", len(acked), len(lost))
+	upgrade.finish(t)
 	assert.Equal(t, before, podRestarts(t, ns), "no Redis pod restarted or was replaced because the operator changed")
 	if assert.False(t, firstNew.IsZero(), "a new operator took the lease") {
 		fmt.Printf("figure: operator leader handover during the upgrade: %.1fs without a leader (100 ms resolution)\n", firstNew.Sub(lastOld).Seconds())
@@ -413,7 +461,13 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	other := newNamespace(t, "team-b")
 	nsArg := "RUN_BUNDLE_NAMESPACE=" + ns
 
-	out := runMake(t, "run-bundle", "BUNDLE=config/catalog/released/redis-operator.v0.1.0.yaml", nsArg)
+	// Given the bundle images of the releases in catalog/ in the cluster's registry
+	released := publishedCatalog(t, nil)
+	require.NoError(t, cluster.PublishBundles(ctx, released))
+
+	// When the previous release's bundle image is run, as OperatorHub.io's upgrade test does
+	// (operator-sdk run bundle)
+	out := runMake(t, "run-bundle", "BUNDLE_IMG="+released.Bundles[0].Image, nsArg)
 	assert.Contains(t, out, `OperatorGroup "operator-sdk-og" created`)
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.1.0"`)
 	cluster.MustKubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
@@ -443,9 +497,19 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	// OLM would fail the whole install on a cluster without these CRDs)
 	cluster.MustKubectl(t, "apply", "--server-side", "-f", filepath.Join(root, "bin", "prometheus-crds"))
 
-	out = runMake(t, "run-bundle-upgrade", "BUNDLE=bundle", nsArg)
+	// When a developer builds this tree's bundle image, pushes it to the cluster's registry and
+	// upgrades to it (operator-sdk run bundle-upgrade), while a client writes
+	upgrade := watchUpgrade(t, ns, nil)
+	runMake(t, "bundle-build", "bundle-push")
+	upgraded := time.Now()
+	out = runMake(t, "run-bundle-upgrade", nsArg)
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
-	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick)
+	fmt.Printf("figure: run bundle-upgrade 0.1.0 -> 0.2.0 from bundle images: CSV Succeeded in %.1fs\n", time.Since(upgraded).Seconds())
+
+	// Then the new operator runs and stays so, and the RedisCluster stayed Ready with every
+	// acknowledged write
+	operatorStaysRunning(t, ns)
+	upgrade.finish(t)
 	assert.Equal(t, before, podRestarts(t, ns), "the upgrade restarted no Redis pod")
 
 	// Then the upgraded operator installs its ServiceMonitor and PrometheusRule in its namespace,

@@ -71,9 +71,17 @@ func run() error {
 	}()
 	switch {
 	case *olmOnly:
+		step("Publishing the bundle image of every release in catalog/ to the cluster's registry")
+		fbc, err := localcluster.CatalogOf(ctx, root, nil)
+		if err != nil {
+			return err
+		}
+		if err := cluster.PublishBundles(ctx, fbc); err != nil {
+			return err
+		}
 		step("OLM runs; nothing is installed. Install the operator with make run-bundle (Ctrl-C ends the cluster)")
 		printUsage(cluster)
-		fmt.Printf("  make run-bundle BUNDLE=config/catalog/released/redis-operator.v0.1.0.yaml\n  make run-bundle-upgrade\n  make cleanup-bundle\n")
+		fmt.Printf("  make run-bundle BUNDLE_IMG=%s\n  make bundle-build bundle-push run-bundle-upgrade\n  make cleanup-bundle\n", fbc.Bundles[0].Image)
 		<-ctx.Done()
 		return nil
 	case *withOLM:
@@ -157,16 +165,34 @@ func printUsage(cluster *localcluster.Cluster) {
 		cluster.AdminKubeconfig, filepath.Dir(cluster.KubectlPath()), filepath.Dir(cluster.LogPath("kube-apiserver")))
 }
 
-// installFromCatalog does what a platform team does on OperatorHub: a CatalogSource serving
-// catalog/ (its bundles inline: there is no registry here) and a Subscription in the global
-// OperatorGroup; OLM installs the channel head.
+// installFromCatalog does what a platform team does on OperatorHub: a CatalogSource of the
+// catalog image (catalog/, published with its bundle images to the cluster's registry) and a
+// Subscription in the global OperatorGroup; OLM installs the channel head.
 func installFromCatalog(ctx context.Context, cluster *localcluster.Cluster, root string) error {
-	step("Serving catalog/ as CatalogSource olm/redis-operator (a registry pod of opm)")
-	fbc, err := localcluster.LocalCatalog(ctx, root, nil)
+	step("Publishing catalog/ as the catalog image " + localcluster.CatalogImage + ", with its bundle images, to the cluster's registry")
+	fbc, err := localcluster.CatalogOf(ctx, root, nil)
 	if err != nil {
 		return err
 	}
-	if _, err := cluster.ServeCatalog(ctx, localcluster.OLMNamespace, "redis-operator", fbc); err != nil {
+	if err := cluster.PublishCatalog(ctx, localcluster.CatalogImage, fbc); err != nil {
+		return err
+	}
+	step("kubectl apply: CatalogSource olm/redis-operator of that image (OLM runs its registry pod)")
+	source := fmt.Sprintf(`apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata: {name: redis-operator, namespace: olm}
+spec:
+  sourceType: grpc
+  image: %s
+  displayName: Redis Operator
+  grpcPodConfig: {securityContextConfig: restricted}
+  updateStrategy: {registryPoll: {interval: 10m}}
+`, localcluster.CatalogImage)
+	sourcePath := filepath.Join(cluster.Dir(), "catalogsource.yaml")
+	if err := os.WriteFile(sourcePath, []byte(source), 0o600); err != nil {
+		return err
+	}
+	if err := show(cluster, "apply", "-f", sourcePath); err != nil {
 		return err
 	}
 	step("kubectl apply: Subscription operators/redis-operator (channel stable, automatic approval)")

@@ -1,13 +1,12 @@
 // Command runbundle does on the local cluster (make demo-olm) what `operator-sdk run bundle`,
-// `run bundle-upgrade` and `cleanup` do, without images: make run-bundle, run-bundle-upgrade and
-// cleanup-bundle call it.
+// `run bundle-upgrade` and `cleanup` do: make run-bundle, run-bundle-upgrade and cleanup-bundle
+// call it.
 //
-//	runbundle run     --bundle DIR|FILE [--namespace NS]   install a bundle with OLM
-//	runbundle upgrade --bundle DIR|FILE [--namespace NS]   upgrade the installed one to it
-//	runbundle cleanup [--package NAME] [--namespace NS]    remove what run and upgrade made
+//	runbundle run     IMAGE [--namespace NS]              install a bundle image with OLM
+//	runbundle upgrade IMAGE [--namespace NS]              upgrade the installed one to it
+//	runbundle cleanup [--package NAME] [--namespace NS]   remove what run and upgrade made
 //
-// DIR is a bundle directory (rendered with opm render); FILE is a rendered bundle, such as a
-// release record in config/catalog/released.
+// IMAGE is a bundle image in the cluster's registry (make bundle-build bundle-push).
 package main
 
 import (
@@ -17,10 +16,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,11 +38,18 @@ func run() error {
 		return errors.New("usage: runbundle run|upgrade|cleanup [flags]")
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
-	bundlePath := fs.String("bundle", "bundle", "a bundle directory, or a rendered bundle file")
 	namespace := fs.String("namespace", "default", "the namespace to install into (an OperatorGroup for it alone is created unless it has one)")
 	pkg := fs.String("package", "redis-operator", "the package to clean up")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for each step")
-	if err := fs.Parse(os.Args[2:]); err != nil {
+	args := os.Args[2:]
+	var image string
+	if os.Args[1] != "cleanup" {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			return fmt.Errorf("usage: runbundle %s IMAGE [--namespace NS]: the bundle image to install", os.Args[1])
+		}
+		image, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -69,36 +74,12 @@ func run() error {
 		},
 	}
 	switch os.Args[1] {
-	case "run", "upgrade":
-		bundle, err := loadBundle(ctx, filepath.Join(root, "bin", "opm"), *bundlePath)
-		if err != nil {
-			return err
-		}
-		if os.Args[1] == "run" {
-			return r.Run(ctx, bundle)
-		}
-		return r.Upgrade(ctx, bundle)
+	case "run":
+		return r.Run(ctx, image)
+	case "upgrade":
+		return r.Upgrade(ctx, image)
 	case "cleanup":
 		return r.Cleanup(ctx, *pkg)
 	}
 	return fmt.Errorf("unknown command %q: run, upgrade or cleanup", os.Args[1])
-}
-
-// loadBundle renders a bundle directory, or reads a rendered bundle file.
-func loadBundle(ctx context.Context, opm, path string) (declcfg.Bundle, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return declcfg.Bundle{}, err
-	}
-	if info.IsDir() {
-		return localcluster.RenderBundle(ctx, opm, path)
-	}
-	fbc, err := localcluster.LoadCatalog(ctx, path)
-	if err != nil {
-		return declcfg.Bundle{}, err
-	}
-	if len(fbc.Bundles) != 1 {
-		return declcfg.Bundle{}, fmt.Errorf("%s holds %d bundles, not one", path, len(fbc.Bundles))
-	}
-	return fbc.Bundles[0], nil
 }
