@@ -416,5 +416,5 @@ cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every Red
 	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
 
 .PHONY: test-olm
-test-olm: localcluster node redis-image olm opm grpc-health-probe prometheus-crds ## OLM installs, upgrades and removes the operator on the local cluster's real node (root; catalog, run-bundle, install modes, scorecard).
+test-olm: localcluster node redis-image olm olmv1 opm grpc-health-probe prometheus-crds ## OLM v0 and v1 install, upgrade and remove the operator on the local cluster's real node from its images (root; catalog, run-bundle, install modes, scorecard, ClusterExtension).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

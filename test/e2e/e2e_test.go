@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -339,7 +338,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 	t.Run("docs/tls.md's example, run as written, gives a cluster that serves TLS only", func(t *testing.T) {
 		dir := t.TempDir()
-		runExample(t, root, "tls-example", dir, "NS="+ns)
+		cluster.RunDocsExample(t, "tls-example", dir, "NS="+ns)
 
 		// A client trusting the example's CA and checking the primary Service's name writes
 		// through it; plaintext is refused
@@ -360,7 +359,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("docs/users-and-passwords.md's example, run as written, gives an application user its rights only", func(t *testing.T) {
-		runExample(t, root, "users-example", t.TempDir(), "NS="+ns)
+		cluster.RunDocsExample(t, "users-example", t.TempDir(), "NS="+ns)
 
 		app := serviceClient(t, "sessions", 1, withPassword(t, "app-password"), func(o *goredis.Options) { o.Username = "app" })
 		defer app.Close()
@@ -385,7 +384,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		endpoint, err := cluster.ReachableFromPods(strings.TrimPrefix(store.Endpoint, "http://"))
 		require.NoError(t, err)
 
-		out := runExample(t, root, "backup-example", t.TempDir(), fmt.Sprintf("NS=%s S3_ENDPOINT=http://%s BUCKET=redis-backups AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s",
+		out := cluster.RunDocsExample(t, "backup-example", t.TempDir(), fmt.Sprintf("NS=%s S3_ENDPOINT=http://%s BUCKET=redis-backups AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s",
 			ns, endpoint, s3server.AccessKeyID, s3server.SecretAccessKey))
 		assert.Contains(t, out, "Restored from RedisBackup sessions-now")
 
@@ -403,12 +402,12 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("docs/metrics-and-alerts.md's metrics example, run as written, scrapes the operator as a bound ServiceAccount", func(t *testing.T) {
-		out := runExample(t, root, "metrics-example", root, "OPERATOR_NS="+localcluster.OperatorNamespace)
+		out := cluster.RunDocsExample(t, "metrics-example", root, "OPERATOR_NS="+localcluster.OperatorNamespace)
 		assert.Contains(t, out, `redis_operator_node_up{namespace="default",pod="sessions-0",rediscluster="sessions"} 1`)
 	})
 
 	t.Run("docs/metrics-and-alerts.md's alerts example, run as written, applies the ServiceMonitor and PrometheusRule", func(t *testing.T) {
-		out := runExample(t, root, "alerts-example", root, "make prometheus-crds")
+		out := cluster.RunDocsExample(t, "alerts-example", root, "make prometheus-crds")
 		assert.Contains(t, out, "servicemonitor.monitoring.coreos.com/redis-operator-controller-manager-metrics-monitor")
 		assert.Contains(t, out, "prometheusrule.monitoring.coreos.com/redis-operator-rules")
 	})
@@ -628,14 +627,11 @@ func primaryDiesWhileEtcdIsStopped(t *testing.T) {
 	assert.Equal(t, restarts, now, "the operator did not exit while etcd was stopped")
 }
 
-// runExample runs the shell example name of docs/ with bash in dir, as a user would: the
-// cluster's kubectl on PATH, its admin kubeconfig. firstLine replaces the example's first line
-// (the variable a user sets: the namespace, an address the demo printed).
 // clusterExampleServesAClusterClient runs docs/cluster-mode.md's example, then writes and
 // reads keys through its Service with a cluster client, which follows MOVED to the pods; then
 // that page's scale-out to 4 shards and back to 3, reading the keys back after each.
 func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
-	out := runExample(t, root, "cluster-example", t.TempDir(), "NS="+ns)
+	out := cluster.RunDocsExample(t, "cluster-example", t.TempDir(), "NS="+ns)
 	for i := range 3 {
 		assert.Contains(t, out, fmt.Sprintf("orders-shard%d: primary orders-shard%d-", i, i))
 	}
@@ -662,7 +658,7 @@ func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	readBack("formed")
 
 	// docs/cluster-mode.md's scale-out: a fourth shard gets its even share of the slots, keys and all
-	out = runExample(t, root, "cluster-scale-example", t.TempDir(), "NS="+ns)
+	out = cluster.RunDocsExample(t, "cluster-scale-example", t.TempDir(), "NS="+ns)
 	assert.Contains(t, out, "orders-shard3: [", "the new shard serves slots:\n%s", out)
 	cc.ReloadState(context.Background())
 	readBack("after the scale-out to 4 shards")
@@ -681,40 +677,4 @@ func clusterExampleServesAClusterClient(t *testing.T, root, ns string) {
 	}, 30*time.Second, time.Second, "the client finds the three shards")
 	readBack("after the scale-in to 3 shards")
 	cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/orders", "--wait")
-}
-
-func runExample(t *testing.T, root, name, dir, firstLine string) string {
-	t.Helper()
-	script := docsExample(t, root, name)
-	script = firstLine + "\n" + script[strings.Index(script, "\n")+1:]
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.AdminKubeconfig,
-		"PATH="+filepath.Dir(cluster.KubectlPath())+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return string(out)
-}
-
-// docsExample is the shell block between <!-- name --> and <!-- /name --> in the one page of
-// docs/ that has it.
-func docsExample(t *testing.T, root, name string) string {
-	t.Helper()
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	require.NoError(t, err)
-	var blocks []string
-	for _, page := range pages {
-		raw, err := os.ReadFile(page)
-		require.NoError(t, err)
-		text := string(raw)
-		start := strings.Index(text, "<!-- "+name+" -->")
-		end := strings.Index(text, "<!-- /"+name+" -->")
-		if start >= 0 && end > start {
-			blocks = append(blocks, text[start:end])
-		}
-	}
-	require.Len(t, blocks, 1, "one page of docs/ has the %s example", name)
-	block := blocks[0]
-	block = block[strings.Index(block, "```sh\n")+len("```sh\n"):]
-	return block[:strings.LastIndex(block, "```")]
 }

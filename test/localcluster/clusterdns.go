@@ -51,7 +51,7 @@ func startClusterDNS(netns *node.Netns, c client.Reader) (*clusterDNS, error) {
 // writeResolvConf writes the resolv.conf of a process that resolves through the cluster's DNS,
 // with the search list a pod in namespace gets.
 func writeResolvConf(dir, namespace string) (string, error) {
-	path := filepath.Join(dir, "resolv.conf")
+	path := filepath.Join(dir, "resolv-"+namespace+".conf")
 	conf := fmt.Sprintf("nameserver %s\nsearch %s.svc.%s svc.%s %s\noptions ndots:5\n",
 		node.NodeIP, namespace, node.ClusterDomain, node.ClusterDomain, node.ClusterDomain)
 	return path, os.WriteFile(path, []byte(conf), 0o644)

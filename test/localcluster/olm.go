@@ -29,10 +29,16 @@ const (
 // namespace, where they reach the registry pods (OLM's own images are not built yet: the next
 // issue's).
 type OLM struct {
-	c          *Cluster
-	resolvConf string
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	supervisor
+}
+
+// supervisor runs processes in the node's namespace, each started again whenever it exits (as
+// a Deployment restarts its pod), until Stop. They resolve names through the cluster's DNS.
+type supervisor struct {
+	c    *Cluster
+	env  []string
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 // StartOLM installs OLM as its own install does (CRDs, namespaces, OperatorGroups) and runs
@@ -60,13 +66,14 @@ func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &OLM{c: c, stop: make(chan struct{}), resolvConf: resolvConf}
-	env := append(os.Environ(), "KUBECONFIG="+c.NodeKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)
-	o.supervise("olm", filepath.Join(binDir, "olm"), env, "--namespace", OLMNamespace, "--writeStatusName=", "--writePackageServerStatusName=")
+	o := &OLM{supervisor{c: c, stop: make(chan struct{}),
+		env: append(os.Environ(), "KUBECONFIG="+c.NodeKubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace)}}
+	files := node.PodFiles{ResolvConf: resolvConf}
+	o.supervise("olm", files, filepath.Join(binDir, "olm"), "--namespace", OLMNamespace, "--writeStatusName=", "--writePackageServerStatusName=")
 	// The unpack Jobs of bundle images run OLM's image (cpb) and opm's, both built here; they run
 	// as a user of their own (upstream's chart sets --set-workload-user-id=true off OpenShift), so
 	// that they pass the restricted Pod Security Standard of a users' namespace.
-	o.supervise("catalog", filepath.Join(binDir, "catalog"), env, "--namespace", OLMNamespace, "--kubeconfig", c.NodeKubeconfig, "--writeStatusName=",
+	o.supervise("catalog", files, filepath.Join(binDir, "catalog"), "--namespace", OLMNamespace, "--kubeconfig", c.NodeKubeconfig, "--writeStatusName=",
 		"--util-image", images.OLMImage, "--opmImage", OPMImage, "--set-workload-user-id=true")
 	return o, nil
 }
@@ -90,15 +97,15 @@ func (c *Cluster) createOLMNamespaces(ctx context.Context) error {
 
 // supervise runs a process and starts it again whenever it exits (OLM's operators exit to
 // restart themselves, as a Deployment would restart their pod), until Stop.
-func (o *OLM) supervise(name, bin string, env []string, args ...string) {
+func (o *supervisor) supervise(name string, files node.PodFiles, bin string, args ...string) {
 	o.wg.Go(func() {
 		for {
 			log, err := os.OpenFile(o.c.LogPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				return
 			}
-			cmd := o.c.real.netns.CommandResolvingWith(context.Background(), o.resolvConf, bin, args...)
-			cmd.Env = env
+			cmd := o.c.real.netns.CommandWith(context.Background(), files, bin, args...)
+			cmd.Env = o.env
 			cmd.Stdout, cmd.Stderr = log, log
 			p, err := node.StartProcess(cmd)
 			log.Close()
@@ -120,8 +127,8 @@ func (o *OLM) supervise(name, bin string, env []string, args ...string) {
 	})
 }
 
-// Stop ends OLM's operators; what they created stays in the cluster.
-func (o *OLM) Stop() {
+// Stop ends the processes; what they created stays in the cluster.
+func (o *supervisor) Stop() {
 	select {
 	case <-o.stop:
 	default:

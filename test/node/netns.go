@@ -54,14 +54,31 @@ func (n *Netns) Command(ctx context.Context, name string, args ...string) *exec.
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.Path(), "--", name}, args...)...)
 }
 
-// CommandResolvingWith is Command with its own /etc/resolv.conf: the process runs in a mount
-// namespace of its own (unshare), where resolvConf is bind-mounted over the machine's file, so
-// that names resolve through the cluster's DNS (a static Go binary reads no other file). The
-// mount ends with the process; the machine's file is never touched.
-func (n *Netns) CommandResolvingWith(ctx context.Context, resolvConf, name string, args ...string) *exec.Cmd {
-	const bindThenExec = `mount --bind "$0" /etc/resolv.conf && exec "$@"`
-	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.Path(), "--", "unshare", "--mount", "--propagation", "private", "--",
-		"sh", "-c", bindThenExec, resolvConf, name}, args...)...)
+// PodFiles are the files a pod's process finds where Kubernetes puts them, given to a process
+// the harness runs in the node's namespace.
+type PodFiles struct {
+	// ResolvConf becomes /etc/resolv.conf: names resolve through the cluster's DNS (a static Go
+	// binary reads no other file).
+	ResolvConf string
+	// ServiceAccount, when set, is a directory whose files (token, namespace) appear in
+	// /var/run/secrets/kubernetes.io/serviceaccount, as in a pod of that ServiceAccount.
+	ServiceAccount string
+}
+
+// CommandWith is Command with files where a pod has them: the process runs in a mount namespace
+// of its own (unshare), where resolv.conf is bind-mounted over the machine's file and /run
+// (/var/run) is a fresh tmpfs holding the ServiceAccount's files. The mounts end with the
+// process; the machine's files are never touched.
+func (n *Netns) CommandWith(ctx context.Context, files PodFiles, name string, args ...string) *exec.Cmd {
+	script := `mount --bind "$RESOLV_CONF" /etc/resolv.conf`
+	if files.ServiceAccount != "" {
+		script += ` && mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount` +
+			` && cp "$SERVICE_ACCOUNT"/* /run/secrets/kubernetes.io/serviceaccount/`
+	}
+	script += ` && unset RESOLV_CONF SERVICE_ACCOUNT && exec "$@"`
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.Path(), "--", "unshare", "--mount", "--propagation", "private", "--",
+		"env", "RESOLV_CONF=" + files.ResolvConf, "SERVICE_ACCOUNT=" + files.ServiceAccount, "sh", "-c", script, "sh", name}, args...)...)
+	return cmd
 }
 
 // Delete removes the namespace (ip netns delete), and with it its interfaces and rules.
