@@ -154,8 +154,19 @@ docker-build: ## Build the manager image: with $(CONTAINER_TOOL) when its engine
 	fi
 
 .PHONY: docker-push
-docker-push: ## Push the manager image.
-	$(CONTAINER_TOOL) push $(IMG)
+docker-push: ## Push the manager image: with $(CONTAINER_TOOL) when its engine answers, otherwise to the local cluster's registry (make demo-olm).
+	$(call push_image,$(IMG),$(IMAGES_DIR)/operator)
+
+# push_image pushes image $(1) with $(CONTAINER_TOOL) when its engine answers; otherwise the OCI layout
+# $(2) that the matching *-build target wrote, to the registry of the local cluster in KUBECONFIG.
+define push_image
+	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
+		$(CONTAINER_TOOL) push $(1) ; \
+	else \
+		echo "No $(CONTAINER_TOOL) engine answers: pushing $(2) to the registry of the local cluster in KUBECONFIG (make demo-olm)"; \
+		go run ./test/localcluster/cmd/pushimage --dir $(2) --name $(1); \
+	fi
+endef
 
 ##@ Images without a container engine (test/images): OCI layouts under bin/images
 
@@ -243,12 +254,7 @@ bundle-build: ## Build the bundle image: with $(CONTAINER_TOOL) when its engine 
 
 .PHONY: bundle-push
 bundle-push: ## Push the bundle image: with $(CONTAINER_TOOL) when its engine answers, otherwise to the local cluster's registry (make demo-olm).
-	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
-		$(CONTAINER_TOOL) push $(BUNDLE_IMG) ; \
-	else \
-		echo "No $(CONTAINER_TOOL) engine answers: pushing $(IMAGES_DIR)/bundle to the registry of the local cluster in KUBECONFIG (make demo-olm)"; \
-		go run ./test/localcluster/cmd/pushimage --dir $(IMAGES_DIR)/bundle --name $(BUNDLE_IMG); \
-	fi
+	$(call push_image,$(BUNDLE_IMG),$(IMAGES_DIR)/bundle)
 
 .PHONY: catalog
 catalog: opm ## Render the file-based catalog from config/catalog/template.yaml and the bundle.
@@ -273,12 +279,7 @@ catalog-build: opm grpc-health-probe ## Build the catalog image (opm serving cat
 
 .PHONY: catalog-push
 catalog-push: ## Push the catalog image: with $(CONTAINER_TOOL) when its engine answers, otherwise to the local cluster's registry (make demo-olm).
-	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
-		$(CONTAINER_TOOL) push $(CATALOG_IMG) ; \
-	else \
-		echo "No $(CONTAINER_TOOL) engine answers: pushing $(IMAGES_DIR)/catalog to the registry of the local cluster in KUBECONFIG (make demo-olm)"; \
-		go run ./test/localcluster/cmd/pushimage --dir $(IMAGES_DIR)/catalog --name $(CATALOG_IMG); \
-	fi
+	$(call push_image,$(CATALOG_IMG),$(IMAGES_DIR)/catalog)
 
 .PHONY: scorecard
 scorecard: ## Run the scorecard with the operator-sdk CLI against the cluster in your kubeconfig.

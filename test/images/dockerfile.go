@@ -292,8 +292,23 @@ func OPM(opm, healthProbe string) (v1.Image, error) {
 	if healthProbe != "" {
 		binaries["/bin/grpc_health_probe"] = healthProbe
 	}
-	return Static(binaries, []string{"/bin/opm"})
+	img, err := Static(binaries, []string{"/bin/opm"})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg := cf.Config
+	cfg.User = fmt.Sprintf("%d", OPMUID)
+	return mutate.Config(img, cfg)
 }
+
+// OPMUID is the user opm's images run as (operator-registry's Dockerfiles say USER 1001), and the
+// one OLM's catalog operator gives the registry pods it makes (--set-workload-user-id): the cache
+// a catalog image's RUN builds is theirs, so that opm serving it may take its lock.
+const OPMUID = 1001
 
 // OLMUtil is OLM's image as its bundle unpack Jobs use it: cpb (OLM's util/cpb, static) and the
 // cp that hands it over (./cp, static), in /bin. OLM's operators themselves run as processes

@@ -100,8 +100,9 @@ func TestTheCatalogImageIsWhatCatalogDockerfileDescribes(t *testing.T) {
 	assert.Positive(t, cached, "opm's cache of /configs is in the image")
 	headers := filesOf(t, img)
 	require.Contains(t, headers, "/tmp/cache")
-	// opm takes a lock in its cache when it serves: the cache belongs to the user it runs as.
-	assert.Equal(t, images.NonRootUID, headers["/tmp/cache/pogreb.v1/db"].Uid, "the cache RUN made is the image user's")
+	// opm takes a lock in its cache when it serves: the cache belongs to the user it runs as,
+	// opm's user, which OLM's registry pods run as.
+	assert.Equal(t, images.OPMUID, headers["/tmp/cache/pogreb.v1/db"].Uid, "the cache RUN made is the image user's")
 	assert.Equal(t, 0, headers["/configs/redis-operator/catalog.yaml"].Uid, "what ADD copied is root's")
 	cf, err := img.ConfigFile()
 	require.NoError(t, err)

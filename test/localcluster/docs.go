@@ -11,11 +11,12 @@ import (
 )
 
 // DocsExample is the shell block between <!-- name --> and <!-- /name --> in the one page of
-// root's docs/ that has it: the suites run the manual's examples as written.
+// root's docs/ (or README.md) that has it: the suites run the manual's examples as written.
 func DocsExample(tb testing.TB, root, name string) string {
 	tb.Helper()
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(tb, err)
+	pages = append(pages, filepath.Join(root, "README.md"))
 	var blocks []string
 	for _, page := range pages {
 		raw, err := os.ReadFile(page)
@@ -27,7 +28,7 @@ func DocsExample(tb testing.TB, root, name string) string {
 			blocks = append(blocks, text[start:end])
 		}
 	}
-	require.Len(tb, blocks, 1, "one page of docs/ has the %s example", name)
+	require.Len(tb, blocks, 1, "one page of docs/ or the README has the %s example", name)
 	block := blocks[0]
 	block = block[strings.Index(block, "```sh\n")+len("```sh\n"):]
 	return block[:strings.LastIndex(block, "```")]

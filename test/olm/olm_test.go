@@ -75,6 +75,7 @@ func TestMain(m *testing.M) {
 func diagnose(c *localcluster.Cluster, dir string) {
 	for _, q := range []struct{ title, what, jsonpath string }{
 		{"what OLM made", "csv,deploy,pods,installplans,subscriptions,catalogsources", ""},
+		{"what OLM v1 made", "clustercatalogs,clusterextensions", "{range .items[*]}{.metadata.name}: {.status.conditions}{\"\\n\"}{end}"},
 		{"CSVs", "csv", "{range .items[*]}{.metadata.name}: {.status.phase} {.status.reason} {.status.message}{\"\\n\"}{end}"},
 		{"pods", "pods", "{range .items[*]}{.metadata.name}: {.status.phase} {.status.message}{\"\\n\"}{end}"},
 		{"plans and subscriptions", "installplans,subscriptions", "{range .items[*]}{.metadata.name}: {.status.phase} {.status.conditions}{\"\\n\"}{end}"},
@@ -93,7 +94,7 @@ func diagnose(c *localcluster.Cluster, dir string) {
 			fmt.Fprintf(os.Stderr, "--- pod %s/%s (last 40 lines)\n%s\n", namespace, name, logs)
 		}
 	}
-	for _, l := range []string{c.LogPath("catalog"), c.LogPath("olm")} {
+	for _, l := range []string{c.LogPath("catalog"), c.LogPath("olm"), c.LogPath("catalogd"), c.LogPath("operator-controller")} {
 		if log, err := os.ReadFile(l); err == nil {
 			fmt.Fprintf(os.Stderr, "--- %s (last 3 KiB)\n%s\n", l, log[max(0, len(log)-3072):])
 		}
@@ -500,11 +501,10 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	// When a developer builds this tree's bundle image, pushes it to the cluster's registry and
 	// upgrades to it (operator-sdk run bundle-upgrade), while a client writes
 	upgrade := watchUpgrade(t, ns, nil)
-	runMake(t, "bundle-build", "bundle-push")
 	upgraded := time.Now()
-	out = runMake(t, "run-bundle-upgrade", nsArg)
+	out = runMake(t, "bundle-build", "bundle-push", "run-bundle-upgrade", nsArg)
 	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
-	fmt.Printf("figure: run bundle-upgrade 0.1.0 -> 0.2.0 from bundle images: CSV Succeeded in %.1fs\n", time.Since(upgraded).Seconds())
+	fmt.Printf("figure: bundle image built and pushed, run bundle-upgrade 0.1.0 -> 0.2.0: CSV Succeeded in %.1fs\n", time.Since(upgraded).Seconds())
 
 	// Then the new operator runs and stays so, and the RedisCluster stayed Ready with every
 	// acknowledged write

@@ -24,29 +24,28 @@ const olmv1Namespace = "redis-operator"
 
 // The OLM v1 story: a ClusterCatalog of the catalog image, a ClusterExtension that installs the
 // operator for every namespace, the catalog's head moving to the next release, and the
-// extension deleted, as docs/olm.md tells a platform team to do it.
+// extension deleted, as the README and docs/olm.md tell a platform team to do it.
 func TestOLMv1InstallsUpgradesAndRemovesTheOperatorFromTheCatalogImage(t *testing.T) {
 	ctx := context.Background()
 	olmv1, err := cluster.StartOLMv1(ctx)
 	require.NoError(t, err)
 	defer olmv1.Stop()
-	// OLM v1 installs a CRD only if no other installer made it: the stories before this one
-	// installed the operator with OLM v0, which leaves its CRDs behind on purpose.
+	// OLM v1 installs an object only if no other installer made it: the stories before this one
+	// installed the operator with OLM v0, which leaves the bundle's cluster-wide objects (its
+	// CRDs, on purpose, and its ClusterRoles) behind.
 	cluster.MustKubectl(t, "delete", "crd", "redisclusters.cache.example.com", "redisbackups.cache.example.com", "--ignore-not-found", "--wait")
+	cluster.MustKubectl(t, "delete", "clusterrole", "redis-operator-metrics-reader", "redis-operator-rediscluster-editor-role",
+		"redis-operator-rediscluster-viewer-role", "--ignore-not-found")
 
-	// Given the catalog with 0.1.0 only, published as the catalog image, and a ClusterCatalog of it
+	// Given the catalog with 0.1.0 only, published as the catalog image
 	only010 := func(name string) bool { return name == pkg+".v0.1.0" }
 	require.NoError(t, cluster.PublishCatalog(ctx, localcluster.CatalogImage, publishedCatalog(t, only010)))
-	started := time.Now()
-	cluster.RunDocsExample(t, "olmv1-catalog", t.TempDir(), "")
-	cluster.MustKubectl(t, "wait", "clustercatalog/redis-operator", "--for=condition=Serving", "--timeout=3m")
-	fmt.Printf("figure: OLM v1 ClusterCatalog of the catalog image Serving in %.1fs\n", time.Since(started).Seconds())
 
-	// When a platform team installs the package with a ClusterExtension (AllNamespaces)
+	// When a platform team runs the README's OLM v1 install: a ClusterCatalog of it and a
+	// ClusterExtension of the package (AllNamespaces)
 	installed := time.Now()
-	cluster.RunDocsExample(t, "olmv1-extension", t.TempDir(), "")
-	cluster.MustKubectl(t, "wait", "clusterextension/redis-operator", "--for=condition=Installed", "--timeout=3m")
-	fmt.Printf("figure: OLM v1 ClusterExtension -> 0.1.0 Installed in %.1fs\n", time.Since(installed).Seconds())
+	cluster.RunDocsExample(t, "readme-olmv1", t.TempDir(), "")
+	fmt.Printf("figure: OLM v1 ClusterCatalog Serving and ClusterExtension -> 0.1.0 Installed in %.1fs\n", time.Since(installed).Seconds())
 	assert.Equal(t, "0.1.0", installedVersion(t))
 	cluster.MustKubectl(t, "-n", olmv1Namespace, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=120s")
 	operatorStaysRunning(t, olmv1Namespace)
