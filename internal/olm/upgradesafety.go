@@ -131,55 +131,81 @@ func CRDUpgradeGateProblems(releasedDir, bundleDir string, accepted AcceptedCRDR
 	for _, crd := range bundle.V1CRDs {
 		current[crd.Name] = crd
 	}
-	released, err := os.ReadDir(releasedDir)
+	releases, err := earlierReleases(releasedDir, head)
 	if err != nil {
 		return nil, err
 	}
 	var problems []string
-	seen := map[string]bool{}
-	for _, f := range released {
-		record, err := readReleaseRecord(filepath.Join(releasedDir, f.Name()))
-		if err != nil {
-			return nil, err
-		}
-		from, err := bundleVersion(record)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Name(), err)
-		}
-		if !from.LT(head) {
-			continue
-		}
-		crds, err := inlineCRDs(record)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Name(), err)
-		}
-		for _, before := range crds {
+	made := map[string]bool{} // "from to key" of every refusal OLM v1 makes
+	for _, r := range releases {
+		for _, before := range r.crds {
 			after, ok := current[before.Name]
 			if !ok {
-				problems = append(problems, fmt.Sprintf("%s -> %s: CRD %s is gone from the bundle", from, head, before.Name))
+				problems = append(problems, fmt.Sprintf("%s -> %s: CRD %s is gone from the bundle", r.version, head, before.Name))
 				continue
 			}
 			refusals, err := CRDUpgradeRefusals(before, after)
 			if err != nil {
 				return nil, err
 			}
-			for _, r := range refusals {
-				seen[from.String()+" "+head.String()+" "+r.Key()] = true
-				if !accepted.accepts(from, head, r) {
-					problems = append(problems, fmt.Sprintf("%s -> %s: OLM v1 refuses %s", from, head, r))
+			for _, refusal := range refusals {
+				made[r.version.String()+" "+head.String()+" "+refusal.Key()] = true
+				if !accepted.accepts(r.version, head, refusal) {
+					problems = append(problems, fmt.Sprintf("%s -> %s: OLM v1 refuses %s", r.version, head, refusal))
 				}
 			}
 		}
 	}
-	for _, u := range accepted {
+	problems = append(problems, accepted.notMade(head, made)...)
+	slices.Sort(problems)
+	return problems, nil
+}
+
+// notMade is each refusal listed for the upgrade to head that OLM v1 does not make.
+func (a AcceptedCRDRefusals) notMade(head semver.Version, made map[string]bool) []string {
+	var problems []string
+	for _, u := range a {
 		for _, key := range u.Refuse {
-			if u.To == head.String() && !seen[u.From+" "+u.To+" "+key] {
+			if u.To == head.String() && !made[u.From+" "+u.To+" "+key] {
 				problems = append(problems, fmt.Sprintf("%s -> %s: %q is listed as refused, but OLM v1 does not refuse it", u.From, u.To, key))
 			}
 		}
 	}
-	slices.Sort(problems)
-	return problems, nil
+	return problems
+}
+
+// release is a release record's version and CRDs.
+type release struct {
+	version semver.Version
+	crds    []*apiextensionsv1.CustomResourceDefinition
+}
+
+// earlierReleases reads the release records in dir older than head.
+func earlierReleases(dir string, head semver.Version) ([]release, error) {
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var releases []release
+	for _, f := range files {
+		record, err := readReleaseRecord(filepath.Join(dir, f.Name()))
+		if err != nil {
+			return nil, err
+		}
+		v, err := bundleVersion(record)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		if !v.LT(head) {
+			continue
+		}
+		crds, err := inlineCRDs(record)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		releases = append(releases, release{version: v, crds: crds})
+	}
+	return releases, nil
 }
 
 func readReleaseRecord(path string) (declcfg.Bundle, error) {
@@ -234,8 +260,8 @@ func inlineCRDs(b declcfg.Bundle) ([]*apiextensionsv1.CustomResourceDefinition, 
 			continue
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(obj.Data, crd); err != nil && !strings.Contains(err.Error(), "unknown field") {
-			return nil, err
+		if err := yaml.Unmarshal(obj.Data, crd); err != nil {
+			return nil, fmt.Errorf("%s: a CRD: %w", b.Name, err)
 		}
 		crds = append(crds, crd)
 	}

@@ -58,7 +58,7 @@ func writeResolvConf(dir, namespace string) (string, error) {
 }
 
 func (d *clusterDNS) stop() {
-	d.conn.Close()
+	_ = d.conn.Close()
 	<-d.done
 }
 

@@ -456,8 +456,11 @@ func LocalRegistry(ctx context.Context, c client.Reader) (string, error) {
 	var hosting struct {
 		Host string `json:"host"`
 	}
-	if err := yaml.Unmarshal([]byte(cm.Data[registryHostingKey]), &hosting); err != nil || hosting.Host == "" {
-		return "", fmt.Errorf("ConfigMap %s/%s names no registry host: %v", registryHostingNamespace, registryHostingName, err)
+	if err := yaml.Unmarshal([]byte(cm.Data[registryHostingKey]), &hosting); err != nil {
+		return "", fmt.Errorf("reading ConfigMap %s/%s: %w", registryHostingNamespace, registryHostingName, err)
+	}
+	if hosting.Host == "" {
+		return "", fmt.Errorf("ConfigMap %s/%s names no registry host", registryHostingNamespace, registryHostingName)
 	}
 	return hosting.Host, nil
 }
