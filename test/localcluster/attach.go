@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -117,4 +118,19 @@ func (c *Cluster) detach() {
 		_ = c.Client.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		_ = c.Client.Delete(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	}
+}
+
+// FromKubeconfig is the cluster KUBECONFIG names, as the commands make runs against the local
+// cluster of make demo-olm (run-bundle, scorecard-run, the *-push targets) reach it: a client,
+// and root for what they read from the tree.
+func FromKubeconfig(root string) (*Cluster, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster: start one with make demo-olm and export the KUBECONFIG it prints: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{ControlPlane: &ControlPlane{AdminConfig: cfg}, Client: c, Root: root}, nil
 }

@@ -14,8 +14,6 @@ import (
 	"os/signal"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/org/redis-operator/test/images"
 	"github.com/org/redis-operator/test/localcluster"
@@ -42,15 +40,11 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("%w (build it first: make bundle-build, catalog-build or docker-build)", err)
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("no cluster to push to: start one with make demo-olm and export the KUBECONFIG it prints: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{})
+	cluster, err := localcluster.FromKubeconfig("")
 	if err != nil {
 		return err
 	}
-	host, err := localcluster.LocalRegistry(ctx, c)
+	host, err := localcluster.LocalRegistry(ctx, cluster.Client)
 	if err != nil {
 		return err
 	}

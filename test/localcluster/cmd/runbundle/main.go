@@ -19,9 +19,6 @@ import (
 	"strings"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/org/redis-operator/test/localcluster"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -58,17 +55,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("no cluster: start one with make demo-olm and export the KUBECONFIG it prints: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: localcluster.Scheme()})
+	cluster, err := localcluster.FromKubeconfig(root)
 	if err != nil {
 		return err
 	}
 	started := time.Now()
 	r := localcluster.BundleRun{
-		Cluster: &localcluster.Cluster{Client: c, Root: root}, Namespace: *namespace, Timeout: *timeout,
+		Cluster: cluster, Namespace: *namespace, Timeout: *timeout,
 		Log: func(format string, args ...any) {
 			fmt.Printf("INFO[%04d] %s\n", int(time.Since(started).Seconds()), fmt.Sprintf(format, args...))
 		},

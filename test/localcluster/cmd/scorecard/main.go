@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/org/redis-operator/test/localcluster"
 )
@@ -45,16 +43,12 @@ func run(bundle, namespace, serviceAccount, selector, output string, timeout tim
 	if err != nil {
 		return false, err
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return false, fmt.Errorf("no cluster: start one with make demo-olm and export the KUBECONFIG it prints: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: localcluster.Scheme()})
+	cluster, err := localcluster.FromKubeconfig("")
 	if err != nil {
 		return false, err
 	}
 	run := localcluster.ScorecardRun{
-		Cluster:   &localcluster.Cluster{ControlPlane: &localcluster.ControlPlane{AdminConfig: cfg}, Client: c},
+		Cluster:   cluster,
 		Namespace: namespace, ServiceAccount: serviceAccount, Timeout: timeout,
 	}
 	list, err := run.Run(ctx, bundle, sel)
