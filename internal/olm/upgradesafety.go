@@ -1,7 +1,6 @@
 package olm
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,11 +10,12 @@ import (
 	"github.com/blang/semver/v4"
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
+	"github.com/operator-framework/operator-registry/alpha/property"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/crdify/pkg/config"
 	"sigs.k8s.io/crdify/pkg/runner"
-	"sigs.k8s.io/crdify/pkg/validations/property"
+	crdifyproperty "sigs.k8s.io/crdify/pkg/validations/property"
 	"sigs.k8s.io/yaml"
 )
 
@@ -32,7 +32,7 @@ func upgradeSafetyConfig() *config.Config {
 		Validations: []config.ValidationConfig{
 			{Name: "description", Enforcement: config.EnforcementPolicyNone},
 			{Name: "enum", Enforcement: config.EnforcementPolicyError,
-				Configuration: map[string]any{"additionPolicy": property.AdditionPolicyAllow}},
+				Configuration: map[string]any{"additionPolicy": crdifyproperty.AdditionPolicyAllow}},
 		},
 	}
 }
@@ -225,33 +225,24 @@ func readReleaseRecord(path string) (declcfg.Bundle, error) {
 }
 
 func bundleVersion(b declcfg.Bundle) (semver.Version, error) {
-	for _, p := range b.Properties {
-		if p.Type == "olm.package" {
-			var pkg struct {
-				Version string `json:"version"`
-			}
-			if err := json.Unmarshal(p.Value, &pkg); err != nil {
-				return semver.Version{}, err
-			}
-			return semver.Parse(pkg.Version)
-		}
+	props, err := property.Parse(b.Properties)
+	if err != nil {
+		return semver.Version{}, err
 	}
-	return semver.Version{}, fmt.Errorf("bundle %s has no olm.package property", b.Name)
+	if len(props.Packages) == 0 {
+		return semver.Version{}, fmt.Errorf("bundle %s has no olm.package property", b.Name)
+	}
+	return semver.Parse(props.Packages[0].Version)
 }
 
 // inlineCRDs are the CRDs among a release record's manifests (olm.bundle.object).
 func inlineCRDs(b declcfg.Bundle) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	props, err := property.Parse(b.Properties)
+	if err != nil {
+		return nil, err
+	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, p := range b.Properties {
-		if p.Type != "olm.bundle.object" {
-			continue
-		}
-		var obj struct {
-			Data []byte `json:"data"`
-		}
-		if err := json.Unmarshal(p.Value, &obj); err != nil {
-			return nil, err
-		}
+	for _, obj := range props.BundleObjects {
 		var meta runtime.TypeMeta
 		if err := yaml.Unmarshal(obj.Data, &meta); err != nil {
 			return nil, err

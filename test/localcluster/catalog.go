@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +18,7 @@ import (
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
+	"github.com/operator-framework/operator-registry/alpha/property"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -83,13 +83,7 @@ func RenderBundleImage(ctx context.Context, opm, registryHost, image string) (de
 		return declcfg.Bundle{}, err
 	}
 	defer func() { _ = os.RemoveAll(cache) }()
-	// opm pulls with containers/image, which wants a signature policy: the registry is the
-	// cluster's own, whose images the harness built.
-	policy := filepath.Join(cache, ".config", "containers", "policy.json")
-	if err := os.MkdirAll(filepath.Dir(policy), 0o755); err != nil {
-		return declcfg.Bundle{}, err
-	}
-	if err := os.WriteFile(policy, []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o644); err != nil {
+	if err := writeSignaturePolicy(cache); err != nil { // opm pulls with containers/image
 		return declcfg.Bundle{}, err
 	}
 	cmd := exec.CommandContext(ctx, opm, "render", ref.String(), "--use-http", "--migrate-level", "bundle-object-to-csv-metadata", "-o", "yaml")
@@ -340,23 +334,16 @@ func (c *Cluster) releasedBundleImage(dir, name string, released *declcfg.Declar
 	if err := os.MkdirAll(manifests, 0o755); err != nil {
 		return nil, err
 	}
-	n := 0
-	for _, p := range record.Properties {
-		if p.Type != "olm.bundle.object" {
-			continue
-		}
-		var obj struct {
-			Data []byte `json:"data"`
-		}
-		if err := json.Unmarshal(p.Value, &obj); err != nil {
-			return nil, fmt.Errorf("%s: an olm.bundle.object: %w", name, err)
-		}
-		n++
-		if err := os.WriteFile(filepath.Join(manifests, fmt.Sprintf("object-%02d.yaml", n)), obj.Data, 0o644); err != nil {
+	props, err := property.Parse(record.Properties)
+	if err != nil {
+		return nil, fmt.Errorf("the release record of %s: %w", name, err)
+	}
+	for i, obj := range props.BundleObjects {
+		if err := os.WriteFile(filepath.Join(manifests, fmt.Sprintf("object-%02d.yaml", i+1)), obj.Data, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	if n == 0 {
+	if len(props.BundleObjects) == 0 {
 		return nil, fmt.Errorf("the release record of %s carries no manifests", name)
 	}
 	for _, sub := range []string{"metadata", filepath.Join("tests", "scorecard")} {

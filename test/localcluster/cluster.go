@@ -54,12 +54,21 @@ type Cluster struct {
 func (c *Cluster) installCRDs() error {
 	var crds []string
 	for _, kind := range []string{"redisclusters", "redisbackups"} {
-		crds = append(crds, "-f", filepath.Join(c.Root, "bundle", "manifests", "cache.example.com_"+kind+".yaml"))
+		crds = append(crds, filepath.Join(c.Root, "bundle", "manifests", "cache.example.com_"+kind+".yaml"))
 	}
-	if err := c.Kubectl(append([]string{"apply", "--server-side"}, crds...)...); err != nil {
+	return c.applyCRDs(crds...)
+}
+
+// applyCRDs applies the CRDs in paths (files or directories) and waits until each is Established.
+func (c *Cluster) applyCRDs(paths ...string) error {
+	var files []string
+	for _, p := range paths {
+		files = append(files, "-f", p)
+	}
+	if err := c.Kubectl(append([]string{"apply", "--server-side"}, files...)...); err != nil {
 		return err
 	}
-	return c.Kubectl(append([]string{"wait", "--for", "condition=established", "--timeout=60s"}, crds...)...)
+	return c.Kubectl(append([]string{"wait", "--for", "condition=established", "--timeout=60s"}, files...)...)
 }
 
 // Kubectl runs kubectl against the cluster, as a user would.

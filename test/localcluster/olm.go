@@ -26,8 +26,8 @@ const (
 
 // OLM is Operator Lifecycle Manager running on the local cluster: its CRDs, and its olm and
 // catalog operators (built from v0.38.0 by `make olm`) as supervised processes in the node's
-// namespace, where they reach the registry pods (OLM's own images are not built yet: the next
-// issue's).
+// namespace, where they reach the registry pods by their Services' names (the cluster's DNS);
+// the pods they make (registry pods, bundle unpack Jobs) run opm's and OLM's images built here.
 type OLM struct {
 	supervisor
 }
@@ -52,10 +52,7 @@ func (c *Cluster) StartOLM(ctx context.Context) (*OLM, error) {
 			return nil, fmt.Errorf("OLM's %s is not built; run `make olm`: %w", bin, err)
 		}
 	}
-	if err := c.Kubectl("apply", "--server-side", "-f", filepath.Join(binDir, "crds")); err != nil {
-		return nil, err
-	}
-	if err := c.Kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f", filepath.Join(binDir, "crds")); err != nil {
+	if err := c.applyCRDs(filepath.Join(binDir, "crds")); err != nil {
 		return nil, err
 	}
 	if err := c.createOLMNamespaces(ctx); err != nil {

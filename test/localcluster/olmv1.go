@@ -56,11 +56,7 @@ func (c *Cluster) StartOLMv1(ctx context.Context) (*OLMv1, error) {
 			return nil, fmt.Errorf("OLM v1's %s is not built; run `make olmv1`: %w", bin, err)
 		}
 	}
-	crds := filepath.Join(binDir, "crds")
-	if err := c.Kubectl("apply", "--server-side", "-f", crds); err != nil {
-		return nil, err
-	}
-	if err := c.Kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f", crds); err != nil {
+	if err := c.applyCRDs(filepath.Join(binDir, "crds")); err != nil {
 		return nil, err
 	}
 	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OLMv1Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -197,5 +193,16 @@ func writeContainersConfig(home, registryHost string, hosts ...string) (string, 
 	if err := os.WriteFile(filepath.Join(dir, "registries.conf"), []byte(conf.String()), 0o600); err != nil {
 		return "", err
 	}
-	return home, os.WriteFile(filepath.Join(dir, "policy.json"), []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o600)
+	return home, writeSignaturePolicy(home)
+}
+
+// writeSignaturePolicy writes, under home, the signature policy containers/image pulls with (opm
+// and OLM v1 pull with it): every image taken as it is, since the registry is the cluster's
+// own, holding what the harness built.
+func writeSignaturePolicy(home string) error {
+	dir := filepath.Join(home, ".config", "containers")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "policy.json"), []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o600)
 }

@@ -89,35 +89,28 @@ func (n *Netns) Delete() {
 // Listen opens a listener inside the namespace. A socket keeps the namespace it was made in,
 // so the harness's own goroutines serve it from the machine's namespace.
 func (n *Netns) Listen(network, address string) (net.Listener, error) {
-	var l net.Listener
-	err := n.do(func() error {
-		var err error
-		l, err = net.Listen(network, address)
-		return err
-	})
-	return l, err
+	return inside(n, func() (net.Listener, error) { return net.Listen(network, address) })
 }
 
 // ListenPacket opens a packet listener (UDP) inside the namespace.
 func (n *Netns) ListenPacket(network, address string) (net.PacketConn, error) {
-	var c net.PacketConn
-	err := n.do(func() error {
-		var err error
-		c, err = net.ListenPacket(network, address)
-		return err
-	})
-	return c, err
+	return inside(n, func() (net.PacketConn, error) { return net.ListenPacket(network, address) })
 }
 
 // Dial connects to an address inside the namespace (a pod's, a ClusterIP).
 func (n *Netns) Dial(ctx context.Context, network, address string) (net.Conn, error) {
-	var c net.Conn
+	return inside(n, func() (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, network, address) })
+}
+
+// inside is what open returns when it runs in n: the socket it makes keeps the namespace.
+func inside[T any](n *Netns, open func() (T, error)) (T, error) {
+	var t T
 	err := n.do(func() error {
 		var err error
-		c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+		t, err = open()
 		return err
 	})
-	return c, err
+	return t, err
 }
 
 // do runs f on an OS thread switched into the namespace, then switches it back. A thread that
