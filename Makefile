@@ -236,20 +236,34 @@ undeploy: kustomize ## Remove the operator from the cluster.
 
 ##@ OLM
 
+BUNDLE_GEN = go run ./cmd/olm-gen bundle --version $(VERSION) --image $(IMG) \
+	--replaces "$(REPLACES)" --skip-range "$(SKIP_RANGE)" --created-at $(CREATED_AT) \
+	--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+
 .PHONY: bundle
 bundle: manifests kustomize ## Generate the bundle (CSV, CRD, metadata, scorecard config) and bundle.Dockerfile.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/manifests | go run ./cmd/olm-gen bundle --version $(VERSION) --image $(IMG) \
-		--replaces "$(REPLACES)" --skip-range "$(SKIP_RANGE)" --created-at $(CREATED_AT) \
-		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+	$(KUSTOMIZE) build config/manifests | $(BUNDLE_GEN)
+
+# A release for disconnected clusters names every image by digest. bundle/ (committed) names
+# them by tag, as a developer's cluster pulls them.
+PINNED_DIR ?= $(IMAGES_DIR)/pinned
+
+.PHONY: bundle-pinned
+bundle-pinned: manifests kustomize operator-image redis-image ## The bundle with every image named by the digest of the image built here (features.operators.openshift.io/disconnected "true"), into $(PINNED_DIR); make bundle-build BUNDLE_ROOT=$(PINNED_DIR) builds its image.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | $(BUNDLE_GEN) --root $(PINNED_DIR) --pin-images $(IMAGES_DIR)/operator,$(IMAGES_DIR)/redis
+
+# Where bundle-build finds bundle/ and bundle.Dockerfile: the repository, or $(PINNED_DIR).
+BUNDLE_ROOT ?= .
 
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image: with $(CONTAINER_TOOL) when its engine answers, otherwise without an engine, as bundle.Dockerfile says, into $(IMAGES_DIR)/bundle (an OCI layout).
 	@if command -v $(CONTAINER_TOOL) >/dev/null && $(CONTAINER_TOOL) info >/dev/null 2>&1; then \
-		$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) . ; \
+		$(CONTAINER_TOOL) build -f $(BUNDLE_ROOT)/bundle.Dockerfile -t $(BUNDLE_IMG) $(BUNDLE_ROOT) ; \
 	else \
-		echo "No $(CONTAINER_TOOL) engine answers: building $(BUNDLE_IMG) without one, into $(IMAGES_DIR)/bundle"; \
-		go run ./test/images/cmd/build-image bundle -root . -name $(BUNDLE_IMG) -out $(IMAGES_DIR)/bundle; \
+		echo "No $(CONTAINER_TOOL) engine answers: building $(BUNDLE_IMG) from $(BUNDLE_ROOT) without one, into $(IMAGES_DIR)/bundle"; \
+		go run ./test/images/cmd/build-image bundle -root $(BUNDLE_ROOT) -name $(BUNDLE_IMG) -out $(IMAGES_DIR)/bundle; \
 	fi
 
 .PHONY: bundle-push

@@ -69,7 +69,9 @@ func main() {
 	if installMonitoring {
 		opts.MonitoringNamespace = os.Getenv("POD_NAMESPACE")
 	}
-	log.Info("Starting redis-operator", "version", version, "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection)
+	opts.RedisImages = resources.RedisImagesFromEnv(os.Environ())
+	log.Info("Starting redis-operator", "version", version, "watchNamespaces", opts.WatchNamespaces, "leaderElection", opts.LeaderElection,
+		"redisImages", opts.RedisImages)
 
 	cfg := ctrl.GetConfigOrDie()
 	if opts.OperatorImage == "" {

@@ -80,6 +80,7 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		ConfigHash:    resources.ConfigHash(conf),
 		OperatorImage: r.OperatorImage,
 		Restore:       state.replication.restore,
+		RedisImages:   r.RedisImages,
 	})
 	live, err := r.applyStatefulSet(ctx, rc, state, desired)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/auth"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -54,6 +55,9 @@ type RedisClusterReconciler struct {
 	// OperatorImage is the operator's own image: the restore init container of a RedisCluster
 	// created from a backup runs it.
 	OperatorImage string
+	// RedisImages are the Redis images by version that a RedisCluster without spec.image runs
+	// (the RELATED_IMAGE_REDIS_* variables); redis:<version> for the others.
+	RedisImages resources.RedisImages
 	// BackupsServed is true when the API server serves RedisBackups: spec.backup and
 	// spec.restore need them.
 	BackupsServed bool

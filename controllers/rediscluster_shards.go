@@ -58,7 +58,7 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 	hash := resources.ConfigHash(resources.RedisConf(rc))
 	state.shards.statefulSets = nil
 	for i := range int(rc.Spec.Cluster.Shards) {
-		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i})
+		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i, RedisImages: r.RedisImages})
 		live, err := r.applyStatefulSet(ctx, rc, state, desired)
 		if err != nil {
 			return err

@@ -28,7 +28,8 @@ type RedisClusterSpec struct {
 	Replicas int32 `json:"replicas"`
 
 	// Version is the Redis version, major.minor or major.minor.patch (6.0 or newer).
-	// It selects the image redis:<version> unless image is set.
+	// Unless image is set, it selects the operator's image of that version (its
+	// RELATED_IMAGE_REDIS_<major>_<minor>[_<patch>] variable), else redis:<version>.
 	// +kubebuilder:default="7.2"
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`

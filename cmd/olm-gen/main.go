@@ -38,7 +38,7 @@ func main() {
 func bundle(args []string) error {
 	fs := flag.NewFlagSet("bundle", flag.ExitOnError)
 	opts := olm.BundleOptions{}
-	var channels, icon, root string
+	var channels, icon, root, pinFrom string
 	fs.StringVar(&opts.Package, "package", "redis-operator", "OLM package name")
 	fs.StringVar(&opts.Version, "version", "", "bundle version (x.y.z)")
 	fs.StringVar(&opts.Image, "image", "", "operator image")
@@ -49,6 +49,7 @@ func bundle(args []string) error {
 	fs.StringVar(&opts.CreatedAt, "created-at", "", "the release's creation time, RFC 3339")
 	fs.StringVar(&icon, "icon", "config/manifests/icon.svg", "SVG icon")
 	fs.StringVar(&root, "root", ".", "repository root to write bundle/ and bundle.Dockerfile into")
+	fs.StringVar(&pinFrom, "pin-images", "", "comma-separated OCI layouts of the images built here: name every image by their digests (a disconnected release)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +60,11 @@ func bundle(args []string) error {
 	var err error
 	if opts.Icon, err = os.ReadFile(icon); err != nil {
 		return fmt.Errorf("reading the icon: %w", err)
+	}
+	if pinFrom != "" {
+		if opts.Digests, err = olm.ImageDigests(strings.Split(pinFrom, ",")...); err != nil {
+			return err
+		}
 	}
 	b, err := olm.GenerateBundle(os.Stdin, opts)
 	if err != nil {

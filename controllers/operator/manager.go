@@ -123,6 +123,9 @@ type Options struct {
 	// OperatorImage is the operator's own image, which restores backups into new RedisClusters
 	// and writes backups to volumes.
 	OperatorImage string
+	// RedisImages are the Redis images by version a RedisCluster without spec.image runs
+	// (resources.RedisImagesFromEnv).
+	RedisImages resources.RedisImages
 	// SkipNameValidation lets one process run several managers (tests do); controller names are otherwise unique.
 	SkipNameValidation bool
 }
@@ -364,6 +367,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		SecretResync:  opts.SecretResync,
 		MaxRetryDelay: opts.MaxRetryDelay,
 		OperatorImage: opts.OperatorImage,
+		RedisImages:   opts.RedisImages,
 	}
 	connections := redis.NewPool(redisOpts, reconciler.Wake)
 	reconciler.Connections = connections

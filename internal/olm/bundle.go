@@ -19,6 +19,7 @@ import (
 	"github.com/operator-framework/api/pkg/lib/version"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +38,9 @@ type BundleOptions struct {
 	DefaultChannel string
 	CreatedAt      string // RFC 3339; fixed per release so that regenerating changes nothing
 	Icon           []byte // SVG
+	// Digests, when set, are the digests of the images built here by name (ImageDigests): every
+	// image of the CSV is then named by digest, and the CSV claims the disconnected feature.
+	Digests map[string]string
 }
 
 // Bundle is the generated files, by path relative to the repository root.
@@ -229,13 +233,14 @@ func fillCSV(csv *operatorsv1alpha1.ClusterServiceVersion, opts BundleOptions, d
 		},
 	}
 
-	related := []operatorsv1alpha1.RelatedImage{{Name: "redis-operator", Image: opts.Image}}
-	for _, r := range csv.Spec.RelatedImages {
-		if r.Name != "redis-operator" {
-			related = append(related, r)
-		}
+	var containers []corev1.Container
+	for _, d := range deploys {
+		containers = append(containers, d.Spec.Template.Spec.Containers...)
 	}
-	csv.Spec.RelatedImages = related
+	csv.Spec.RelatedImages = relatedImages(opts.Image, containers)
+	if opts.Digests != nil {
+		return pinImages(csv, opts.Digests)
+	}
 	return nil
 }
 

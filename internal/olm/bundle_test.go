@@ -38,7 +38,11 @@ func loadBundle(t *testing.T) *apimanifests.Bundle {
 // The validators operator-sdk's `bundle validate --select-optional suite=operatorframework` runs,
 // for our minKubeVersion and for the newest Kubernetes: no error and no warning.
 func TestBundlePassesTheOperatorFrameworkValidators(t *testing.T) {
-	b := loadBundle(t)
+	assertPassesTheOperatorFrameworkValidators(t, loadBundle(t))
+}
+
+func assertPassesTheOperatorFrameworkValidators(t *testing.T, b *apimanifests.Bundle) {
+	t.Helper()
 	validators := validation.DefaultBundleValidators.WithValidators(
 		validation.OperatorHubV2Validator,
 		validation.StandardCapabilitiesValidator,

@@ -45,6 +45,7 @@ func BundleGateProblems(dir string) ([]string, error) {
 			problems = append(problems, fmt.Sprintf("metadata.annotations[%s] is %q: \"true\" or \"false\"", key, v))
 		}
 	}
+	problems = append(problems, disconnectedProblems(csv)...)
 	if csv.Spec.MinKubeVersion != "" {
 		labels, err := readAnnotations(filepath.Join(dir, metadataDir, "annotations.yaml"))
 		if err != nil {

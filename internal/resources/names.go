@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -91,13 +92,55 @@ func PodOrdinal(name string) (int, bool) {
 	return n, err == nil && n >= 0
 }
 
-// Image is the Redis container image of a RedisCluster: spec.image, or redis:<version>.
-func Image(rc *cachev1.RedisCluster) string {
+// Image is the Redis container image of a RedisCluster: spec.image; else the operator's image
+// for spec.version (images); else redis:<version>.
+func Image(rc *cachev1.RedisCluster, images RedisImages) string {
 	if rc.Spec.Image != "" {
 		return rc.Spec.Image
 	}
+	if image := images[Version(rc)]; image != "" {
+		return image
+	}
 	return "redis:" + Version(rc)
 }
+
+// RedisImages are the Redis images the operator runs by default, by version ("7.2"): the
+// RELATED_IMAGE_REDIS_<version> variables of its environment (RedisImagesFromEnv). A release
+// sets them to images pinned by digest, which is what a disconnected cluster mirrors (the
+// bundle's relatedImages list them); OLM users add versions with their Subscription's
+// spec.config.env.
+type RedisImages map[string]string
+
+// RelatedImageRedisPrefix starts the name of the variable that names the Redis image of a
+// version: RELATED_IMAGE_REDIS_7_2 for 7.2 (operator-sdk's RELATED_IMAGE_ convention).
+const RelatedImageRedisPrefix = "RELATED_IMAGE_REDIS_"
+
+// RelatedImageEnv is the variable that names the Redis image of version.
+func RelatedImageEnv(version string) string {
+	return RelatedImageRedisPrefix + strings.ReplaceAll(version, ".", "_")
+}
+
+// RedisImagesFromEnv reads RedisImages from environ (os.Environ()'s KEY=value form). A variable
+// whose suffix is not a version (RELATED_IMAGE_REDIS_LATEST) or whose value is empty names none.
+func RedisImagesFromEnv(environ []string) RedisImages {
+	images := RedisImages{}
+	for _, kv := range environ {
+		key, value, _ := strings.Cut(kv, "=")
+		suffix, ok := strings.CutPrefix(key, RelatedImageRedisPrefix)
+		if !ok || value == "" {
+			continue
+		}
+		version := strings.ReplaceAll(suffix, "_", ".")
+		if !versionPattern.MatchString(version) {
+			continue
+		}
+		images[version] = value
+	}
+	return images
+}
+
+// versionPattern is spec.version's (api/v1): major.minor or major.minor.patch.
+var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+(\.[0-9]+)?$`)
 
 // Version is spec.version, or the default when the API server did not default it
 // (an object built in memory).

@@ -31,22 +31,40 @@ func redisCluster(mutate func(*cachev1.RedisCluster)) *cachev1.RedisCluster {
 	return rc
 }
 
+func TestRedisImagesFromEnv(t *testing.T) {
+	images := resources.RedisImagesFromEnv([]string{
+		"RELATED_IMAGE_REDIS_7_2=example.com/redis@sha256:aa",
+		"RELATED_IMAGE_REDIS_7_2_4=example.com/redis:7.2.4",
+		"RELATED_IMAGE_REDIS_LATEST=example.com/redis:latest", // not a version
+		"RELATED_IMAGE_REDIS_7_4=",                            // empty: none
+		"RELATED_IMAGE_OTHER=example.com/other:1",
+		"PATH=/usr/bin",
+	})
+	assert.Equal(t, resources.RedisImages{"7.2": "example.com/redis@sha256:aa", "7.2.4": "example.com/redis:7.2.4"}, images)
+	assert.Equal(t, "RELATED_IMAGE_REDIS_7_2", resources.RelatedImageEnv("7.2"))
+}
+
 func TestDesiredStatefulSet(t *testing.T) {
+	pinned := resources.RedisImages{"7.2": "mirror.example.com/redis@sha256:0123"}
 	tests := []struct {
 		name         string
 		rc           *cachev1.RedisCluster
 		wantReplicas int32
+		images       resources.RedisImages // the operator's, by version
 		wantImage    string
 	}{
-		{"sample", redisCluster(nil), 3, "redis:7.2"},
-		{"single node", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Replicas = 1 }), 1, "redis:7.2"},
-		{"patch version", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Version = "7.2.5" }), 3, "redis:7.2.5"},
-		{"version not defaulted yet", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Version = "" }), 3, "redis:" + cachev1.DefaultVersion},
-		{"image override", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Image = "mirror.example.com/redis:7.2" }), 3, "mirror.example.com/redis:7.2"},
+		{"sample", redisCluster(nil), 3, nil, "redis:7.2"},
+		{"the operator's image of the version", redisCluster(nil), 3, pinned, pinned["7.2"]},
+		{"the operator has no image of the version", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Version = "7.4" }), 3, pinned, "redis:7.4"},
+		{"image override beats the operator's", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Image = "mine/redis:7.2" }), 3, pinned, "mine/redis:7.2"},
+		{"single node", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Replicas = 1 }), 1, nil, "redis:7.2"},
+		{"patch version", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Version = "7.2.5" }), 3, pinned, "redis:7.2.5"},
+		{"version not defaulted yet", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Version = "" }), 3, nil, "redis:" + cachev1.DefaultVersion},
+		{"image override", redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Image = "mirror.example.com/redis:7.2" }), 3, nil, "mirror.example.com/redis:7.2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sts := resources.DesiredStatefulSet(tt.rc, resources.StatefulSetOptions{Replicas: tt.rc.Spec.Replicas, ConfigHash: "h"})
+			sts := resources.DesiredStatefulSet(tt.rc, resources.StatefulSetOptions{Replicas: tt.rc.Spec.Replicas, ConfigHash: "h", RedisImages: tt.images})
 
 			assert.Equal(t, "sessions", *sts.Name)
 			assert.Equal(t, "team-a", *sts.Namespace)

@@ -40,6 +40,9 @@ type StatefulSetOptions struct {
 	Restore *cachev1.RestoreStatus
 	// Shard is, in cluster mode, the shard whose StatefulSet this is.
 	Shard int
+	// RedisImages are the operator's Redis images by version, for a RedisCluster without
+	// spec.image.
+	RedisImages RedisImages
 }
 
 // DesiredStatefulSet runs the Redis nodes of a RedisCluster: one pod per replica, each with a
@@ -105,7 +108,7 @@ func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpe
 			WithRunAsGroup(redisUID).
 			WithFSGroup(redisUID).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-		WithContainers(redisContainer(rc)).
+		WithContainers(redisContainer(rc, opts.RedisImages)).
 		WithVolumes(
 			corev1ac.Volume().WithName(configVolume).
 				WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(rc))),
@@ -149,11 +152,11 @@ func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpe
 	return pod
 }
 
-func redisContainer(rc *cachev1.RedisCluster) *corev1ac.ContainerApplyConfiguration {
+func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.ContainerApplyConfiguration {
 	port := intstr.FromString("redis")
 	c := corev1ac.Container().
 		WithName("redis").
-		WithImage(Image(rc)).
+		WithImage(Image(rc, images)).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
 		WithCommand("redis-server", configDir+"/"+ConfigFileName).
 		// Redis says why it refuses to start (a bad directive) in its last log lines: the

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ type Containerd struct {
 	// cgroupParent holds the cgroups of the containers run with Cgroup, in every hierarchy.
 	cgroupParent string
 	cniConfDir   string
+	registryHost string
 	dir          string
 	proc         *Process
 	// madeRunDir says that /run/containerd did not exist before this containerd made it.
@@ -76,20 +78,15 @@ func StartContainerd(cfg ContainerdConfig) (*Containerd, error) {
 		return nil, err
 	}
 	dir, registryHost := cfg.Dir, cfg.RegistryHost
-	c := &Containerd{dir: dir, Socket: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc"),
+	c := &Containerd{dir: dir, registryHost: registryHost, Socket: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc"),
 		HostsDir: filepath.Join(dir, "certs.d"), cgroupParent: "redis-operator-" + filepath.Base(dir), cniConfDir: cfg.CNIConfDir}
 	if len(c.Socket) > 100 {
 		return nil, fmt.Errorf("containerd's socket path %s is longer than a Unix socket's 108 bytes allow", c.Socket)
 	}
 	for _, host := range cfg.Mirrored {
-		if err := os.MkdirAll(filepath.Join(c.HostsDir, host), 0o755); err != nil {
-			return nil, err
-		}
-		// override_path: the registry holds each name under /v2/<host>/<repository>, so that one
-		// registry mirrors them all with their names kept (test/registry).
-		hosts := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"http://%s/v2/%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
-			host, registryHost, host)
-		if err := os.WriteFile(filepath.Join(c.HostsDir, host, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		// The registry holds each name under /v2/<host>/<repository>, so that one registry
+		// mirrors them all with their names kept (test/registry).
+		if err := c.mirror(host, host); err != nil {
 			return nil, err
 		}
 	}
@@ -160,6 +157,59 @@ state = %q
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       Root = %q
 %s`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc", c.HostsDir, c.RuncRoot, cni)
+}
+
+// mirror sends the pulls of the names under host to path on the registry
+// (http://<registry>/v2/<path>/<repository>; override_path: the path is the registry's own).
+// containerd reads hosts.toml at each pull.
+func (c *Containerd) mirror(host, path string) error {
+	if err := os.MkdirAll(filepath.Join(c.HostsDir, host), 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"http://%s/v2/%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
+		host, c.registryHost, path)
+	return os.WriteFile(filepath.Join(c.HostsDir, host, "hosts.toml"), []byte(hosts), 0o644)
+}
+
+// MirrorAt sends the pulls of the names under host to path on the registry instead of
+// <host>, until the returned function sends them back: a mirror of the registry's own.
+func (c *Containerd) MirrorAt(host, path string) (restore func() error, err error) {
+	if err := c.mirror(host, path); err != nil {
+		return nil, err
+	}
+	return func() error { return c.mirror(host, host) }, nil
+}
+
+// ForgetImages removes every name containerd gives the images of these manifest digests
+// (sha256:...), tags and digests alike: their next pod pulls them again. It returns the names
+// removed. The snapshots of running containers stay.
+func (c *Containerd) ForgetImages(ctx context.Context, digests ...string) ([]string, error) {
+	out, err := c.Ctr(ctx, "images", "list")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, line := range strings.Split(out, "\n")[1:] { // REF TYPE DIGEST SIZE PLATFORMS LABELS
+		fields := strings.Fields(line)
+		if len(fields) > 2 && slices.Contains(digests, fields[2]) {
+			names = append(names, fields[0])
+		}
+	}
+	if len(names) > 0 {
+		if _, err := c.Ctr(ctx, append([]string{"images", "remove"}, names...)...); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// Images are the names of the images containerd holds for the kubelet.
+func (c *Containerd) Images(ctx context.Context) ([]string, error) {
+	out, err := c.Ctr(ctx, "images", "list", "--quiet")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
 }
 
 // Ctr runs ctr against this containerd, in its k8s.io namespace (the kubelet's), and returns

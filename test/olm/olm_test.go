@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	scapiv1alpha3 "github.com/operator-framework/api/pkg/apis/scorecard/v1alpha3"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
@@ -32,8 +33,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/olm"
+	"github.com/org/redis-operator/test/images"
 	"github.com/org/redis-operator/test/localcluster"
 	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
@@ -595,4 +599,101 @@ func primaryClient(ctx context.Context, namespace string) (*goredis.Client, erro
 	}
 	return goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second}), nil
+}
+
+// A release for disconnected clusters (features.operators.openshift.io/disconnected "true"):
+// make bundle-pinned names every image of the bundle by the digest of the image built here; a
+// cluster whose node pulls only from a mirror holding those images by digest (no tag) installs
+// it (operator-sdk run bundle of the bundle image by digest), and a RedisCluster without
+// spec.image runs the Redis image the bundle pins (RELATED_IMAGE_REDIS_7_2).
+func TestADisconnectedClusterInstallsThePinnedReleaseFromItsMirror(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "offline")
+	pinned := t.TempDir()
+
+	// Given the release's images built here and its bundle pinned to their digests, which
+	// OpenShift's gates pass
+	runMake(t, "bundle-pinned", "PINNED_DIR="+pinned)
+	problems, err := olm.BundleGateProblems(filepath.Join(pinned, "bundle"))
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	runMake(t, "bundle-build", "BUNDLE_ROOT="+pinned)
+	built := map[string]v1.Image{}
+	for _, layout := range []string{"operator", "redis", "bundle"} {
+		name, img, err := images.Load(filepath.Join(root, "bin", "images", layout))
+		require.NoError(t, err)
+		digest, err := img.Digest()
+		require.NoError(t, err)
+		repository, _, _ := strings.Cut(name, ":") // example.com/redis-operator:v0.2.0, docker.io/library/redis:7.2
+		built[repository+"@"+digest.String()] = img
+	}
+	csv := pinnedCSV(t, pinned)
+	manager := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0].Spec.Template.Spec.Containers[0]
+	redisImage := ""
+	for _, env := range manager.Env {
+		if env.Name == "RELATED_IMAGE_REDIS_7_2" {
+			redisImage = env.Value
+		}
+	}
+	require.Contains(t, built, manager.Image, "the CSV runs the operator image built here, by digest")
+	require.Contains(t, built, redisImage, "the CSV's Redis image is the one built here, by digest")
+	var bundleImage string
+	for image := range built {
+		if strings.HasPrefix(image, "example.com/redis-operator-bundle@") {
+			bundleImage = image
+		}
+	}
+
+	// and a node that pulls only from the mirror, which holds them by digest alone
+	forgot, restore, err := cluster.PullOnlyFromMirror(ctx, built)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, restore()) })
+	fmt.Printf("figure: the node forgot %d names of the release's images it had pulled before: %v\n", len(forgot), forgot)
+
+	// When the pinned bundle image is run (the catalog operator-sdk serves names it by digest)
+	started := time.Now()
+	runMake(t, "bundle-push", "BUNDLE_IMG="+bundleImage)
+	out := runMake(t, "run-bundle", "BUNDLE_IMG="+bundleImage, "RUN_BUNDLE_NAMESPACE="+ns)
+	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
+	cluster.MustKubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
+	fmt.Printf("figure: disconnected install of the pinned bundle: operator Available in %.1fs\n", time.Since(started).Seconds())
+
+	// and a RedisCluster that names no image is applied
+	cluster.MustKubectl(t, "-n", ns, "apply", "-f", filepath.Join(root, "config", "samples", "cache_v1_rediscluster.yaml"))
+	require.Eventually(t, func() bool { return redisClusterReady(t, ns) }, waitFor, tick, "RedisCluster Ready in %s", ns)
+
+	// Then the operator and every Redis pod run the images the bundle pins, which the node
+	// pulled from the mirror by digest
+	podImages := cluster.MustKubectl(t, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name in (redis-operator,redis)",
+		"-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.containers[0].image}{"\n"}{end}`)
+	fmt.Printf("figure: pods of the disconnected install and their images:\n%s", podImages)
+	lines := strings.Split(strings.TrimSpace(podImages), "\n")
+	require.Len(t, lines, 4, "the operator and three Redis pods:\n%s", podImages)
+	for _, line := range lines {
+		pod, image, _ := strings.Cut(line, "=")
+		if strings.HasPrefix(pod, "redis-operator-controller-manager-") {
+			assert.Equal(t, manager.Image, image)
+		} else {
+			assert.Equal(t, redisImage, image, "pod %s", pod)
+		}
+	}
+	held, err := cluster.NodeImages(ctx)
+	require.NoError(t, err)
+	assert.Subset(t, held, []string{manager.Image, redisImage, bundleImage}, "the node pulled them by digest")
+
+	// The RedisCluster goes before the operator (its finalizer is the operator's), then
+	// cleanup removes the operator
+	cluster.MustKubectl(t, "-n", ns, "delete", "rediscluster", "sessions", "--timeout=60s")
+	out = runMake(t, "cleanup-bundle", "RUN_BUNDLE_NAMESPACE="+ns)
+	assert.Contains(t, out, `Operator "redis-operator" uninstalled`)
+}
+
+// pinnedCSV reads the CSV of the bundle make bundle-pinned wrote under dir.
+func pinnedCSV(t *testing.T, dir string) *operatorsv1alpha1.ClusterServiceVersion {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "bundle", "manifests", pkg+".clusterserviceversion.yaml"))
+	require.NoError(t, err)
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	require.NoError(t, yaml.Unmarshal(raw, csv))
+	return csv
 }

@@ -73,11 +73,25 @@ func (r *Registry) Reference(image string) (name.Reference, error) {
 // ReferenceIn is Reference for the registry at registryHost, from a process that did not start
 // it (make run-bundle: the cluster says where its registry is, see LocalRegistryHosting).
 func ReferenceIn(registryHost, image string) (name.Reference, error) {
-	ref, host, err := parse(image)
+	_, host, err := parse(image)
 	if err != nil {
 		return nil, err
 	}
-	local := fmt.Sprintf("%s/%s/%s", registryHost, host, ref.Context().RepositoryStr())
+	return referenceAt(registryHost, host, image)
+}
+
+// MirrorReference is where the registry holds a mirror's copy of image under path instead of
+// the name's host (<path>/<repository>), which containerd pulls with node.Containerd.MirrorAt.
+func (r *Registry) MirrorReference(path, image string) (name.Reference, error) {
+	return referenceAt(r.Host, path, image)
+}
+
+func referenceAt(registryHost, path, image string) (name.Reference, error) {
+	ref, _, err := parse(image)
+	if err != nil {
+		return nil, err
+	}
+	local := fmt.Sprintf("%s/%s/%s", registryHost, path, ref.Context().RepositoryStr())
 	switch ref := ref.(type) {
 	case name.Digest:
 		return name.NewDigest(local+"@"+ref.DigestStr(), name.Insecure)
