@@ -681,6 +681,22 @@ func TestADisconnectedClusterInstallsThePinnedReleaseFromItsMirror(t *testing.T)
 	require.NoError(t, err)
 	assert.Subset(t, held, []string{manager.Image, redisImage, bundleImage}, "the node pulled them by digest")
 
+	// while a pod that names the Redis image by tag cannot have it: the mirror holds no tag
+	byTag := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-tag"}, Spec: corev1.PodSpec{
+		SecurityContext: localcluster.RestrictedPodSecurity(),
+		Containers: []corev1.Container{{Name: "redis", Image: "docker.io/library/redis:7.2", ImagePullPolicy: corev1.PullAlways,
+			SecurityContext: localcluster.RestrictedContainerSecurity()}}}}
+	require.NoError(t, cluster.Client.Create(ctx, byTag))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pod := &corev1.Pod{}
+		require.NoError(c, cluster.Client.Get(ctx, client.ObjectKeyFromObject(byTag), pod))
+		require.Len(c, pod.Status.ContainerStatuses, 1)
+		waiting := pod.Status.ContainerStatuses[0].State.Waiting
+		require.NotNil(c, waiting)
+		assert.Contains(c, []string{"ErrImagePull", "ImagePullBackOff"}, waiting.Reason)
+	}, waitFor, tick, "a pull by tag fails")
+	require.NoError(t, cluster.Client.Delete(ctx, byTag))
+
 	// The RedisCluster goes before the operator (its finalizer is the operator's), then
 	// cleanup removes the operator
 	cluster.MustKubectl(t, "-n", ns, "delete", "rediscluster", "sessions", "--timeout=60s")
