@@ -78,6 +78,7 @@ func TestAlertRulesParseAndEachHasItsRunbookInTheDocs(t *testing.T) {
 	assert.ElementsMatch(t, []string{
 		"RedisClusterNoWritablePrimary", "RedisClusterFailover", "RedisReplicaLagging", "RedisNodeNotServing",
 		"RedisMemoryNearMax", "RedisEvictingKeys", "RedisClusterPasswordRejected", "RedisClusterDegraded",
+		"RedisClusterDown", "RedisClusterSlotsWithoutPrimary",
 	}, names)
 }
 
@@ -191,6 +192,23 @@ func (r *seriesRecorder) firedSince(c require.TestingT, alert string, from time.
 	return out
 }
 
+// values are the values an expression returns now, one per series, sorted.
+func (r *seriesRecorder) values(c require.TestingT, expr string) []float64 {
+	q, err := r.engine.NewInstantQuery(context.Background(), r.db, nil, expr, time.Now())
+	require.NoError(c, err)
+	defer q.Close()
+	res := q.Exec(context.Background())
+	require.NoError(c, res.Err, expr)
+	vector, err := res.Vector()
+	require.NoError(c, err)
+	var out []float64
+	for _, s := range vector {
+		out = append(out, s.F)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // quiet asserts that none of the alerts' expressions returned anything since from.
 func (r *seriesRecorder) quiet(t *testing.T, from time.Time, except ...string) {
 	t.Helper()
@@ -270,6 +288,38 @@ func TestAlertsFireOnWhatTheyDescribe(t *testing.T) {
 		// and the primary was writable all along
 		assert.Empty(t, series.firedSince(t, "RedisClusterNoWritablePrimary", healthy))
 		assert.Empty(t, series.firedSince(t, "RedisClusterFailover", healthy))
+	})
+
+	t.Run("cluster mode: a shard whose nodes are all killed", func(t *testing.T) {
+		t.Parallel()
+		e := newShardedCluster(t, "sharded")
+		series := recordSeries(t, e.ns)
+		healthy := time.Now()
+		time.Sleep(2 * time.Second)
+		series.quiet(t, healthy)
+		// (quiet, with the series there: the cluster is up, every slot assigned, each node serves)
+		assert.Equal(t, []float64{1}, series.values(t, "redis_operator_cluster_state"))
+		assert.Equal(t, []float64{16384}, series.values(t, "sum(redis_operator_shard_slots_assigned)"))
+		assert.Equal(t, []float64{0, 0, 0}, series.values(t, "redis_operator_shard_slots_failing"))
+		assert.Equal(t, []float64{6}, series.values(t, "sum(redis_operator_node_serving)"))
+		assert.Equal(t, []float64{3}, series.values(t, "sum(redis_operator_node_primary)"))
+		assert.Equal(t, []float64{1}, series.values(t, "redis_operator_writable_primary"))
+
+		// When both nodes of shard 1 are killed and stay down
+		victim := e.ready.Status.Shards[1]
+		e.node.NoRestart.Store(true)
+		e.node.Server(victim.Primary).Kill()
+		e.node.Server(victim.Replicas[0]).Kill()
+
+		// Then, once the other primaries flag its primary as failed (spec.cluster.nodeTimeout,
+		// 1s), its slots have no primary, the cluster is down, the shard has no writable
+		// primary, and its nodes do not serve
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"sharded"}, series.firing(c, "RedisClusterSlotsWithoutPrimary"))
+			assert.Equal(c, []string{"sharded"}, series.firing(c, "RedisClusterDown"))
+			assert.Equal(c, []string{"sharded"}, series.firing(c, "RedisClusterNoWritablePrimary"))
+			assert.Equal(c, slices.Sorted(slices.Values([]string{victim.Primary, victim.Replicas[0]})), series.firing(c, "RedisNodeNotServing"))
+		}, waitFor, tick)
 	})
 
 	t.Run("a node at its maxmemory, then stopped", func(t *testing.T) {

@@ -82,7 +82,10 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordChildEvents(rc, state)
 	cs.observed.set(state.replication.view)
 	setStatus(rc, state, m.status)
-	r.recordNodeMetrics(rc, state, time.Now())
+	r.recordNodeMetrics(rc, m.nodes(state), time.Now())
+	if m.metrics != nil {
+		m.metrics(rc, state)
+	}
 	r.recordConditions(rc)
 	r.recordStatusEvents(state.written, rc)
 	if err := r.writeStatus(ctx, cs, state, rc, startVersion); err != nil {

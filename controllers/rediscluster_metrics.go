@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,11 +71,31 @@ var (
 		Name: "redis_operator_no_writable_primary_seconds_total",
 		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
 	}, clusterLabels)
+
+	// Cluster mode's own series, from what its nodes say of the cluster (CLUSTER INFO and
+	// CLUSTER NODES).
+	clusterStateOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_cluster_state",
+		Help: "Cluster mode: 1 when the nodes that answered all say cluster_state:ok (every slot served), 0 when one says fail or none answered.",
+	}, clusterLabels)
+	shardSlotsAssigned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_shard_slots_assigned",
+		Help: "Cluster mode: the hash slots the shard's primary serves (16384 across the shards when every slot is assigned).",
+	}, append(clusterLabels, "shard"))
+	shardSlotsFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_shard_slots_failing",
+		Help: "Cluster mode: the shard's slots whose primary the cluster flags as failed, which nobody serves until a replica takes over.",
+	}, append(clusterLabels, "shard"))
+	openSlots = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_cluster_open_slots",
+		Help: "Cluster mode: slots some node imports or migrates (a slot move under way, or one left half done).",
+	}, clusterLabels)
 )
 
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
-	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, writablePrimary, conditionStatus, noWritablePrimary}
+	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, writablePrimary, conditionStatus, noWritablePrimary,
+		clusterStateOK, shardSlotsAssigned, shardSlotsFailing, openSlots}
 	for _, g := range nodeGauges {
 		out = append(out, g)
 	}
@@ -94,25 +116,32 @@ func nodeGauge(name, help string) *prometheus.GaugeVec {
 // check's, so not at every check.
 const statsInterval = 10 * time.Second
 
-// readStats reads the load of the nodes whose last reading is statsInterval old or more.
-func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) {
+// readStats reads the load of the nodes of views whose last reading is statsInterval old or
+// more.
+func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, views []topology.View) map[string]topology.Stats {
 	cs := r.clusterState(rc)
 	now := time.Now()
 	cs.metrics.mu.Lock()
 	due := map[string]bool{}
-	for _, o := range state.replication.view.Nodes {
-		due[o.Name] = now.Sub(cs.metrics.statsAt[o.Name]) >= statsInterval
+	for _, v := range views {
+		for _, o := range v.Nodes {
+			due[o.Name] = now.Sub(cs.metrics.statsAt[o.Name]) >= statsInterval
+		}
 	}
 	cs.metrics.mu.Unlock()
-	state.replication.stats = topology.ObserveStats(ctx, state.dial, state.replication.view, func(name string) bool { return due[name] })
+	stats := map[string]topology.Stats{}
+	for _, v := range views {
+		maps.Copy(stats, topology.ObserveStats(ctx, state.dial, v, func(name string) bool { return due[name] }))
+	}
 	cs.metrics.mu.Lock()
 	defer cs.metrics.mu.Unlock()
 	if cs.metrics.statsAt == nil {
 		cs.metrics.statsAt = map[string]time.Time{}
 	}
-	for name := range state.replication.stats {
+	for name := range stats {
 		cs.metrics.statsAt[name] = now
 	}
+	return stats
 }
 
 // nodeCounters serves counters whose values Redis keeps (evicted and expired keys), as read at
@@ -166,16 +195,61 @@ type clusterMetrics struct {
 	statsAt map[string]time.Time
 	// conditions are the conditions' reasons and statuses as their series show them.
 	conditions map[string]metav1.Condition
+	// shards are the shards that have series (cluster mode), so that a shard removed loses them.
+	shards map[int]bool
 }
 
-// recordNodeMetrics sets the RedisCluster's series from this reconcile's view of its nodes.
-func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, state *reconcileState, now time.Time) {
+// nodesObserved is what the node metrics read from a reconcile: the views of the nodes (one in
+// replication mode, one per shard in cluster mode), each judged against its primary, and the
+// load readings taken. Views are nil when this reconcile did not observe the nodes.
+type nodesObserved struct {
+	views []topology.View
+	stats map[string]topology.Stats
+}
+
+// recordNodeMetrics sets the RedisCluster's series from this reconcile's views of its nodes.
+// A reconcile that did not observe them leaves the series as they were.
+func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, observed nodesObserved, now time.Time) {
+	if observed.views == nil {
+		return
+	}
 	cs := r.clusterState(rc)
 	cs.metrics.mu.Lock()
 	defer cs.metrics.mu.Unlock()
 	m := &cs.metrics
-	v := state.replication.view
 	seen := map[string]bool{}
+	nodes, writable := 0, true
+	for _, v := range observed.views {
+		nodes += len(v.Nodes)
+		writable = writable && v.WritablePrimary()
+		recordViewMetrics(rc, v, observed.stats, seen, now)
+	}
+	for pod := range m.pods {
+		if !seen[pod] {
+			deleteNodeSeries(rc.Namespace, rc.Name, pod)
+			delete(m.statsAt, pod)
+		}
+	}
+	if m.pods == nil {
+		for _, reason := range primaryChangeReasons {
+			primaryChanges.WithLabelValues(rc.Namespace, rc.Name, reason)
+		}
+	}
+	m.pods = seen
+	if nodes > 0 {
+		writablePrimary.WithLabelValues(rc.Namespace, rc.Name).Set(boolValue(writable))
+	}
+	if nodes > 0 && !m.checkedAt.IsZero() && !writable {
+		noWritablePrimary.WithLabelValues(rc.Namespace, rc.Name).Add(now.Sub(m.checkedAt).Seconds())
+	}
+	m.checkedAt = now
+	if nodes == 0 {
+		m.checkedAt = time.Time{}
+	}
+}
+
+// recordViewMetrics sets the series of the nodes of one view, and marks them seen.
+func recordViewMetrics(rc *cachev1.RedisCluster, v topology.View, stats map[string]topology.Stats, seen map[string]bool, now time.Time) {
 	for _, o := range v.Nodes {
 		seen[o.Name] = true
 		labels := prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "pod": o.Name}
@@ -186,7 +260,7 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 			nodeOffset.With(labels).Set(float64(o.Info.Offset))
 			lastCheck.With(labels).Set(float64(now.UnixNano()) / 1e9)
 		}
-		if st, ok := state.replication.stats[o.Name]; ok {
+		if st, ok := stats[o.Name]; ok {
 			nodeClients.With(labels).Set(float64(st.ConnectedClients))
 			nodeMemoryUsed.With(labels).Set(float64(st.UsedMemory))
 			nodeMemoryMax.With(labels).Set(float64(st.MaxMemory))
@@ -204,28 +278,37 @@ func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, sta
 			replicaLagSeconds.Delete(labels)
 		}
 	}
-	for pod := range m.pods {
-		if !seen[pod] {
-			deleteNodeSeries(rc.Namespace, rc.Name, pod)
-			delete(m.statsAt, pod)
+}
+
+// recordShardMetrics sets cluster mode's own series: the cluster's state, each shard's slots
+// and those without a primary, and the open slots. A reconcile whose nodes were not asked
+// leaves them as they were.
+func (r *RedisClusterReconciler) recordShardMetrics(rc *cachev1.RedisCluster, state *reconcileState) {
+	s := state.shards
+	if s.members == nil {
+		return
+	}
+	cs := r.clusterState(rc)
+	cs.metrics.mu.Lock()
+	defer cs.metrics.mu.Unlock()
+	h := s.health
+	clusterStateOK.WithLabelValues(rc.Namespace, rc.Name).Set(boolValue(h.Answered && s.clusterDown == ""))
+	openSlots.WithLabelValues(rc.Namespace, rc.Name).Set(float64(h.Open))
+	seen := map[int]bool{}
+	for i := range max(int(rc.Spec.Cluster.Shards), len(s.statefulSets)) {
+		seen[i] = true
+		shard := strconv.Itoa(i)
+		shardSlotsAssigned.WithLabelValues(rc.Namespace, rc.Name, shard).Set(float64(h.Assigned[i]))
+		shardSlotsFailing.WithLabelValues(rc.Namespace, rc.Name, shard).Set(float64(h.Failing[i]))
+	}
+	for i := range cs.metrics.shards {
+		if !seen[i] {
+			labels := prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "shard": strconv.Itoa(i)}
+			shardSlotsAssigned.Delete(labels)
+			shardSlotsFailing.Delete(labels)
 		}
 	}
-	if m.pods == nil {
-		for _, reason := range primaryChangeReasons {
-			primaryChanges.WithLabelValues(rc.Namespace, rc.Name, reason)
-		}
-	}
-	m.pods = seen
-	if len(v.Nodes) > 0 {
-		writablePrimary.WithLabelValues(rc.Namespace, rc.Name).Set(boolValue(v.WritablePrimary()))
-	}
-	if len(v.Nodes) > 0 && !m.checkedAt.IsZero() && !v.WritablePrimary() {
-		noWritablePrimary.WithLabelValues(rc.Namespace, rc.Name).Add(now.Sub(m.checkedAt).Seconds())
-	}
-	m.checkedAt = now
-	if len(v.Nodes) == 0 {
-		m.checkedAt = time.Time{}
-	}
+	cs.metrics.shards = seen
 }
 
 // recordConditions sets one series per condition of the status, with its current reason; a
@@ -281,6 +364,9 @@ func forgetMetrics(key types.NamespacedName) {
 	primaryChangeDuration.DeletePartialMatch(labels)
 	noWritablePrimary.DeletePartialMatch(labels)
 	writablePrimary.DeletePartialMatch(labels)
+	for _, g := range []*prometheus.GaugeVec{clusterStateOK, shardSlotsAssigned, shardSlotsFailing, openSlots} {
+		g.DeletePartialMatch(labels)
+	}
 	conditionStatus.DeletePartialMatch(labels)
 }
 

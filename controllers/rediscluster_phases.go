@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // A reconcile is a list of phases: those every RedisCluster has, then its mode's. Each phase
@@ -93,6 +94,10 @@ type mode struct {
 	phases []phase
 	// status sets the mode's status fields and says its conditions (setStatus writes them).
 	status func(*cachev1.RedisCluster, *reconcileState) []*metav1.Condition
+	// nodes are the mode's views of its nodes, for the node metrics both modes serve.
+	nodes func(*reconcileState) nodesObserved
+	// metrics sets the mode's own series, if it has any.
+	metrics func(*cachev1.RedisCluster, *reconcileState)
 }
 
 func (r *RedisClusterReconciler) modeOf(rc *cachev1.RedisCluster) mode {
@@ -136,5 +141,8 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
 		},
 		status: setReplicatedStatus,
+		nodes: func(state *reconcileState) nodesObserved {
+			return nodesObserved{views: []topology.View{state.replication.view}, stats: state.replication.stats}
+		},
 	}
 }

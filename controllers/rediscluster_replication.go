@@ -60,7 +60,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	}
 	if len(state.members) > 0 {
 		state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
-		r.readStats(ctx, rc, state)
+		state.replication.stats = r.readStats(ctx, rc, state, []topology.View{state.replication.view})
 	}
 	return nil
 }

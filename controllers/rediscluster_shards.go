@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -14,6 +15,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // Cluster mode (spec.cluster): the nodes form one Redis Cluster, each shard a StatefulSet of
@@ -37,6 +39,10 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
 		},
 		status: setShardedStatus,
+		nodes: func(state *reconcileState) nodesObserved {
+			return nodesObserved{views: state.shards.views, stats: state.shards.stats}
+		},
+		metrics: r.recordShardMetrics,
 	}
 }
 
@@ -51,6 +57,12 @@ type shardsState struct {
 	plan        *shards.Plan
 	// rollout is the rollout step this reconcile took, or what the rollout waits for.
 	rollout shards.RolloutStep
+	// health is what the nodes say of the slots (for the metrics).
+	health shards.Health
+	// views are each shard's nodes' replication, judged against the shard's primary, and
+	// stats their load readings: for the node metrics, as in replication mode.
+	views []topology.View
+	stats map[string]topology.Stats
 }
 
 // reconcileShardStatefulSets applies one StatefulSet per shard.
@@ -103,7 +115,32 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 	slices.SortFunc(state.shards.members, func(a, b shards.Member) int {
 		return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Ordinal, b.Ordinal))
 	})
+	state.shards.health = shards.HealthOf(state.shards.members)
+	r.observeShardReplication(ctx, rc, state)
 	return nil
+}
+
+// observeShardReplication asks each shard's nodes for their replication state, judged against
+// the shard's primary, and reads their load when due: the node metrics of replication mode,
+// for each shard. Part of observing the nodes: the metrics follow them while slots move.
+func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) {
+	s := &state.shards
+	shardOf := map[string]int{}
+	for _, m := range s.members {
+		shardOf[m.Pod] = m.Shard
+	}
+	byShard := map[int][]topology.Member{}
+	for _, m := range state.members {
+		if shard, ok := shardOf[m.Name]; ok {
+			byShard[shard] = append(byShard[shard], m)
+		}
+	}
+	primaries := shards.Primaries(s.members)
+	s.views = []topology.View{}
+	for _, shard := range slices.Sorted(maps.Keys(byShard)) {
+		s.views = append(s.views, topology.Observe(ctx, state.dial, byShard[shard], primaries[shard]))
+	}
+	s.stats = r.readStats(ctx, rc, state, s.views)
 }
 
 // reconcileShards sends the cluster commands shards.Decide returns; once there are none, it

@@ -190,6 +190,46 @@ func Decide(members []Member, shards int) Plan {
 	return plan
 }
 
+// shardPrimary is the primary among the answering members of one shard: the node that serves
+// slots (after a failover, the promoted replica; the one serving most, should two claim some);
+// on a new cluster, the shard's first node that is a primary. Nil when none is a primary.
+func shardPrimary(in []Member) *Member {
+	var primary *Member
+	for k := range in {
+		self, _ := in[k].Self()
+		if self.IsPrimary() && self.SlotCount() > 0 && (primary == nil || self.SlotCount() > selfOf(*primary).SlotCount()) {
+			primary = &in[k]
+		}
+	}
+	if primary == nil {
+		for k := range in {
+			if selfOf(in[k]).IsPrimary() {
+				primary = &in[k]
+				break
+			}
+		}
+	}
+	return primary
+}
+
+// Primaries are each shard's primary pod (shardPrimary), by shard index; a shard none of whose
+// nodes answers as a primary has none.
+func Primaries(members []Member) map[int]string {
+	byShard := map[int][]Member{}
+	for _, m := range members {
+		if _, ok := m.Self(); ok {
+			byShard[m.Shard] = append(byShard[m.Shard], m)
+		}
+	}
+	out := map[int]string{}
+	for shard, in := range byShard {
+		if p := shardPrimary(in); p != nil {
+			out[shard] = p.Pod
+		}
+	}
+	return out
+}
+
 // servedSlots are the slots any of the members sees served.
 func servedSlots(members []Member) []bool {
 	owned := make([]bool, redis.SlotCount)
@@ -218,23 +258,7 @@ func decideShard(i, shards int, answering []Member, owned []bool, assign bool) (
 	if len(in) == 0 {
 		return shard, nil, fmt.Sprintf("no node of shard %d answers", i)
 	}
-	// The primary is the node that serves slots (after a failover, the promoted replica); on a
-	// new cluster, the shard's first node that is a primary.
-	var primary *Member
-	for k := range in {
-		self, _ := in[k].Self()
-		if self.IsPrimary() && self.SlotCount() > 0 && (primary == nil || self.SlotCount() > selfOf(*primary).SlotCount()) {
-			primary = &in[k]
-		}
-	}
-	if primary == nil {
-		for k := range in {
-			if selfOf(in[k]).IsPrimary() {
-				primary = &in[k]
-				break
-			}
-		}
-	}
+	primary := shardPrimary(in)
 	if primary == nil {
 		return shard, nil, fmt.Sprintf("shard %d has no primary", i)
 	}
