@@ -94,8 +94,11 @@ type mode struct {
 	phases []phase
 	// status sets the mode's status fields and says its conditions (setStatus writes them).
 	status func(*cachev1.RedisCluster, *reconcileState) []*metav1.Condition
-	// nodes are the mode's views of its nodes, for the node metrics both modes serve.
+	// nodes are the mode's views of its nodes, for the node metrics both modes serve and the
+	// credential phases (passwords, users), which reach every node alike (everyNode).
 	nodes func(*reconcileState) nodesObserved
+	// observe observes the nodes again, once the credential phases changed what they take.
+	observe func(context.Context, *cachev1.RedisCluster, *reconcileState) error
 	// metrics sets the mode's own series, if it has any.
 	metrics func(*cachev1.RedisCluster, *reconcileState)
 }
@@ -144,5 +147,19 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 		nodes: func(state *reconcileState) nodesObserved {
 			return nodesObserved{views: []topology.View{state.replication.view}, stats: state.replication.stats}
 		},
+		observe: func(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+			state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
+			return nil
+		},
 	}
+}
+
+// everyNode is every node of the RedisCluster as this reconcile observed it, in either mode
+// (in cluster mode, every shard's), with no primary: for what reaches every node alike.
+func (r *RedisClusterReconciler) everyNode(rc *cachev1.RedisCluster, state *reconcileState) topology.View {
+	var all topology.View
+	for _, v := range r.modeOf(rc).nodes(state).views {
+		all.Nodes = append(all.Nodes, v.Nodes...)
+	}
+	return all
 }

@@ -35,7 +35,9 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 		phases: []phase{
 			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
+			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
 			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
+			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
 			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
 		},
 		status: setShardedStatus,
@@ -43,6 +45,7 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 			return nodesObserved{views: state.shards.views, stats: state.shards.stats}
 		},
 		metrics: r.recordShardMetrics,
+		observe: r.observeShards,
 	}
 }
 
