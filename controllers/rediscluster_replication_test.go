@@ -389,6 +389,18 @@ func TestAPasswordSecretCreatedLateIsFoundAtTheCappedRetry(t *testing.T) {
 	}, 10*maxRetryDelay, tick, "the StatefulSet within the capped retry delay")
 }
 
+// podUIDs are the UIDs of the namespace's pods by name: a pod replaced has another.
+func podUIDs(t *testing.T, namespace string) map[string]string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, k8sClient.List(context.Background(), pods, client.InNamespace(namespace)))
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = string(p.UID)
+	}
+	return out
+}
+
 func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) {
 	const first, second, third = "first-password-1f8d", "second-password-93ac", "third-password-5e0b"
 	ns := newNamespace(t)
@@ -400,16 +412,7 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 	require.NoError(t, k8sClient.Create(context.Background(), rc))
 	node := runLocalNode(t, ns)
 	eventuallyReady(t, rc)
-	podUIDs := func() map[string]string {
-		pods := &corev1.PodList{}
-		require.NoError(t, k8sClient.List(context.Background(), pods, client.InNamespace(ns)))
-		out := map[string]string{}
-		for _, p := range pods.Items {
-			out[p.Name] = string(p.UID)
-		}
-		return out
-	}
-	before := podUIDs()
+	before := podUIDs(t, ns)
 
 	// When the Secret changes under running nodes
 	secret.Data["password"] = []byte(second)
@@ -445,7 +448,7 @@ func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) 
 		assert.Contains(c, eventReasons(c, rc), cachev1.EventPreviousPasswordRemoved)
 	}, waitFor, tick)
 	eventuallyReady(t, rc)
-	assert.Equal(t, before, podUIDs())
+	assert.Equal(t, before, podUIDs(t, ns))
 
 	// When a node's password is changed behind the operator's back, which logs in as its own
 	// user, the Secret's is given back at the next read of the Secrets

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
@@ -43,16 +42,7 @@ func TestClusterModeTakesANewPasswordAndNewUsersLive(t *testing.T) {
 		pods = append(pods, n.Name)
 	}
 	require.Len(t, pods, 6)
-	podUIDs := func() map[string]string {
-		list := &corev1.PodList{}
-		require.NoError(t, k8sClient.List(ctx, list, client.InNamespace(ns)))
-		out := map[string]string{}
-		for _, p := range list.Items {
-			out[p.Name] = string(p.UID)
-		}
-		return out
-	}
-	before := podUIDs()
+	before := podUIDs(t, ns)
 
 	// When the Secret changes under the running nodes
 	secret.Data["password"] = []byte(second)
@@ -102,5 +92,5 @@ func TestClusterModeTakesANewPasswordAndNewUsersLive(t *testing.T) {
 
 	// and no pod was replaced for any of it
 	eventuallyReady(t, rc)
-	assert.Equal(t, before, podUIDs())
+	assert.Equal(t, before, podUIDs(t, ns))
 }
