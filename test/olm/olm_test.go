@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,8 +200,14 @@ type upgradeWatch struct {
 	namespace string
 	writer    *redistest.Writer
 	notReady  atomic.Int64
-	stop      chan struct{}
-	done      chan struct{}
+	// unread counts observations the API server did not answer: they say nothing of the
+	// RedisCluster (under load in CI, a Get can time out).
+	unread atomic.Int64
+	// why is what the first observations not Ready saw (condition, reason, message).
+	mu   sync.Mutex
+	why  []string
+	stop chan struct{}
+	done chan struct{}
 }
 
 // watchUpgrade starts watching the RedisCluster sessions in namespace; every also runs at each
@@ -220,8 +228,18 @@ func watchUpgrade(t *testing.T, namespace string, every func()) *upgradeWatch {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if !redisClusterReady(t, namespace) {
+			rc := &cachev1.RedisCluster{}
+			if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "sessions"}, rc); err != nil {
+				u.unread.Add(1)
+			} else if !testenv.Ready(rc) {
 				u.notReady.Add(1)
+				u.mu.Lock()
+				if len(u.why) < 5 {
+					ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionReady)
+					u.why = append(u.why, fmt.Sprintf("%s: generation %d, observed %d, Ready %+v", time.Now().Format(time.StampMilli),
+						rc.Generation, rc.Status.ObservedGeneration, ready))
+				}
+				u.mu.Unlock()
 			}
 			if every != nil {
 				every()
@@ -237,7 +255,12 @@ func (u *upgradeWatch) finish(t *testing.T) {
 	u.writer.Stop()
 	close(u.stop)
 	<-u.done
-	assert.Zero(t, u.notReady.Load(), "observations of the RedisCluster not Ready during the upgrade")
+	u.mu.Lock()
+	assert.Zero(t, u.notReady.Load(), "observations of the RedisCluster not Ready during the upgrade: %v", u.why)
+	u.mu.Unlock()
+	if n := u.unread.Load(); n > 0 {
+		fmt.Printf("figure: observations the API server did not answer during the upgrade: %d\n", n)
+	}
 	acked, _, _ := u.writer.Result()
 	reader, err := primaryClient(context.Background(), u.namespace)
 	require.NoError(t, err)
