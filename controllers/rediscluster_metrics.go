@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -59,14 +60,10 @@ var (
 		prometheus.NewDesc("redis_operator_node_evicted_keys_total", "Keys the node evicted for maxmemory, since it started.", nodeLabels, nil),
 		prometheus.NewDesc("redis_operator_node_expired_keys_total", "Keys that expired on the node, since it started.", nodeLabels, nil),
 	)
-	writablePrimary = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_writable_primary",
-		Help: "1 when the recorded primary answered the last check as a primary, 0 when the RedisCluster has no writable primary.",
-	}, clusterLabels)
-	conditionStatus = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_rediscluster_condition",
-		Help: "Each condition of the RedisCluster's status with its reason: 1 when True, 0 when False or Unknown.",
-	}, append(clusterLabels, "type", "reason"))
+	writablePrimary = clusterGauge("redis_operator_writable_primary",
+		"1 when the recorded primary answered the last check as a primary, 0 when the RedisCluster has no writable primary.")
+	conditionStatus = clusterGauge("redis_operator_rediscluster_condition",
+		"Each condition of the RedisCluster's status with its reason: 1 when True, 0 when False or Unknown.", "type", "reason")
 	noWritablePrimary = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redis_operator_no_writable_primary_seconds_total",
 		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
@@ -74,32 +71,34 @@ var (
 
 	// Cluster mode's own series, from what its nodes say of the cluster (CLUSTER INFO and
 	// CLUSTER NODES).
-	clusterStateOK = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_cluster_state",
-		Help: "Cluster mode: 1 when the nodes that answered all say cluster_state:ok (every slot served), 0 when one says fail or none answered.",
-	}, clusterLabels)
-	shardSlotsAssigned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_shard_slots_assigned",
-		Help: "Cluster mode: the hash slots the shard's primary serves (16384 across the shards when every slot is assigned).",
-	}, append(clusterLabels, "shard"))
-	shardSlotsFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_shard_slots_failing",
-		Help: "Cluster mode: the shard's slots whose primary the cluster flags as failed, which nobody serves until a replica takes over.",
-	}, append(clusterLabels, "shard"))
-	openSlots = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "redis_operator_cluster_open_slots",
-		Help: "Cluster mode: slots some node imports or migrates (a slot move under way, or one left half done).",
-	}, clusterLabels)
+	clusterStateOK = clusterGauge("redis_operator_cluster_state",
+		"Cluster mode: 1 when the nodes that answered all say cluster_state:ok (every slot served), 0 when one says fail or none answered.")
+	shardSlotsAssigned = clusterGauge("redis_operator_shard_slots_assigned",
+		"Cluster mode: the hash slots the shard's primary serves (16384 across the shards when every slot is assigned).", "shard")
+	shardSlotsFailing = clusterGauge("redis_operator_shard_slots_failing",
+		"Cluster mode: the shard's slots whose primary the cluster flags as failed, which nobody serves until a replica takes over.", "shard")
+	openSlots = clusterGauge("redis_operator_cluster_open_slots",
+		"Cluster mode: slots some node imports or migrates (a slot move under way, or one left half done).")
 )
 
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
-	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, writablePrimary, conditionStatus, noWritablePrimary,
-		clusterStateOK, shardSlotsAssigned, shardSlotsFailing, openSlots}
-	for _, g := range nodeGauges {
+	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary}
+	for _, g := range slices.Concat(nodeGauges, clusterGauges) {
 		out = append(out, g)
 	}
 	return out
+}
+
+// clusterGauges are every gauge of a RedisCluster as a whole, which go with it: clusterGauge
+// lists them.
+var clusterGauges []*prometheus.GaugeVec
+
+// clusterGauge is a gauge labelled with a RedisCluster, and the labels extra.
+func clusterGauge(name, help string, extra ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, slices.Concat(clusterLabels, extra))
+	clusterGauges = append(clusterGauges, g)
+	return g
 }
 
 // nodeGauges are every gauge of a node, which go with its pod: nodeGauge lists them.
@@ -363,11 +362,9 @@ func forgetMetrics(key types.NamespacedName) {
 	primaryChanges.DeletePartialMatch(labels)
 	primaryChangeDuration.DeletePartialMatch(labels)
 	noWritablePrimary.DeletePartialMatch(labels)
-	writablePrimary.DeletePartialMatch(labels)
-	for _, g := range []*prometheus.GaugeVec{clusterStateOK, shardSlotsAssigned, shardSlotsFailing, openSlots} {
+	for _, g := range clusterGauges {
 		g.DeletePartialMatch(labels)
 	}
-	conditionStatus.DeletePartialMatch(labels)
 }
 
 func boolValue(b bool) float64 {
