@@ -77,6 +77,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	state := &reconcileState{written: rc.DeepCopy(), replication: replicationState{view: topology.View{Primary: rc.Status.Primary}}}
 	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
 	m := r.modeOf(rc)
+	state.mode = m
 	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
 
 	r.recordChildEvents(rc, state)

@@ -144,7 +144,7 @@ func (r *RedisClusterReconciler) writeRotation(ctx context.Context, rc *cachev1.
 // takes a password again.
 func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	rot := state.creds.rotation
-	refused := r.everyNode(rc, state).AuthRefused()
+	refused := state.everyNode().AuthRefused()
 	// A node that refuses the operator's own login is reached as the default user, with the
 	// current password first (a node without the operator's user yet: it started before its
 	// file listed it), then the previous ones (the password changed). It is given the current
@@ -158,7 +158,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 		}
 		login := state.creds.login()
 		login.Username, login.Password = "", candidate
-		rotated := topology.RepairLogins(ctx, r.everyNode(rc, state), r.Dial(login), repair)
+		rotated := topology.RepairLogins(ctx, state.everyNode(), r.Dial(login), repair)
 		for _, node := range rotated {
 			if i == 0 {
 				log.FromContext(ctx).Info("Gave a node the operator's own user", "node", node)
@@ -168,10 +168,10 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 				"%s now takes the password from Secret %s", node, passwordSecretName(rc))
 		}
 		if len(rotated) > 0 {
-			if err := r.modeOf(rc).observe(ctx, rc, state); err != nil {
+			if err := state.mode.observe(ctx, rc, state); err != nil {
 				return err
 			}
-			refused = r.everyNode(rc, state).AuthRefused()
+			refused = state.everyNode().AuthRefused()
 		}
 	}
 	if len(refused) > 0 {
@@ -190,7 +190,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	want := resources.PasswordHash(state.creds.password)
 	cs := r.clusterState(rc)
-	for _, o := range r.everyNode(rc, state).Nodes {
+	for _, o := range state.everyNode().Nodes {
 		if !o.Reachable() || cs.passwords.givenTo(o.Name) == want {
 			continue
 		}
@@ -216,7 +216,7 @@ func (r *RedisClusterReconciler) removeDuePasswords(ctx context.Context, rc *cac
 	if len(due) == 0 {
 		return nil
 	}
-	nodes := r.everyNode(rc, state).Nodes
+	nodes := state.everyNode().Nodes
 	for _, o := range nodes {
 		if !o.Reachable() {
 			return nil // a node that comes back must lose them too: wait for it

@@ -156,9 +156,9 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 
 // everyNode is every node of the RedisCluster as this reconcile observed it, in either mode
 // (in cluster mode, every shard's), with no primary: for what reaches every node alike.
-func (r *RedisClusterReconciler) everyNode(rc *cachev1.RedisCluster, state *reconcileState) topology.View {
+func (s *reconcileState) everyNode() topology.View {
 	var all topology.View
-	for _, v := range r.modeOf(rc).nodes(state).views {
+	for _, v := range s.mode.nodes(s).views {
 		all.Nodes = append(all.Nodes, v.Nodes...)
 	}
 	return all

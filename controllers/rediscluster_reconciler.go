@@ -163,6 +163,8 @@ func (r *RedisClusterReconciler) stateOf(key types.NamespacedName) *clusterState
 // reconcileState is what one reconcile learns and does: the phases record outcomes in it, and
 // setStatus alone turns them into the status.
 type reconcileState struct {
+	// mode is the RedisCluster's mode (modeOf), chosen once per reconcile.
+	mode mode
 	// written is the RedisCluster as its status was last written (or read): the base of the
 	// next status patch.
 	written *cachev1.RedisCluster

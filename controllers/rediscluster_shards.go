@@ -128,15 +128,9 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 // for each shard. Part of observing the nodes: the metrics follow them while slots move.
 func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) {
 	s := &state.shards
-	shardOf := map[string]int{}
-	for _, m := range s.members {
-		shardOf[m.Pod] = m.Shard
-	}
 	byShard := map[int][]topology.Member{}
-	for _, m := range state.members {
-		if shard, ok := shardOf[m.Name]; ok {
-			byShard[shard] = append(byShard[shard], m)
-		}
+	for _, m := range s.members { // in shard and ordinal order
+		byShard[m.Shard] = append(byShard[m.Shard], topology.Member{Name: m.Pod, Ordinal: m.Ordinal, Addr: m.Addr})
 	}
 	primaries := shards.Primaries(s.members)
 	s.views = []topology.View{}

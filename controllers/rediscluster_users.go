@@ -87,7 +87,7 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 	}
 	want := usersSum(users)
 	newlyAccepted := false
-	for _, o := range r.everyNode(rc, state).Nodes {
+	for _, o := range state.everyNode().Nodes {
 		if !o.Reachable() || cs.users.givenTo(o.Name) == want {
 			continue
 		}
