@@ -29,13 +29,15 @@ import (
 
 // shardedMode is cluster mode (spec.cluster): a StatefulSet per shard, whose nodes form one
 // Redis Cluster. It has no prerequisites of its own: no restore (the API refuses spec.restore
-// with spec.cluster).
+// with spec.cluster). Passwords, TLS and users are the other mode's phases, reaching every
+// node of every shard.
 func (r *RedisClusterReconciler) shardedMode() mode {
 	return mode{
 		phases: []phase{
 			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
 			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
+			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
 			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
 			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
 			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},

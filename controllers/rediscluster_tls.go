@@ -103,9 +103,9 @@ func primaryServiceName(rc *cachev1.RedisCluster) string {
 	return resources.ClientServiceName(rc) + "." + rc.Namespace + ".svc"
 }
 
-// reconcileTLS has each running node load the TLS Secret's content once, and reports the
-// nodes the operator cannot complete a handshake with (TLSFailed): like a refused password,
-// nothing is decided on a view that misses them.
+// reconcileTLS has each running node, of every shard in cluster mode, load the TLS Secret's
+// content once, and reports the nodes the operator cannot complete a handshake with
+// (TLSFailed): like a refused password, nothing is decided on a view that misses them.
 func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	t := state.creds.tls
 	if t == nil {
@@ -115,7 +115,7 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.R
 	now := time.Now()
 	var errs []error
 	reached := false
-	for _, o := range state.replication.view.Nodes {
+	for _, o := range state.everyNode().Nodes {
 		if (!o.Reachable() && !o.TLSRefused()) || !cs.tls.due(o.Name, t.sum, now) {
 			continue
 		}
@@ -134,9 +134,11 @@ func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.R
 		reached = reached || (loaded && o.TLSRefused())
 	}
 	if reached {
-		state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
+		if err := state.mode.observe(ctx, rc, state); err != nil {
+			return err
+		}
 	}
-	for _, o := range state.replication.view.TLSRefused() {
+	for _, o := range state.everyNode().TLSRefused() {
 		errs = append(errs, fmt.Errorf("the TLS handshake with %s failed (TLS Secret %s): %w", o.Name, rc.Spec.TLS.SecretName, o.Err))
 	}
 	return errors.Join(errs...)

@@ -17,7 +17,7 @@ const DefaultVersion = "7.2"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
-// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (!has(self.backup) && !has(self.restore) && !has(self.tls))",message="cluster mode (spec.cluster) does not take spec.backup, spec.restore or spec.tls yet",fieldPath=".cluster"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (!has(self.backup) && !has(self.restore))",message="cluster mode (spec.cluster) does not take spec.backup or spec.restore yet",fieldPath=".cluster"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas. In cluster
 	// mode (spec.cluster), the number of nodes of each shard: its primary and replicas-1
@@ -84,8 +84,8 @@ type RedisClusterSpec struct {
 	// +optional
 	Users []UserSpec `json:"users,omitempty"`
 
-	// TLS makes every connection to and between the nodes TLS: clients, replication and the
-	// operator's own. Set it when the RedisCluster is created; the certificate in its Secret may
+	// TLS makes every connection to and between the nodes TLS: clients, replication, the
+	// cluster bus in cluster mode, and the operator's own. Set it when the RedisCluster is created; the certificate in its Secret may
 	// change at any time and the nodes take it without a restart.
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`

@@ -79,6 +79,11 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 			// shard's orphaned primary would leave its own shard without one.
 			"cluster-allow-replica-migration no",
 		)
+		if rc.Spec.TLS != nil {
+			// The cluster bus and the nodes' MIGRATE connections too: with port 0 there is
+			// no plaintext listener for them to use.
+			lines = append(lines, "tls-cluster yes")
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(rc.Spec.Config)) {
 		lines = append(lines, key+" "+string(rc.Spec.Config[key]))

@@ -135,7 +135,7 @@ func TestRedisConf(t *testing.T) {
 		{"TLS only, for clients and replication", redisCluster(func(rc *cachev1.RedisCluster) {
 			rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
 		}), []string{"port 0\ntls-port 6379\n", "tls-cert-file /etc/redis-tls/tls.crt\ntls-key-file /etc/redis-tls/tls.key\ntls-ca-cert-file /etc/redis-tls/ca.crt\n",
-			"tls-replication yes\n", "tls-auth-clients no\n"}, []string{"\nport 6379"}},
+			"tls-replication yes\n", "tls-auth-clients no\n"}, []string{"\nport 6379", "tls-cluster"}},
 		{"TLS with client certificates", redisCluster(func(rc *cachev1.RedisCluster) {
 			rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls", ClientAuth: true}
 		}), []string{"tls-auth-clients yes\n"}, nil},
@@ -449,6 +449,12 @@ func TestClusterModeRunsAStatefulSetPerShardWithClusterEnabled(t *testing.T) {
 	}
 	assert.NotContains(t, conf, "replicaof", "Redis refuses replicaof in cluster mode; the cluster says who replicates whom")
 	assert.Contains(t, resources.RedisConf(redisCluster(nil)), "replicaof ", "the other mode keeps its fence")
+	assert.NotContains(t, conf, "tls-cluster")
+
+	rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
+	conf = resources.RedisConf(rc)
+	assert.Contains(t, conf, "port 0\ntls-port 6379\n")
+	assert.Contains(t, conf, "tls-cluster yes\n", "with TLS, the cluster bus and MIGRATE are TLS too")
 
 	svc := resources.DesiredClientService(rc)
 	assert.Equal(t, resources.SelectorLabels(rc), svc.Spec.Selector, "any node answers a cluster client")
