@@ -184,25 +184,42 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 }
 
 // givePassword is step 3: each running node takes the default user's current password beside
-// the ones it has. Checked once per password, and again after each read of the Secrets (a node
-// that restarted before its file changed, or whose password was changed behind our back); given
-// only when the node does not take it yet.
+// the ones it has, and the operator's own user as this build defines it. The password is
+// checked once per password, and again after each read of the Secrets (a node that restarted
+// before its file changed, or whose password was changed behind our back), and given only when
+// the node does not take it yet. The operator's user is given once per node by each operator
+// process (a node made by an earlier build may lack a right this one needs: MIGRATE, to move
+// slots), and again when a node refuses it a command (runPhases): reading it back to compare
+// would cost as much as giving it.
 func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	want := resources.PasswordHash(state.creds.password)
+	operator := resources.OperatorUser(state.creds.operatorPassword, rc.Spec.Cluster != nil)
+	wantOperator := usersSum([]resources.User{operator})
 	cs := r.clusterState(rc)
 	for _, o := range state.everyNode().Nodes {
-		if !o.Reachable() || cs.passwords.givenTo(o.Name) == want {
+		if !o.Reachable() {
 			continue
 		}
-		n := state.dial(o.Addr)
-		err := auth.GivePassword(ctx, n, state.creds.password)
-		n.Close()
-		if err != nil {
-			return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
+		if cs.passwords.givenTo(o.Name) != want {
+			n := state.dial(o.Addr)
+			err := auth.GivePassword(ctx, n, state.creds.password)
+			n.Close()
+			if err != nil {
+				return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
+			}
+			if cs.passwords.gave(o.Name, want, state.creds.rotation.previous != "") {
+				r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
+					"%s now takes the password from Secret %s", o.Name, passwordSecretName(rc))
+			}
 		}
-		if cs.passwords.gave(o.Name, want, state.creds.rotation.previous != "") {
-			r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
-				"%s now takes the password from Secret %s", o.Name, passwordSecretName(rc))
+		if cs.operatorUser.givenTo(o.Name) != wantOperator {
+			n := state.dial(o.Addr)
+			err := auth.SetUser(ctx, n, operator)
+			n.Close()
+			if err != nil {
+				return fmt.Errorf("giving %s the operator's own user: %w", o.Name, err)
+			}
+			cs.operatorUser.accept(o.Name, wantOperator, nil, true)
 		}
 	}
 	return nil

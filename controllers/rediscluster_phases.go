@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -67,6 +69,11 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 				state.wait = w
 			}
 		} else {
+			if errors.Is(err, redis.ErrNoPermission) {
+				// A node whose operator user is not this build's: given again by the
+				// next reconcile's Passwords phase.
+				r.clusterState(rc).operatorUser.forgetGiven()
+			}
 			perr := asPhaseError(p, err)
 			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
 			if state.err != nil {

@@ -95,6 +95,8 @@ type clusterState struct {
 	passwords passwordMemory
 	// users are the users each node was given (rediscluster_users.go).
 	users userMemory
+	// operatorUser is the operator's own user as each node was given it (rediscluster_passwords.go).
+	operatorUser userMemory
 	// tls is each node's certificate (rediscluster_tls.go).
 	tls tlsMemory
 	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -93,4 +95,83 @@ func TestClusterModeTakesANewPasswordAndNewUsersLive(t *testing.T) {
 	// and no pod was replaced for any of it
 	eventuallyReady(t, rc)
 	assert.Equal(t, before, podUIDs(t, ns))
+}
+
+// A cluster made by an earlier build whose operator user lacks a right this build needs (here:
+// every cluster-mode right, MIGRATE among them) gets the user as this build defines it from the
+// operator that replaces that build, live: the slots then move, with no pod replaced. So does a
+// node whose user loses the rights under a running operator, at its first refusal.
+func TestAnUpgradedOperatorGivesRunningNodesItsOwnUsersNewRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newShardedCluster(t, "upgraded")
+	for i := range 300 {
+		require.NoError(t, e.cc.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err())
+	}
+	before := podUIDs(t, e.ns)
+
+	// Given nodes whose operator user has the rights of an earlier build (the other mode's)
+	e.op.stop()
+	opPassword := secretValue(t, e.ns, "upgraded-operator", "password")
+	earlier := resources.OperatorUser(opPassword, false)
+	for _, n := range e.ready.Status.Nodes {
+		c := redisClient(t, e.node, n.Name, e.password)
+		require.NoError(t, c.Do(ctx, append([]any{"ACL", "SETUSER", earlier.Name}, toAny(earlier.SetUserArgs())...)...).Err())
+		assert.Contains(t, mayMigrate(ctx, c, earlier.Name), "no permissions", "%s's operator user may not MIGRATE", n.Name)
+	}
+
+	// When this build's operator takes over and the cluster grows a shard
+	startOperator(t, adminCfg, e.ns)
+	patchSpec(t, e.rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 4 })
+
+	// Then every node's operator user may MIGRATE again, the slots move, every key reads back,
+	// and none of the pods was replaced
+	got := eventuallyShards(t, e.rc, 4, 2*waitFor)
+	for _, n := range e.ready.Status.Nodes {
+		c := redisClient(t, e.node, n.Name, e.password)
+		assert.Equal(t, "OK", mayMigrate(ctx, c, earlier.Name), n.Name)
+	}
+	cc := clusterClient(t, e.node, got, e.password)
+	for i := range 300 {
+		v, err := cc.Get(ctx, fmt.Sprintf("k%d", i)).Int()
+		require.NoError(t, err, "k%d", i)
+		require.Equal(t, i, v)
+	}
+	after := podUIDs(t, e.ns)
+	for pod, uid := range before {
+		assert.Equal(t, uid, after[pod], pod)
+	}
+
+	// And when the running operator's user loses MIGRATE behind its back, the first NOPERM has
+	// it given again: the cluster shrinks back to 3 shards
+	for _, n := range got.Status.Nodes {
+		c := redisClient(t, e.node, n.Name, e.password)
+		require.NoError(t, c.Do(ctx, "ACL", "SETUSER", earlier.Name, "-migrate").Err())
+		assert.Contains(t, mayMigrate(ctx, c, earlier.Name), "no permissions", "%s's operator user may not MIGRATE", n.Name)
+	}
+	patchSpec(t, e.rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
+	got = eventuallyShards(t, e.rc, 3, 2*waitFor)
+	cc = clusterClient(t, e.node, got, e.password)
+	for i := range 300 {
+		v, err := cc.Get(ctx, fmt.Sprintf("k%d", i)).Int()
+		require.NoError(t, err, "k%d", i)
+		require.Equal(t, i, v)
+	}
+}
+
+// mayMigrate is what ACL DRYRUN says of user sending a MIGRATE: OK, or why not.
+func mayMigrate(ctx context.Context, c *goredis.Client, user string) string {
+	out, err := c.Do(ctx, "ACL", "DRYRUN", user, "MIGRATE", "127.0.0.1", "6379", "", "0", "1000", "KEYS", "k").Text()
+	if err != nil {
+		return err.Error()
+	}
+	return out
+}
+
+func toAny(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
 }

@@ -389,6 +389,11 @@ var ErrAuth = errors.New("redis refused the credentials")
 // ErrRefused means nothing listens at the node's address: the process is gone.
 var ErrRefused = errors.New("connection refused")
 
+// ErrNoPermission means the node refused the operator's user a command or a key (NOPERM): its
+// user is not the one this operator defines (a node made by an earlier build). MIGRATE says so
+// for the receiving node too ("Target instance replied with error: NOPERM ...").
+var ErrNoPermission = errors.New("redis refused the operator's user a command")
+
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -403,6 +408,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %s", ErrAuth, msg)
 	case strings.Contains(msg, "connection refused"):
 		return fmt.Errorf("%w: %s", ErrRefused, msg)
+	case strings.Contains(msg, "NOPERM"):
+		return fmt.Errorf("%w: %s", ErrNoPermission, msg)
 	}
 	return err
 }
