@@ -120,7 +120,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 			}
 			tried := crashedCount + convergedFirst
 			total += tried
-			summary = append(summary, fmt.Sprintf("%-24s writes per run %v; crash points tried %d: crashed at %d, converged before the k-th write %d",
+			summary = append(summary, fmt.Sprintf("%-32s writes per run %v; crash points tried %d: crashed at %d, converged before the k-th write %d",
 				s.name, counted, tried, crashedCount, convergedFirst))
 		})
 	}
@@ -454,8 +454,8 @@ func infoFields(info string) map[string]string {
 	return out
 }
 
-// The scenarios the issue names: bootstrap, failover, switchover for a scale-in, a version
-// upgrade (a rollout with a switchover), and a password change.
+// The scenarios: bootstrap, failover, switchover for a scale-in, a version upgrade (a rollout
+// with a switchover), a slot move, and a password change in either mode.
 func crashScenarios() []scenario {
 	ready := func(t *testing.T, r *run) {
 		stop := r.startOperator(t, nil)
@@ -549,17 +549,32 @@ func crashScenarios() []scenario {
 			}
 			return podsAt(r, 3, sts.Status.UpdateRevision)
 		},
-	}, slotMoveScenario(ready), {
-		name: "password change",
-		tune: func(o *operator.Options) { o.SecretResync = 200 * time.Millisecond },
+	}, slotMoveScenario(ready), passwordChangeScenario(ready, false), passwordChangeScenario(ready, true)}
+}
+
+// passwordChangeScenario is a change of the password Secret under a writer, with the old
+// password valid beside the new one for 1s: the crash points cover its removal too. In cluster
+// mode (3 shards of 2 nodes) every node of every shard takes the new password and refuses the
+// old one.
+func passwordChangeScenario(ready func(*testing.T, *run), cluster bool) scenario {
+	name := "password change"
+	if cluster {
+		name += " in cluster mode"
+	}
+	return scenario{
+		name:    name,
+		cluster: cluster,
+		tune:    func(o *operator.Options) { o.SecretResync = 200 * time.Millisecond },
 		given: func(t *testing.T, r *run) {
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: r.ns},
 				Data: map[string][]byte{"password": []byte("first-password-7c1e")}}
 			require.NoError(t, r.suite.admin.Create(context.Background(), secret))
-			// The old password works beside the new one for 1s: the crash points cover its
-			// removal too.
 			r.rc.Spec.Auth = &cachev1.AuthSpec{SecretRef: cachev1.SecretKeyRef{Name: "my-redis"},
 				PreviousPasswordValidFor: &metav1.Duration{Duration: time.Second}}
+			if cluster {
+				r.rc.Spec.Replicas = 2
+				r.rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+			}
 			ready(t, r)
 		},
 		when: func(t *testing.T, r *run, w *writer) {
@@ -595,7 +610,7 @@ func crashScenarios() []scenario {
 			}
 			return nil
 		},
-	}}
+	}
 }
 
 // podsAt: exactly n pods, each at revision (any when empty).

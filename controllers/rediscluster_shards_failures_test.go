@@ -1,0 +1,190 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// The two failures of cluster mode a move or a restart must survive: a shard's primary that
+// stops answering while slots move to or from its shard, and a pod that comes back with a new
+// IP but its old nodes.conf.
+
+// preload writes n keys k:0..k:<n-1> through cc, then has every primary's replica acknowledge
+// them (WAIT), so that a failover later keeps them.
+func preload(t *testing.T, cc *goredis.ClusterClient, n int) {
+	t.Helper()
+	ctx := context.Background()
+	pipe := cc.Pipeline()
+	for i := range n {
+		pipe.Set(ctx, fmt.Sprintf("k:%d", i), i, 0)
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		acked, err := m.Do(ctx, "WAIT", 1, 5000).Int()
+		if err == nil && acked < 1 {
+			err = fmt.Errorf("%s: no replica acknowledged", m.Options().Addr)
+		}
+		return err
+	}))
+}
+
+// assertKeysRead checks that k:0..k:<n-1> read back with their values.
+func assertKeysRead(t *testing.T, cc *goredis.ClusterClient, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var lost []string
+	for i := range n {
+		if v, err := cc.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
+			lost = append(lost, fmt.Sprintf("k:%d (%v)", i, err))
+		}
+	}
+	assert.Empty(t, lost, "keys lost of %d", n)
+}
+
+// assertNoSlotOpen checks that no node has a slot importing or migrating.
+func assertNoSlotOpen(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, password string) {
+	t.Helper()
+	for _, n := range rc.Status.Nodes {
+		nodes := redisClient(t, node, n.Name, password).ClusterNodes(context.Background()).Val()
+		assert.NotContains(t, nodes, "->-", "%s: no slot is left migrating", n.Name)
+		assert.NotContains(t, nodes, "-<-", "%s: no slot is left importing", n.Name)
+	}
+}
+
+// freezeWhileSlotsMove waits until some of the total slots to move have moved, then stops
+// pod's Redis (SIGSTOP) for longer than the node timeout, so that Redis Cluster fails its shard
+// over, and starts it again (SIGCONT).
+func freezeWhileSlotsMove(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, pod string, total int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		left, ok := slotsLeftToMove(getRC(c, rc))
+		assert.True(c, ok && left < total, "slots moving, some moved: %d left", left)
+	}, waitFor, time.Millisecond)
+	server := node.Server(pod)
+	require.NotNil(t, server)
+	require.NoError(t, server.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = server.Signal(syscall.SIGCONT) })
+	left, ok := slotsLeftToMove(getRC(t, rc))
+	require.True(t, ok && left > 0, "%s stopped mid-move: %d slots left", pod, left)
+	t.Logf("%s stopped with %d of %d slots left to move", pod, left, total)
+	time.Sleep(3 * time.Second) // three node timeouts: its replica takes over
+	require.NoError(t, server.Signal(syscall.SIGCONT))
+}
+
+// slotsLeftToMove reads how many slots are left to move from Progressing's message ("...: 420
+// left to move", "...: 420 of its slots are left to move ...").
+func slotsLeftToMove(rc *cachev1.RedisCluster) (int, bool) {
+	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionProgressing)
+	if cond == nil || cond.Reason != cachev1.ReasonSlotsMoving {
+		return 0, false
+	}
+	_, after, ok := strings.Cut(cond.Message, ": ")
+	if !ok {
+		return 0, false
+	}
+	var left int
+	if _, err := fmt.Sscanf(after, "%d", &left); err != nil {
+		return 0, false
+	}
+	return left, true
+}
+
+func TestAPrimaryStoppedWhileItsSlotsMoveLosesNoKeyAndLeavesNoSlotOpen(t *testing.T) {
+	t.Parallel()
+
+	// Given 3 shards of 2 nodes holding 20000 keys, each on its shard's replica too
+	e := newShardedCluster(t, "moving")
+	node, rc, password := e.node, e.rc, e.password
+	preload(t, e.cc, 20000)
+
+	// When the cluster grows a shard, and the new shard's primary, which the slots move to,
+	// stops for three node timeouts meanwhile, then starts again
+	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 4 })
+	freezeWhileSlotsMove(t, node, rc, "moving-shard3-0", 4096)
+
+	// Then the slots end evenly on 4 shards, no slot is left open, and every key reads back
+	got := eventuallyShards(t, rc, 4, 4*waitFor)
+	assertNoSlotOpen(t, node, got, password)
+	assertKeysRead(t, clusterClient(t, node, got, password), 20000)
+
+	// When it shrinks back to 3, and the drained shard's primary, which the slots move from,
+	// stops meanwhile
+	preload(t, clusterClient(t, node, got, password), 20000) // its replica has them again
+	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
+	freezeWhileSlotsMove(t, node, rc, got.Status.Shards[3].Primary, 4096)
+
+	// Then the slots end evenly on 3 shards, no slot is left open, and every key reads back
+	got = eventuallyShards(t, rc, 3, 4*waitFor)
+	assertNoSlotOpen(t, node, got, password)
+	assertKeysRead(t, clusterClient(t, node, got, password), 20000)
+}
+
+func TestAPodBackWithANewIPAndItsNodesConfRejoinsWithItsSlots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	node := runLocalNode(t, ns)
+	rc := testenv.RedisCluster(ns, "volumes", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
+	password := secretValue(t, ns, "volumes-auth", "password")
+	preload(t, clusterClient(t, node, ready, password), 3000)
+	primary := ready.Status.Shards[1].Primary
+	oldIP := node.Server(primary).IP
+	id, err := redisClient(t, node, primary, password).Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+
+	// When shard 1's primary's pod is deleted, and comes back with a new IP and its volume
+	pod := &corev1.Pod{}
+	require.NoError(t, k8sClient.Get(ctx, key(ns, primary), pod))
+	require.NoError(t, k8sClient.Delete(ctx, pod))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := node.Server(primary)
+		require.NotNil(c, s)
+		assert.NotEqual(c, oldIP, s.IP, "a new IP")
+		assert.True(c, s.Alive())
+	}, waitFor, tick)
+	newIP := node.Server(primary).IP
+
+	// Then it is the same node (its ID), every node knows it at its new address, and the
+	// cluster is Ready with every slot served and every key read back
+	got := eventuallyShards(t, rc, 3, 2*waitFor)
+	myID, err := redisClient(t, node, primary, password).Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	assert.Equal(t, id, myID, "%s kept its node ID (nodes.conf)", primary)
+	for _, n := range got.Status.Nodes {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			nodes := redisClient(t, node, n.Name, password).ClusterNodes(ctx).Val()
+			for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+				if strings.HasPrefix(line, id+" ") {
+					assert.Contains(c, line, " "+newIP+":", "%s knows %s at its new address", n.Name, primary)
+				}
+			}
+			assert.NotContains(c, nodes, " "+oldIP+":", "%s forgot the old address", n.Name)
+		}, waitFor, tick)
+	}
+	assert.Len(t, got.Status.Nodes, 6)
+	assertNoSlotOpen(t, node, got, password)
+	assertKeysRead(t, clusterClient(t, node, got, password), 3000)
+}
