@@ -30,7 +30,7 @@ import (
 // SnapshotSources say where a RedisCluster's backup is taken from, and how to log in there: the
 // RedisCluster's reconciler, which observes the nodes and holds their passwords.
 type SnapshotSources interface {
-	SnapshotSource(cluster types.NamespacedName) (source, primary topology.Observed, login auth.Login, err error)
+	SnapshotSources(cluster types.NamespacedName) ([]SnapshotPart, auth.Login, error)
 }
 
 // RedisBackupReconciler takes each RedisBackup once: it streams the snapshot of a caught-up
@@ -108,29 +108,71 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil || pending != "" {
 		return r.waitOr(ctx, b, pending, err)
 	}
+	if src.sharded() {
+		return r.takeShards(ctx, b, store, src)
+	}
+	node := src.parts[0].Source
 	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
-	if err := r.recordRunning(ctx, b, src.node.Name, store.Location(key)); err != nil {
+	if err := r.recordRunning(ctx, b, node.Name, store.Location(key)); err != nil {
 		return ctrl.Result{}, err
 	}
-	result, err := r.Snapshots.Take(ctx, src.node.Addr, src.login, store, key)
-	if err != nil && strings.Contains(err.Error(), "NOPERM") {
-		// A node started by an operator whose own user could not sync yet: give it the user
-		// as this operator defines it, and try once more.
-		if gerr := r.giveOperatorUser(ctx, src.node.Addr, src.login); gerr == nil {
-			result, err = r.Snapshots.Take(ctx, src.node.Addr, src.login, store, key)
-		}
-	}
+	result, err := r.take(ctx, node, src.login, store, key)
 	return r.finish(ctx, b, &result, err)
 }
 
-// snapshotSource is the node a backup is taken from, and how to log in there.
+// take streams node's snapshot to key.
+func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed, login auth.Login, store *backup.Store, key string) (backup.Result, error) {
+	result, err := r.Snapshots.Take(ctx, node.Addr, login, store, key)
+	if err != nil && strings.Contains(err.Error(), "NOPERM") {
+		// A node started by an operator whose own user could not sync yet: give it the user
+		// as this operator defines it, and try once more.
+		if gerr := r.giveOperatorUser(ctx, node.Addr, login); gerr == nil {
+			result, err = r.Snapshots.Take(ctx, node.Addr, login, store, key)
+		}
+	}
+	return result, err
+}
+
+// takeShards takes a snapshot of each shard of a RedisCluster in cluster mode, one after the
+// other, each to an object of its own under the backup's prefix; the backup is Completed once
+// every one is stored, Failed at the first that is not.
+func (r *RedisBackupReconciler) takeShards(ctx context.Context, b *cachev1.RedisBackup, store *backup.Store, src snapshotSource) (ctrl.Result, error) {
+	dest := b.Spec.Destination.S3
+	nodes := make([]string, 0, len(src.parts))
+	for _, p := range src.parts {
+		nodes = append(nodes, p.Source.Name)
+	}
+	if err := r.recordRunning(ctx, b, strings.Join(nodes, ","), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {
+		return ctrl.Result{}, err
+	}
+	var stored []cachev1.ShardBackup
+	var total backup.Result
+	for _, p := range src.parts {
+		key := backup.ShardObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name, p.Shard)
+		res, err := r.take(ctx, p.Source, src.login, store, key)
+		if err != nil {
+			// What is stored so far is recorded: deleted with the backup.
+			return r.finishShards(ctx, b, nil, stored, fmt.Errorf("shard %s: %w", p.Shard, err))
+		}
+		stored = append(stored, cachev1.ShardBackup{Name: p.Shard, Slots: p.Slots, Node: p.Source.Name, Location: store.Location(key),
+			Size: res.Size, Checksum: res.Checksum, ReplicationID: res.ReplicationID, ReplicationOffset: res.ReplicationOffset})
+		total.Size += res.Size
+	}
+	return r.finishShards(ctx, b, &total, stored, nil)
+}
+
+// snapshotSource is where a backup is taken from: the node of each part (one in replication
+// mode, one per shard in cluster mode), and how to log in there.
 type snapshotSource struct {
 	cluster *cachev1.RedisCluster
-	node    topology.Observed
+	parts   []SnapshotPart
 	login   auth.Login
 }
 
-// source chooses the node to take the backup from; pending says why there is none yet.
+// sharded is true for a RedisCluster in cluster mode: a snapshot per shard.
+func (s snapshotSource) sharded() bool { return len(s.parts) > 0 && s.parts[0].Shard != "" }
+
+// source chooses the nodes to take the backup from; pending says why there are none yet.
 func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBackup) (src snapshotSource, pending string, err error) {
 	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
 	src.cluster = &cachev1.RedisCluster{}
@@ -139,24 +181,27 @@ func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBack
 	} else if err != nil {
 		return src, "", err
 	}
-	node, primary, login, err := r.Sources.SnapshotSource(cluster)
+	parts, login, err := r.Sources.SnapshotSources(cluster)
 	if err != nil {
 		return src, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err), nil
 	}
-	src.node, src.login = node, login
-	if node.Name != primary.Name {
+	src.parts, src.login = parts, login
+	for i, p := range src.parts {
+		if p.Source.Name == p.Primary.Name {
+			continue
+		}
 		// The backup holds every write the primary took before it started: the replica first
 		// receives the primary's stream up to there (a replica that has just synced gets it
 		// only after its first acknowledgement, up to a second later). One that does not
 		// within caughtUpWait is passed over for the primary.
 		dial := r.Dial(login)
-		p, rep := dial(primary.Addr), dial(node.Addr)
-		err := topology.ReplicaReaches(ctx, p, rep, caughtUpWait)
-		p.Close()
+		primary, rep := dial(p.Primary.Addr), dial(p.Source.Addr)
+		err := topology.ReplicaReaches(ctx, primary, rep, caughtUpWait)
+		primary.Close()
 		rep.Close()
 		if err != nil {
-			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", node.Name, "error", err.Error())
-			src.node = primary
+			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", p.Source.Name, "error", err.Error())
+			src.parts[i].Source = p.Primary
 		}
 	}
 	return src, "", nil
@@ -207,7 +252,14 @@ func (r *RedisBackupReconciler) wait(ctx context.Context, b *cachev1.RedisBackup
 
 // finish records the outcome: Completed with what was stored, or Failed with why.
 func (r *RedisBackupReconciler) finish(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, err error) (ctrl.Result, error) {
+	return r.finishShards(ctx, b, res, nil, err)
+}
+
+// finishShards is finish for a backup in cluster mode: shards are the snapshots stored (all of
+// them when err is nil).
+func (r *RedisBackupReconciler) finishShards(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, shards []cachev1.ShardBackup, err error) (ctrl.Result, error) {
 	before := b.DeepCopy()
+	b.Status.Shards = shards
 	now := metav1.Now()
 	b.Status.CompletedAt = &now
 	if err != nil {
@@ -219,6 +271,13 @@ func (r *RedisBackupReconciler) finish(ctx context.Context, b *cachev1.RedisBack
 		b.Status.CompletedAt = nil
 		setBackupCondition(b, metav1.ConditionFalse, reason, err.Error())
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Backup", "%s", err.Error())
+	} else if len(b.Status.Shards) > 0 {
+		b.Status.Phase = cachev1.BackupCompleted
+		b.Status.Size = res.Size
+		setBackupCondition(b, metav1.ConditionTrue, cachev1.ReasonBackupStored,
+			fmt.Sprintf("Stored %d bytes from %d shards (%s)", res.Size, len(b.Status.Shards), b.Status.Node))
+		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, cachev1.EventBackupCompleted, "Backup",
+			"Stored the snapshots of %d shards at %s (%d bytes)", len(b.Status.Shards), b.Status.Location, res.Size)
 	} else {
 		b.Status.Phase = cachev1.BackupCompleted
 		b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
@@ -311,14 +370,25 @@ func (r *RedisBackupReconciler) deleteFromStore(ctx context.Context, b *cachev1.
 	case err != nil:
 		return err
 	}
-	key, err := store.KeyOf(b.Status.Location)
-	if err != nil {
-		return err
+	locations := []string{b.Status.Location}
+	if len(b.Status.Shards) > 0 || strings.HasSuffix(b.Status.Location, "/") {
+		// A backup in cluster mode: each shard's object (a shard taken while the operator
+		// crashed is in no list: it is overwritten by nothing and left, as a failed upload is).
+		locations = nil
+		for _, sh := range b.Status.Shards {
+			locations = append(locations, sh.Location)
+		}
 	}
-	if err := store.Delete(ctx, key); err != nil {
-		return err
+	for _, location := range locations {
+		key, err := store.KeyOf(location)
+		if err != nil {
+			return err
+		}
+		if err := store.Delete(ctx, key); err != nil {
+			return err
+		}
+		log.FromContext(ctx).Info("Deleted the stored snapshot", "location", location)
 	}
-	log.FromContext(ctx).Info("Deleted the stored snapshot", "location", b.Status.Location)
 	return nil
 }
 

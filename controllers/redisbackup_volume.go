@@ -24,6 +24,9 @@ import (
 // reports the outcome in its termination message (resources.BackupPod). The RedisBackup is
 // Running while the pod runs; the pod's exit records it Completed or Failed, and the pod goes.
 
+// errShardsOnVolume is a volume backup of a RedisCluster in cluster mode.
+var errShardsOnVolume = errors.New("a RedisCluster in cluster mode is backed up to S3 only: a PersistentVolumeClaim destination is not built for its shards yet")
+
 // errNoOperatorImage is a volume backup or restore while the operator does not know its image.
 var errNoOperatorImage = errors.New("the operator does not know its own image, which runs the pods that use the volume: start it with --operator-image")
 
@@ -53,22 +56,26 @@ func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev
 	if err != nil || pending != "" {
 		return r.waitOr(ctx, b, pending, err)
 	}
+	if src.sharded() {
+		return r.finish(ctx, b, nil, errShardsOnVolume)
+	}
+	node := src.parts[0].Source
 	// The pod logs in as the operator's own user: a node started by an operator whose user
 	// could not sync yet gets the user as this operator defines it first.
-	if err := r.giveOperatorUser(ctx, src.node.Addr, src.login); err != nil {
-		return ctrl.Result{}, fmt.Errorf("giving %s the operator's user: %w", src.node.Name, err)
+	if err := r.giveOperatorUser(ctx, node.Addr, src.login); err != nil {
+		return ctrl.Result{}, fmt.Errorf("giving %s the operator's user: %w", node.Name, err)
 	}
 	key := backup.ObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
-	if err := r.recordRunning(ctx, b, src.node.Name, backup.VolumeLocation(dest.ClaimName, key)); err != nil {
+	if err := r.recordRunning(ctx, b, node.Name, backup.VolumeLocation(dest.ClaimName, key)); err != nil {
 		return ctrl.Result{}, err
 	}
 	pod = resources.BackupPod(b, src.cluster, resources.BackupPodOptions{
-		Image: r.OperatorImage, Node: src.node.Addr, Key: key, ServerName: primaryServiceName(src.cluster),
+		Image: r.OperatorImage, Node: node.Addr, Key: key, ServerName: primaryServiceName(src.cluster),
 	})
 	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
-	log.FromContext(ctx).Info("Started the backup's pod", "pod", klog.KObj(pod), "node", src.node.Name)
+	log.FromContext(ctx).Info("Started the backup's pod", "pod", klog.KObj(pod), "node", node.Name)
 	// The pod's status changes bring the RedisBackup back (it owns the pod).
 	return ctrl.Result{}, nil
 }

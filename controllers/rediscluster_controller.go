@@ -81,7 +81,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
 
 	r.recordChildEvents(rc, state)
-	cs.observed.set(state.replication.view)
+	cs.observed.set(m.parts(rc, state))
 	setStatus(rc, state, m.status)
 	r.recordNodeMetrics(rc, m.nodes(state), time.Now())
 	if m.metrics != nil {

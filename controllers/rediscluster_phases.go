@@ -108,6 +108,8 @@ type mode struct {
 	observe func(context.Context, *cachev1.RedisCluster, *reconcileState) error
 	// metrics sets the mode's own series, if it has any.
 	metrics func(*cachev1.RedisCluster, *reconcileState)
+	// parts are what a backup takes a snapshot of each, as this reconcile observed them.
+	parts func(*cachev1.RedisCluster, *reconcileState) observedParts
 }
 
 func (r *RedisClusterReconciler) modeOf(rc *cachev1.RedisCluster) mode {
@@ -157,6 +159,9 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 		observe: func(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
 			state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
 			return nil
+		},
+		parts: func(_ *cachev1.RedisCluster, state *reconcileState) observedParts {
+			return observedParts{parts: []observedPart{{view: state.replication.view}}}
 		},
 	}
 }

@@ -120,20 +120,37 @@ type statusMemory struct {
 // observedMemory is what the last reconcile observed of the nodes: where backups are taken
 // from.
 type observedMemory struct {
-	mu   sync.Mutex
-	view topology.View
+	mu    sync.Mutex
+	nodes observedParts
 }
 
-func (o *observedMemory) set(v topology.View) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.view = v
+// observedParts are the parts of a RedisCluster a backup takes a snapshot of each: the whole
+// cluster in replication mode; each shard in cluster mode, with the slots it serves.
+type observedParts struct {
+	parts []observedPart
+	// unsettled says why no snapshot may be taken now (cluster mode: slots move); empty when
+	// one may.
+	unsettled string
 }
 
-func (o *observedMemory) get() topology.View {
+// observedPart is one part's nodes, judged against its primary.
+type observedPart struct {
+	// shard is the shard's StatefulSet; empty in replication mode.
+	shard string
+	slots []string
+	view  topology.View
+}
+
+func (o *observedMemory) set(p observedParts) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.view
+	o.nodes = p
+}
+
+func (o *observedMemory) get() observedParts {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.nodes
 }
 
 // newerThanCache is the RedisCluster as this operator's last status write left it, when the

@@ -48,7 +48,33 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 		},
 		metrics: r.recordShardMetrics,
 		observe: r.observeShards,
+		parts:   shardParts,
 	}
+}
+
+// shardParts are the shards a backup takes a snapshot of each: each shard's nodes judged
+// against its primary, and the slots it serves. None is taken while the cluster forms or slots
+// move: a key moving between two shards' snapshots would be in both, or in neither.
+func shardParts(rc *cachev1.RedisCluster, state *reconcileState) observedParts {
+	s := state.shards
+	if s.plan == nil {
+		return observedParts{unsettled: "its nodes have not been observed yet"}
+	}
+	var out observedParts
+	switch p := s.plan; {
+	case p.Waiting != "":
+		out.unsettled = p.Waiting
+	case len(p.Actions) > 0 || len(p.Moves) > 0 || len(p.Drained) > 0 || len(p.Shards) != int(rc.Spec.Cluster.Shards):
+		out.unsettled = "slots are moving between its shards"
+	}
+	for _, sh := range s.plan.Shards {
+		part := observedPart{shard: resources.ShardStatefulSetName(rc, sh.Index), view: s.viewOf[sh.Index]}
+		for _, r := range sh.Slots {
+			part.slots = append(part.slots, r.String())
+		}
+		out.parts = append(out.parts, part)
+	}
+	return out
 }
 
 // shardsState is what a reconcile in cluster mode learns.
@@ -65,9 +91,11 @@ type shardsState struct {
 	// health is what the nodes say of the slots (for the metrics).
 	health shards.Health
 	// views are each shard's nodes' replication, judged against the shard's primary, and
-	// stats their load readings: for the node metrics, as in replication mode.
-	views []topology.View
-	stats map[string]topology.Stats
+	// stats their load readings: for the node metrics, as in replication mode. viewOf is
+	// each shard's view by its index.
+	views  []topology.View
+	viewOf map[int]topology.View
+	stats  map[string]topology.Stats
 }
 
 // reconcileShardStatefulSets applies one StatefulSet per shard.
@@ -135,9 +163,11 @@ func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc
 		byShard[m.Shard] = append(byShard[m.Shard], topology.Member{Name: m.Pod, Ordinal: m.Ordinal, Addr: m.Addr})
 	}
 	primaries := shards.Primaries(s.members)
-	s.views = []topology.View{}
+	s.views, s.viewOf = []topology.View{}, map[int]topology.View{}
 	for _, shard := range slices.Sorted(maps.Keys(byShard)) {
-		s.views = append(s.views, topology.Observe(ctx, state.dial, byShard[shard], primaries[shard]))
+		v := topology.Observe(ctx, state.dial, byShard[shard], primaries[shard])
+		s.views = append(s.views, v)
+		s.viewOf[shard] = v
 	}
 	s.stats = r.readStats(ctx, rc, state, s.views)
 }

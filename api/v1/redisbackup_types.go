@@ -151,7 +151,8 @@ type RedisBackupStatus struct {
 	// +optional
 	Phase BackupPhase `json:"phase,omitempty"`
 
-	// Node is the pod the snapshot was taken from: a caught-up replica when one serves.
+	// Node is the pod the snapshot was taken from: a caught-up replica when one serves (in
+	// cluster mode, each shard's, separated by commas).
 	// +optional
 	Node string `json:"node,omitempty"`
 
@@ -183,11 +184,49 @@ type RedisBackupStatus struct {
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
 
+	// Shards are the snapshots of a RedisCluster in cluster mode, one per shard, each taken
+	// from a caught-up replica of the shard's primary when one serves, while no slot moved.
+	// The backup is Completed once every shard's is stored; Size is then their sum, and
+	// Location the prefix they share. Each shard's snapshot holds that shard's data as of its
+	// own moment: there is no point in time common to the shards.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Shards []ShardBackup `json:"shards,omitempty"`
+
 	// Conditions: Completed.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ShardBackup is one shard's snapshot in the backup of a RedisCluster in cluster mode.
+type ShardBackup struct {
+	// Name of the shard's StatefulSet (<cluster>-shard<i>).
+	Name string `json:"name"`
+	// Slots are the hash slots the shard served when its snapshot was taken, as ranges:
+	// "0-5460". A restore gives the shard these slots.
+	// +optional
+	Slots []string `json:"slots,omitempty"`
+	// Node is the pod the snapshot was taken from.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// Location is the stored snapshot: s3://<bucket>/<key>.
+	// +optional
+	Location string `json:"location,omitempty"`
+	// Size of the snapshot in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Checksum of the snapshot, sha256:<hex>.
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+	// ReplicationID and ReplicationOffset are the shard's replication stream's position the
+	// snapshot holds.
+	// +optional
+	ReplicationID string `json:"replicationID,omitempty"`
+	// +optional
+	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
 }
 
 // RedisBackup is one RDB snapshot of a RedisCluster, stored in object storage.

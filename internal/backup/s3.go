@@ -84,6 +84,17 @@ func ObjectKey(prefix, namespace, cluster, backup string) string {
 	return strings.TrimPrefix(path.Join(prefix, namespace, cluster, backup+".rdb"), "/")
 }
 
+// ShardObjectKey is where one shard's snapshot of a backup in cluster mode is stored:
+// <prefix>/<namespace>/<cluster>/<backup>/<shard>.rdb, under ShardsPrefix.
+func ShardObjectKey(prefix, namespace, cluster, backup, shard string) string {
+	return strings.TrimPrefix(path.Join(prefix, namespace, cluster, backup, shard+".rdb"), "/")
+}
+
+// ShardsPrefix is the key prefix a backup's shards share: <prefix>/<namespace>/<cluster>/<backup>/.
+func ShardsPrefix(prefix, namespace, cluster, backup string) string {
+	return strings.TrimPrefix(path.Join(prefix, namespace, cluster, backup), "/") + "/"
+}
+
 // Location names an object as the RedisBackup's status does: s3://<bucket>/<key>.
 func (s *Store) Location(key string) string { return "s3://" + s.bucket + "/" + key }
 

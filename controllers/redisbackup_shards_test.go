@@ -1,0 +1,111 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// readyShardedSource creates the RedisCluster "sharded" in cluster mode, 3 shards of 2 nodes,
+// waits until it is Ready, and returns it with a cluster client.
+func (e *backupEnv) readyShardedSource(t *testing.T) (*cachev1.RedisCluster, *goredis.ClusterClient) {
+	t.Helper()
+	rc := testenv.RedisCluster(e.ns, "sharded", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	rc = eventuallyReadyWithin(t, rc, 2*waitFor)
+	return rc, clusterClient(t, e.node, rc, secretValue(t, e.ns, "sharded-auth", "password"))
+}
+
+// writeShardedKeys writes key:0..key:n-1 (value i) through cc, every expiringEvery-th expiring
+// in an hour, and waits until every shard's replica acknowledged them.
+func writeShardedKeys(t *testing.T, cc *goredis.ClusterClient, n, expiringEvery int) {
+	t.Helper()
+	ctx := context.Background()
+	pipe := cc.Pipeline()
+	for i := range n {
+		ttl := time.Duration(0)
+		if i%expiringEvery == 0 {
+			ttl = time.Hour
+		}
+		pipe.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl)
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		if acked := m.Do(ctx, "WAIT", 1, 5000).Val(); acked != int64(1) {
+			return fmt.Errorf("%s: %v replicas acknowledged", m.Options().Addr, acked)
+		}
+		return nil
+	}))
+}
+
+func TestABackupInClusterModeStoresASnapshotOfEveryShard(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t, false)
+	source, cc := e.readyShardedSource(t)
+
+	// Given 3000 keys over 3 shards, 300 of them expiring, on every shard's replica too
+	writeShardedKeys(t, cc, 3000, 10)
+
+	// When a RedisBackup of the cluster is taken
+	b := eventuallyBackup(t, e.createBackup(t, "nightly", "sharded", e.destination()), cachev1.BackupCompleted)
+
+	// Then it holds one snapshot per shard, each taken from the shard's replica, with the slots
+	// the shard served, stored whole under the backup's prefix
+	assert.True(t, meta.IsStatusConditionTrue(b.Status.Conditions, cachev1.ConditionCompleted))
+	assert.Equal(t, "s3://"+e.bucket+"/"+e.ns+"/sharded/nightly/", b.Status.Location)
+	require.Len(t, b.Status.Shards, 3)
+	var total int64
+	for i, sh := range b.Status.Shards {
+		assert.Equal(t, source.Status.Shards[i].Name, sh.Name)
+		assert.Equal(t, source.Status.Shards[i].Replicas, []string{sh.Node}, "%s: never from the primary while a replica serves", sh.Name)
+		assert.Equal(t, source.Status.Shards[i].Slots, sh.Slots, sh.Name)
+		assert.Equal(t, fmt.Sprintf("s3://%s/%s/sharded/nightly/%s.rdb", e.bucket, e.ns, sh.Name), sh.Location)
+		assert.True(t, strings.HasPrefix(sh.Checksum, "sha256:"), sh.Name)
+		assert.Positive(t, sh.ReplicationOffset, sh.Name)
+		head, err := e.s3.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(e.bucket),
+			Key: aws.String(strings.TrimPrefix(sh.Location, "s3://"+e.bucket+"/"))})
+		require.NoError(t, err, sh.Name)
+		assert.Equal(t, sh.Size, aws.ToInt64(head.ContentLength), "%s is stored whole", sh.Name)
+		total += sh.Size
+	}
+	assert.Equal(t, total, b.Status.Size, "the backup's size is its shards'")
+	assert.Equal(t, strings.Join([]string{b.Status.Shards[0].Node, b.Status.Shards[1].Node, b.Status.Shards[2].Node}, ","), b.Status.Node)
+
+	// And a backup to be deleted with its RedisBackup takes its three objects with it
+	doomed := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "doomed"},
+		Spec: cachev1.RedisBackupSpec{Cluster: "sharded", Destination: e.destination(), DeletionPolicy: cachev1.BackupDelete}}
+	require.NoError(t, k8sClient.Create(ctx, doomed))
+	doomed = eventuallyBackup(t, doomed, cachev1.BackupCompleted)
+	require.Len(t, doomed.Status.Shards, 3)
+	require.NoError(t, k8sClient.Delete(ctx, doomed))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(doomed), &cachev1.RedisBackup{})
+		assert.True(c, apierrors.IsNotFound(err), "the RedisBackup is gone")
+	}, waitFor, tick)
+	out, err := e.s3.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(e.bucket), Prefix: aws.String(e.ns + "/sharded/")})
+	require.NoError(t, err)
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	assert.ElementsMatch(t, []string{
+		e.ns + "/sharded/nightly/sharded-shard0.rdb", e.ns + "/sharded/nightly/sharded-shard1.rdb", e.ns + "/sharded/nightly/sharded-shard2.rdb",
+	}, keys, "the kept backup's objects, and none of the deleted one's")
+}
