@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +56,7 @@ func writeShardedKeys(t *testing.T, cc *goredis.ClusterClient, n, expiringEvery 
 	}))
 }
 
-func TestABackupInClusterModeStoresASnapshotOfEveryShard(t *testing.T) {
+func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewCluster(t *testing.T) {
 	ctx := context.Background()
 	e := newBackupEnv(t, false)
 	source, cc := e.readyShardedSource(t)
@@ -87,6 +88,70 @@ func TestABackupInClusterModeStoresASnapshotOfEveryShard(t *testing.T) {
 	}
 	assert.Equal(t, total, b.Status.Size, "the backup's size is its shards'")
 	assert.Equal(t, strings.Join([]string{b.Status.Shards[0].Node, b.Status.Shards[1].Node, b.Status.Shards[2].Node}, ","), b.Status.Node)
+
+	// When more keys are written, and a new RedisCluster of 3 shards restores the backup
+	for i := range 100 {
+		require.NoError(t, cc.Set(ctx, fmt.Sprintf("after:%d", i), i, 0).Err())
+	}
+	restored := restoringCluster(e.ns, "restored", "nightly", 2)
+	restored.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	require.NoError(t, k8sClient.Create(ctx, restored))
+	restored = eventuallyReadyWithin(t, restored, backupWait)
+
+	// Then each shard's first node restored its shard's snapshot and is its primary, serving
+	// the slots the backup recorded, and exactly the backup's keys read back, with their TTLs
+	assert.True(t, meta.IsStatusConditionTrue(restored.Status.Conditions, cachev1.ConditionRestored))
+	require.Len(t, restored.Status.Shards, 3)
+	for i, sh := range restored.Status.Shards {
+		assert.Equal(t, fmt.Sprintf("restored-shard%d-0", i), sh.Primary)
+		assert.Equal(t, b.Status.Shards[i].Slots, sh.Slots, "shard %d serves the slots it served when backed up", i)
+	}
+	rcc := clusterClient(t, e.node, restored, secretValue(t, e.ns, "restored-auth", "password"))
+	var lost []string
+	for i := range 3000 {
+		k := fmt.Sprintf("key:%d", i)
+		if v, err := rcc.Get(ctx, k).Result(); err != nil || v != fmt.Sprint(i) {
+			lost = append(lost, k)
+		}
+	}
+	assert.Empty(t, lost, "keys of the backup missing from the restored cluster")
+	ttl := rcc.TTL(ctx, "key:10").Val()
+	assert.True(t, ttl > 50*time.Minute && ttl <= time.Hour, "key:10 keeps its TTL, %s", ttl)
+	assert.Equal(t, time.Duration(-1), rcc.TTL(ctx, "key:11").Val(), "key:11 never expires")
+	assert.Zero(t, rcc.Exists(ctx, "after:0", "after:1", "after:2").Val(), "nothing written after the backup")
+	require.Eventually(t, func() bool {
+		for i := range 3 {
+			if !apierrors.IsNotFound(k8sClient.Get(ctx, key(e.ns, fmt.Sprintf("restored-shard%d-restore", i)), &corev1.ConfigMap{})) {
+				return false
+			}
+		}
+		return true
+	}, waitFor, tick, "what said what to restore is gone")
+
+	// And a restore into another number of shards, or into one primary, is refused and says why
+	for _, wrong := range []struct {
+		name   string
+		shards int32
+		says   string
+	}{
+		{"four", 4, "RedisBackup nightly holds 3 shards and spec.cluster.shards is 4"},
+		{"single", 0, "RedisBackup nightly is of a RedisCluster in cluster mode (3 shards)"},
+	} {
+		rc := restoringCluster(e.ns, wrong.name, "nightly", 2)
+		if wrong.shards > 0 {
+			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: wrong.shards}
+		}
+		require.NoError(t, k8sClient.Create(ctx, rc))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cond := meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionRestored)
+			require.NotNil(c, cond)
+			assert.Equal(c, cachev1.ReasonRestoreFailed, cond.Reason)
+			assert.Contains(c, cond.Message, wrong.says)
+		}, waitFor, tick, wrong.name)
+		pods := &corev1.PodList{}
+		require.NoError(t, k8sClient.List(ctx, pods, client.InNamespace(e.ns), client.MatchingLabels{"app.kubernetes.io/instance": wrong.name}))
+		assert.Empty(t, pods.Items, "%s: no node starts", wrong.name)
+	}
 
 	// And a backup to be deleted with its RedisBackup takes its three objects with it
 	doomed := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "doomed"},

@@ -79,7 +79,7 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		Replicas:      statefulSetReplicas(rc),
 		ConfigHash:    resources.ConfigHash(conf),
 		OperatorImage: r.OperatorImage,
-		Restore:       state.replication.restore,
+		Restore:       state.restore,
 		RedisImages:   r.RedisImages,
 	})
 	live, err := r.applyStatefulSet(ctx, rc, state, desired)

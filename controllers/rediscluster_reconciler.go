@@ -210,6 +210,9 @@ type reconcileState struct {
 	err *phaseError
 	// wait is the first phase that waits (phaseWait), with its reason.
 	wait *phaseWait
+	// restore is the backup of spec.restore, as recorded (status.restore); nil without one
+	// (rediscluster_restore.go).
+	restore *cachev1.RestoreStatus
 	// replication is what a reconcile in replication mode learns (rediscluster_replication.go).
 	replication replicationState
 	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).

@@ -41,8 +41,6 @@ type replicationState struct {
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).
 	move *primaryMove
-	// restore is the backup of spec.restore, as recorded (status.restore); nil without one.
-	restore *cachev1.RestoreStatus
 	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
 	backupScheduled *metav1.Time
 }
@@ -73,7 +71,7 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	}
 	exec := topology.Executor{Dial: state.dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
-	if state.replication.restore != nil && state.replication.restore.CompletedAt == nil {
+	if state.restore != nil && state.restore.CompletedAt == nil {
 		policy.Bootstrap = restoredNode(rc)
 	}
 	announce := func(plan topology.Plan) error {

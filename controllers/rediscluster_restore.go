@@ -50,7 +50,7 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return errBackupsNotServed
 	}
 	if rc.Status.Restore != nil {
-		state.replication.restore = rc.Status.Restore.DeepCopy()
+		state.restore = rc.Status.Restore.DeepCopy()
 	} else {
 		name := rc.Spec.Restore.FromBackup
 		b := &cachev1.RedisBackup{}
@@ -63,25 +63,52 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		case b.Status.Phase != cachev1.BackupCompleted:
 			return waitFor(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s is %s; no node starts until it has completed", name, phaseOrPending(b)))
 		}
-		state.replication.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
-			Size: b.Status.Size, Destination: b.Spec.Destination}
+		if err := restorable(rc, b); err != nil {
+			return failed(cachev1.ReasonRestoreFailed, err)
+		}
+		state.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
+			Size: b.Status.Size, Destination: b.Spec.Destination, Shards: b.Status.Shards}
 	}
-	if state.replication.restore.CompletedAt != nil {
+	if state.restore.CompletedAt != nil {
 		return nil
 	}
 	if r.OperatorImage == "" {
 		return failed(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
-	if state.replication.restore.Destination.PersistentVolumeClaim != nil {
+	if state.restore.Destination.PersistentVolumeClaim != nil {
+		if rc.Spec.Cluster != nil {
+			return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on a PersistentVolumeClaim: a RedisCluster in cluster mode restores from S3 only", state.restore.Backup))
+		}
 		return r.restoreFromVolume(ctx, rc, state)
 	}
 	if state.childrenKnown {
 		return nil
 	}
-	desired := resources.DesiredRestoreConfigMap(rc, state.replication.restore)
-	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
-	})
+	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.restore) {
+		err := r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restorable says why the completed backup b cannot be restored into rc; nil when it can. A
+// backup of either mode restores only into its own mode, and one of cluster mode into as many
+// shards as it holds: each shard's first node loads one shard's snapshot.
+func restorable(rc *cachev1.RedisCluster, b *cachev1.RedisBackup) error {
+	shards := len(b.Status.Shards)
+	switch {
+	case rc.Spec.Cluster == nil && shards > 0:
+		return fmt.Errorf("RedisBackup %s is of a RedisCluster in cluster mode (%d shards): restore it into a RedisCluster with spec.cluster.shards %d", b.Name, shards, shards)
+	case rc.Spec.Cluster != nil && shards == 0:
+		return fmt.Errorf("RedisBackup %s is of a RedisCluster with one primary: a RedisCluster in cluster mode restores only a backup of one in cluster mode (restore it without spec.cluster, then move the data)", b.Name)
+	case rc.Spec.Cluster != nil && shards != int(rc.Spec.Cluster.Shards):
+		return fmt.Errorf("RedisBackup %s holds %d shards and spec.cluster.shards is %d: a restore needs the same number (restore into %d shards, then change spec.cluster.shards)", b.Name, shards, rc.Spec.Cluster.Shards, shards)
+	}
+	return nil
 }
 
 func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
@@ -97,20 +124,58 @@ func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
 // A first node whose restore fails (its init container exits) is reported with the restore's
 // own words.
 func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if state.replication.restore == nil || state.replication.restore.CompletedAt != nil {
-		return nil
-	}
 	first := restoredNode(rc)
-	if why := restoreFailure(state.pods, first); why != "" {
-		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.replication.restore.Backup, first, why))
+	served := func() bool {
+		o, ok := state.replication.view.Find(first)
+		return ok && state.replication.view.Primary == first && o.IsPrimary()
 	}
-	if o, ok := state.replication.view.Find(first); !ok || state.replication.view.Primary != first || !o.IsPrimary() {
+	return r.finishRestore(ctx, rc, state, []string{first}, served)
+}
+
+// reconcileShardRestoreDone is step 3 in cluster mode: the restore is done once each shard's
+// first node serves its shard's slots as its primary, in a cluster that has formed (every slot
+// served).
+func (r *RedisClusterReconciler) reconcileShardRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	var firsts []string
+	for i := range int(rc.Spec.Cluster.Shards) {
+		firsts = append(firsts, resources.ShardStatefulSetName(rc, i)+"-0")
+	}
+	served := func() bool {
+		plan := state.shards.plan
+		if plan == nil || plan.Waiting != "" || len(plan.Actions) > 0 || len(plan.Shards) < len(firsts) {
+			return false
+		}
+		for i, first := range firsts {
+			if plan.Shards[i].Primary != first || len(plan.Shards[i].Slots) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return r.finishRestore(ctx, rc, state, firsts, served)
+}
+
+// finishRestore records the restore done once served says the restoring nodes (firsts) serve
+// the data, and deletes what said what to restore; a restoring node whose init container failed
+// is reported with the restore's own words.
+func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, firsts []string, served func() bool) error {
+	if state.restore == nil || state.restore.CompletedAt != nil {
 		return nil
 	}
-	cm := &corev1.ConfigMap{}
-	cm.Name, cm.Namespace = resources.RestoreConfigMapName(rc), rc.Namespace
-	if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting ConfigMap %s: %w", cm.Name, err)
+	for _, first := range firsts {
+		if why := restoreFailure(state.pods, first); why != "" {
+			return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
+		}
+	}
+	if !served() {
+		return nil
+	}
+	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.restore) {
+		cm := &corev1.ConfigMap{}
+		cm.Name, cm.Namespace = *desired.Name, rc.Namespace
+		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting ConfigMap %s: %w", cm.Name, err)
+		}
 	}
 	pod := &corev1.Pod{}
 	pod.Name, pod.Namespace = resources.RestorePodName(rc), rc.Namespace
@@ -118,9 +183,9 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 	}
 	now := metav1.Now()
-	state.replication.restore.CompletedAt = &now
+	state.restore.CompletedAt = &now
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
-		"%s serves the data of RedisBackup %s (%s)", first, state.replication.restore.Backup, state.replication.restore.Location)
+		"%s serves the data of RedisBackup %s (%s)", strings.Join(firsts, ", "), state.restore.Backup, state.restore.Location)
 	return nil
 }
 
@@ -132,7 +197,7 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if rc.Spec.Storage == nil {
 		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
-			state.replication.restore.Backup, state.replication.restore.Destination.PersistentVolumeClaim.ClaimName))
+			state.restore.Backup, state.restore.Destination.PersistentVolumeClaim.ClaimName))
 	}
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, nameOf(rc, resources.RestorePodName(rc)), pod)
@@ -146,7 +211,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 		if err := r.Create(ctx, resources.FirstDataClaim(rc)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc), err)
 		}
-		pod = resources.RestorePod(rc, state.replication.restore, r.OperatorImage)
+		pod = resources.RestorePod(rc, state.restore, r.OperatorImage)
 		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 		}
@@ -160,7 +225,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 		return waitRestorePod
 	case t.ExitCode != 0:
 		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
-			state.replication.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
+			state.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
 	}
 	return nil
 }
@@ -203,7 +268,7 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	if rc.Spec.Restore == nil {
 		return nil
 	}
-	r, u := state.replication.restore, state.unfinished()
+	r, u := state.restore, state.unfinished()
 	switch {
 	case r != nil && r.CompletedAt != nil:
 		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
@@ -217,8 +282,12 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 		}
 		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonBackupNotReady, "The backup has not been read yet")
 	}
+	who := restoredNode(rc)
+	if rc.Spec.Cluster != nil {
+		who = "The first node of each shard"
+	}
 	return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonRestoring,
-		fmt.Sprintf("%s restores RedisBackup %s before Redis starts", restoredNode(rc), r.Backup))
+		fmt.Sprintf("%s restores RedisBackup %s before Redis starts", who, r.Backup))
 }
 
 // errNoSnapshotSource is a RedisCluster that has no node a snapshot can be taken from yet.

@@ -28,17 +28,20 @@ import (
 // slots and attaches the others to it.
 
 // shardedMode is cluster mode (spec.cluster): a StatefulSet per shard, whose nodes form one
-// Redis Cluster. It has no prerequisites of its own: no restore (the API refuses spec.restore
-// with spec.cluster). Passwords, TLS and users are the other mode's phases, reaching every
-// node of every shard.
+// Redis Cluster. Passwords, TLS, users and the restore's source are the other mode's phases,
+// reaching every node of every shard.
 func (r *RedisClusterReconciler) shardedMode() mode {
 	return mode{
+		prerequisites: []phase{
+			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
+		},
 		phases: []phase{
 			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
 			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
 			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
 			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
+			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
 			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
 			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
 		},
@@ -103,7 +106,8 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 	hash := resources.ConfigHash(resources.RedisConf(rc))
 	state.shards.statefulSets = nil
 	for i := range int(rc.Spec.Cluster.Shards) {
-		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i, RedisImages: r.RedisImages})
+		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i, RedisImages: r.RedisImages,
+			OperatorImage: r.OperatorImage, Restore: state.restore})
 		live, err := r.applyStatefulSet(ctx, rc, state, desired)
 		if err != nil {
 			return err

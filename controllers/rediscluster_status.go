@@ -21,6 +21,10 @@ import (
 // Messages hold no volatile values, so an unchanged world gives an unchanged status.
 // modeStatus, the mode's own (mode.status), sets the mode's fields and says its conditions.
 func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(*cachev1.RedisCluster, *reconcileState) []*metav1.Condition) {
+	if state.restore != nil {
+		rc.Status.Restore = state.restore
+	}
+	setCondition(rc, restoredCondition(rc, state))
 	for _, c := range modeStatus(rc, state) {
 		setCondition(rc, c)
 	}
@@ -41,15 +45,11 @@ func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*met
 	if len(state.replication.view.Nodes) > 0 {
 		rc.Status.Nodes = nodeStatuses(state.replication.view)
 	}
-	if state.replication.restore != nil {
-		rc.Status.Restore = state.replication.restore
-	}
 	if state.replication.backupScheduled != nil {
 		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.replication.backupScheduled}
 	}
 	degraded := degradedCondition(rc, state)
 	return []*metav1.Condition{
-		restoredCondition(rc, state),
 		persistentCondition(rc),
 		failingOverCondition(rc, state),
 		progressingCondition(state),
@@ -125,7 +125,7 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	}
 	plan := state.replication.round.Plan
 	switch {
-	case len(state.replication.view.Nodes) > 0 && plan.Primary == "" && state.replication.restore != nil && state.replication.restore.CompletedAt == nil:
+	case len(state.replication.view.Nodes) > 0 && plan.Primary == "" && state.restore != nil && state.restore.CompletedAt == nil:
 		// Not degraded: the first primary waits for the node that restores the data.
 		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonRestoring, plan.Reason)
 	case len(state.replication.view.Nodes) > 0 && plan.Primary == "":

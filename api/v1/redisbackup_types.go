@@ -327,8 +327,15 @@ type RestoreStatus struct {
 	Size int64 `json:"size,omitempty"`
 	// Destination the snapshot is read from.
 	Destination BackupDestination `json:"destination"`
-	// CompletedAt is when the first node served the restored data; the restore is not done
-	// again after it.
+	// Shards are, for a backup of a RedisCluster in cluster mode, each shard's snapshot (the
+	// RedisBackup's status.shards): shard i's first node restores shard i's. Location is then
+	// their shared prefix.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Shards []ShardBackup `json:"shards,omitempty"`
+	// CompletedAt is when the first node (in cluster mode, each shard's) served the restored
+	// data; the restore is not done again after it.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }

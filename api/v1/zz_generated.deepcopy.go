@@ -570,6 +570,13 @@ func (in *RestoreSpec) DeepCopy() *RestoreSpec {
 func (in *RestoreStatus) DeepCopyInto(out *RestoreStatus) {
 	*out = *in
 	in.Destination.DeepCopyInto(&out.Destination)
+	if in.Shards != nil {
+		in, out := &in.Shards, &out.Shards
+		*out = make([]ShardBackup, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.CompletedAt != nil {
 		in, out := &in.CompletedAt, &out.CompletedAt
 		*out = (*in).DeepCopy()

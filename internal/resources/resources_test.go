@@ -1,6 +1,7 @@
 package resources_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -357,9 +358,24 @@ func TestARestoredClusterGetsTheRestoreInitContainer(t *testing.T) {
 	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
 	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 
-	cm := resources.DesiredRestoreConfigMap(rc, restore)
+	cms := resources.DesiredRestoreConfigMaps(rc, restore)
+	require.Len(t, cms, 1)
 	assert.Equal(t, map[string]string{"RESTORE_LOCATION": restore.Location, "RESTORE_CHECKSUM": "sha256:ab",
-		"RESTORE_ENDPOINT": "https://s3.example.com", "RESTORE_REGION": ""}, cm.Data)
+		"RESTORE_ENDPOINT": "https://s3.example.com", "RESTORE_REGION": ""}, cms[0].Data)
+
+	// In cluster mode each shard's first node reads its own shard's ConfigMap
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 2}
+	restore.Shards = []cachev1.ShardBackup{{Name: "s0", Location: "s3://b/k/s0.rdb", Checksum: "sha256:a0"}, {Name: "s1", Location: "s3://b/k/s1.rdb", Checksum: "sha256:a1"}}
+	cms = resources.DesiredRestoreConfigMaps(rc, restore)
+	require.Len(t, cms, 2)
+	for i, cm := range cms {
+		assert.Equal(t, fmt.Sprintf("sessions-shard%d-restore", i), *cm.Name)
+		assert.Equal(t, restore.Shards[i].Location, cm.Data["RESTORE_LOCATION"])
+		assert.Equal(t, restore.Shards[i].Checksum, cm.Data["RESTORE_CHECKSUM"])
+		opts.Shard = i
+		envFrom := resources.DesiredStatefulSet(rc, opts).Spec.Template.Spec.InitContainers[0].EnvFrom
+		assert.Equal(t, *cm.Name, *envFrom[0].ConfigMapRef.Name, "shard %d's init container reads its own", i)
+	}
 	assert.False(t, resources.AppendOnly(redisCluster(nil)))
 	assert.False(t, resources.AppendOnly(redisCluster(func(rc *cachev1.RedisCluster) {
 		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}

@@ -39,18 +39,39 @@ const (
 // restore to do.
 func RestoreConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-restore" }
 
-// DesiredRestoreConfigMap says what the restore container fetches: the snapshot recorded in
-// status.restore when the cluster was created, in an S3 bucket.
-func DesiredRestoreConfigMap(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus) *corev1ac.ConfigMapApplyConfiguration {
-	return corev1ac.ConfigMap(RestoreConfigMapName(rc), rc.Namespace).
-		WithLabels(Labels(rc)).
-		WithOwnerReferences(ownerReference(rc)).
-		WithData(map[string]string{
-			EnvRestoreLocation: r.Location,
-			EnvRestoreChecksum: r.Checksum,
-			EnvRestoreEndpoint: r.Destination.S3.Endpoint,
-			EnvRestoreRegion:   r.Destination.S3.Region,
-		})
+// RestoreConfigMapNameOf names the restore ConfigMap shard's first node reads: in cluster mode
+// each shard has its own (<name>-shard<i>-restore), in replication mode (shard ignored) it is
+// RestoreConfigMapName.
+func RestoreConfigMapNameOf(rc *cachev1.RedisCluster, shard int) string {
+	if rc.Spec.Cluster == nil {
+		return RestoreConfigMapName(rc)
+	}
+	return ShardStatefulSetName(rc, shard) + "-restore"
+}
+
+// DesiredRestoreConfigMaps say what the restore containers fetch: the snapshot recorded in
+// status.restore when the cluster was created, in an S3 bucket; in cluster mode, one ConfigMap
+// per shard, with its shard's snapshot.
+func DesiredRestoreConfigMaps(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus) []*corev1ac.ConfigMapApplyConfiguration {
+	desired := func(name, location, checksum string) *corev1ac.ConfigMapApplyConfiguration {
+		return corev1ac.ConfigMap(name, rc.Namespace).
+			WithLabels(Labels(rc)).
+			WithOwnerReferences(ownerReference(rc)).
+			WithData(map[string]string{
+				EnvRestoreLocation: location,
+				EnvRestoreChecksum: checksum,
+				EnvRestoreEndpoint: r.Destination.S3.Endpoint,
+				EnvRestoreRegion:   r.Destination.S3.Region,
+			})
+	}
+	if rc.Spec.Cluster == nil {
+		return []*corev1ac.ConfigMapApplyConfiguration{desired(RestoreConfigMapName(rc), r.Location, r.Checksum)}
+	}
+	var out []*corev1ac.ConfigMapApplyConfiguration
+	for i, sh := range r.Shards {
+		out = append(out, desired(RestoreConfigMapNameOf(rc, i), sh.Location, sh.Checksum))
+	}
+	return out
 }
 
 // AppendOnly says whether the nodes run with appendonly yes: with persistence, unless
@@ -65,7 +86,7 @@ func AppendOnly(rc *cachev1.RedisCluster) bool {
 // restoreContainer is the init container of a RedisCluster created from a backup; nil without
 // spec.restore. The credentials' keys are optional, as the ConfigMap is: once the data is
 // restored, the Secret may go without stopping a pod from starting.
-func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image string) *corev1ac.ContainerApplyConfiguration {
+func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image, configMap string) *corev1ac.ContainerApplyConfiguration {
 	// A restore from a volume fills the first node's claim before the StatefulSet exists
 	// (RestorePod): the nodes never mount the backup's claim.
 	if rc.Spec.Restore == nil || r == nil || r.Destination.S3 == nil {
@@ -90,7 +111,7 @@ func restoreContainer(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image 
 			secretKey(cachev1.S3SecretAccessKeyKey),
 		).
 		WithEnvFrom(corev1ac.EnvFromSource().WithConfigMapRef(
-			corev1ac.ConfigMapEnvSource().WithName(RestoreConfigMapName(rc)).WithOptional(true))).
+			corev1ac.ConfigMapEnvSource().WithName(configMap).WithOptional(true))).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
