@@ -61,8 +61,17 @@ func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewClust
 	e := newBackupEnv(t, false)
 	source, cc := e.readyShardedSource(t)
 
-	// Given 3000 keys over 3 shards, 300 of them expiring, on every shard's replica too
+	// Given 3000 keys over 3 shards, 300 of them expiring, on every shard's replica too, in
+	// shards that grew to 4 and shrank back to 3: each serves a share no longer in one range
 	writeShardedKeys(t, cc, 3000, 10)
+	patchSpec(t, source, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 4 })
+	eventuallyShards(t, source, 4, 4*waitFor)
+	patchSpec(t, source, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
+	source = eventuallyShards(t, source, 3, 4*waitFor)
+	require.Greater(t, len(source.Status.Shards[0].Slots)+len(source.Status.Shards[1].Slots)+len(source.Status.Shards[2].Slots), 3,
+		"the slots are no longer three ranges: %+v", source.Status.Shards)
+	cc = clusterClient(t, e.node, source, secretValue(t, e.ns, "sharded-auth", "password"))
+	writeShardedKeys(t, cc, 3000, 10) // each shard's replica acknowledges its keys again
 
 	// When a RedisBackup of the cluster is taken
 	b := eventuallyBackup(t, e.createBackup(t, "nightly", "sharded", e.destination()), cachev1.BackupCompleted)

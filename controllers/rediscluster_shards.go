@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/internal/topology"
@@ -176,10 +177,30 @@ func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc
 	s.stats = r.readStats(ctx, rc, state, s.views)
 }
 
+// restoredLayout is the slots each shard is given while a restore is not done: those its
+// snapshot's shard served when backed up. Nil otherwise: the slots of a new cluster are spread
+// evenly.
+func restoredLayout(r *cachev1.RestoreStatus) shards.Layout {
+	if r == nil || r.CompletedAt != nil || len(r.Shards) == 0 {
+		return nil
+	}
+	layout := make(shards.Layout, len(r.Shards))
+	for i, sh := range r.Shards {
+		for _, s := range sh.Slots {
+			rg, err := redis.ParseSlotRange(s)
+			if err != nil {
+				return nil // written by this operator: never; spread evenly rather than guess
+			}
+			layout[i] = append(layout[i], rg)
+		}
+	}
+	return layout
+}
+
 // reconcileShards sends the cluster commands shards.Decide returns; once there are none, it
 // moves the slots the plan moves (rediscluster_shards_slots.go), or removes the shards it drained.
 func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	plan := shards.Decide(state.shards.members, int(rc.Spec.Cluster.Shards))
+	plan := shards.DecideLayout(state.shards.members, int(rc.Spec.Cluster.Shards), restoredLayout(state.restore))
 	state.shards.plan = &plan
 	var errs []error
 	for _, a := range plan.Actions {

@@ -18,6 +18,22 @@ const SlotCount = 16384
 // SlotRange is the hash slots Start..End, both included.
 type SlotRange struct{ Start, End int }
 
+// ParseSlotRange reads a range as String writes it (and CLUSTER NODES): "0-5460", or "7".
+func ParseSlotRange(s string) (SlotRange, error) {
+	lo, hi, isRange := strings.Cut(s, "-")
+	start, err := strconv.Atoi(lo)
+	if err != nil {
+		return SlotRange{}, fmt.Errorf("slot range %q: %w", s, err)
+	}
+	end := start
+	if isRange {
+		if end, err = strconv.Atoi(hi); err != nil {
+			return SlotRange{}, fmt.Errorf("slot range %q: %w", s, err)
+		}
+	}
+	return SlotRange{start, end}, nil
+}
+
 func (r SlotRange) String() string {
 	if r.Start == r.End {
 		return strconv.Itoa(r.Start)
@@ -111,18 +127,11 @@ func ParseClusterNodes(raw string) ([]ClusterNode, error) {
 				}
 				continue
 			}
-			lo, hi, isRange := strings.Cut(s, "-")
-			start, err := strconv.Atoi(lo)
+			r, err := ParseSlotRange(s)
 			if err != nil {
-				return nil, fmt.Errorf("CLUSTER NODES slot %q: %w", s, err)
+				return nil, fmt.Errorf("CLUSTER NODES: %w", err)
 			}
-			end := start
-			if isRange {
-				if end, err = strconv.Atoi(hi); err != nil {
-					return nil, fmt.Errorf("CLUSTER NODES slot %q: %w", s, err)
-				}
-			}
-			n.Slots = append(n.Slots, SlotRange{start, end})
+			n.Slots = append(n.Slots, r)
 		}
 		out = append(out, n)
 	}

@@ -121,11 +121,54 @@ func SlotsOf(shard, shards int) redis.SlotRange {
 	return redis.SlotRange{Start: shard * redis.SlotCount / shards, End: (shard+1)*redis.SlotCount/shards - 1}
 }
 
+// Layout is the slots each shard is given when no node serves them, by shard index.
+type Layout [][]redis.SlotRange
+
+// EvenLayout gives shard i SlotsOf(i, shards): a new cluster's slots, spread evenly.
+func EvenLayout(shards int) Layout {
+	out := make(Layout, shards)
+	for i := range shards {
+		out[i] = []redis.SlotRange{SlotsOf(i, shards)}
+	}
+	return out
+}
+
+// Covers is true when the layout gives every slot to exactly one of shards shards.
+func (l Layout) Covers(shards int) bool {
+	if len(l) != shards {
+		return false
+	}
+	seen := make([]bool, redis.SlotCount)
+	n := 0
+	for _, ranges := range l {
+		for _, r := range ranges {
+			for s := r.Start; s <= r.End; s++ {
+				if s < 0 || s >= redis.SlotCount || seen[s] {
+					return false
+				}
+				seen[s] = true
+				n++
+			}
+		}
+	}
+	return n == redis.SlotCount
+}
+
 // Decide returns the commands that bring the members to one cluster of shards shards, each
 // with its primary serving its slots and the others replicating it, and the slots to move so
 // that the slots are spread evenly (see the package's safety rule, and moves.go's). Members of
 // shards at or past shards are of shards being removed: their slots move to the others.
 func Decide(members []Member, shards int) Plan {
+	return DecideLayout(members, shards, EvenLayout(shards))
+}
+
+// DecideLayout is Decide for a cluster whose unserved slots go to the shards as layout says (a
+// restore gives each shard the slots its backup recorded); a layout that does not give every
+// slot to exactly one shard is not used: the slots are spread evenly instead.
+func DecideLayout(members []Member, shards int, layout Layout) Plan {
+	if !layout.Covers(shards) {
+		layout = EvenLayout(shards)
+	}
 	members = slices.Clone(members)
 	slices.SortFunc(members, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Ordinal, b.Ordinal)) })
 	var answering []Member
@@ -162,7 +205,11 @@ func Decide(members []Member, shards int) Plan {
 		total = max(total, m.Shard+1)
 	}
 	for i := range total {
-		shard, actions, waiting := decideShard(i, shards, answering, owned, all && joined)
+		var want []redis.SlotRange
+		if i < shards {
+			want = layout[i]
+		}
+		shard, actions, waiting := decideShard(i, want, answering, owned, all && joined)
 		plan.Shards = append(plan.Shards, shard)
 		plan.Actions = append(plan.Actions, actions...)
 		if plan.Waiting == "" {
@@ -245,9 +292,9 @@ func servedSlots(members []Member) []bool {
 	return owned
 }
 
-// decideShard finds the shard's primary, gives it its missing slots when assign allows, and
-// attaches the shard's other nodes to it.
-func decideShard(i, shards int, answering []Member, owned []bool, assign bool) (Shard, []Action, string) {
+// decideShard finds the shard's primary, gives it the slots of want no node serves when assign
+// allows, and attaches the shard's other nodes to it.
+func decideShard(i int, want []redis.SlotRange, answering []Member, owned []bool, assign bool) (Shard, []Action, string) {
 	shard := Shard{Index: i}
 	var in []Member
 	for _, m := range answering {
@@ -267,8 +314,8 @@ func decideShard(i, shards int, answering []Member, owned []bool, assign bool) (
 	var actions []Action
 	waiting := ""
 	var missing []redis.SlotRange
-	if i < shards {
-		missing = unowned(SlotsOf(i, shards), owned)
+	for _, r := range want {
+		missing = append(missing, unowned(r, owned)...)
 	}
 	if len(missing) > 0 {
 		if assign {

@@ -200,3 +200,34 @@ func TestANodeIsForgottenOnlyWhenEveryPodAnswersAndItServesNothing(t *testing.T)
 	c.member("rc-shard2-0").Nodes = nil
 	assert.Empty(t, kinds(shards.Decide(c.members, 3))[shards.Forget], "a pod that does not answer may be that node, restarting")
 }
+
+// A restored cluster: each shard's first node loaded its shard's keys and took the slots they
+// are in; the layout (the slots the backup recorded, not an even split) gives each shard the
+// rest of its own, and nothing twice.
+func TestARestoredClusterGetsTheSlotsItsBackupRecorded(t *testing.T) {
+	layout := shards.Layout{
+		{r(0, 4095), r(16352, 16383)},
+		{r(4096, 10921)},
+		{r(10922, 16351)},
+	}
+	assert.True(t, layout.Covers(3))
+	c := newCluster(3, 1)
+	c.set("rc-shard0-0", "master", "", r(7, 7), r(16360, 16360)).set("rc-shard2-0", "master", "", r(12000, 12000))
+	p := shards.DecideLayout(c.joined().members, 3, layout)
+	assert.Equal(t, map[shards.ActionKind][]string{shards.AddSlots: {
+		"rc-shard0-0 serves slots [0-6 8-4095 16352-16359 16361-16383]",
+		"rc-shard1-0 serves slots [4096-10921]",
+		"rc-shard2-0 serves slots [10922-11999 12001-16351]",
+	}}, kinds(p))
+
+	// A layout that does not give every slot to exactly one shard is not used
+	for _, broken := range []shards.Layout{
+		{{r(0, 5460)}, {r(5461, 10921)}},                    // two shards' worth for three
+		{{r(0, 5460)}, {r(5460, 10921)}, {r(10922, 16383)}}, // slot 5460 twice
+		{{r(0, 5460)}, {r(5462, 10921)}, {r(10922, 16383)}}, // slot 5461 nobody's
+	} {
+		assert.False(t, broken.Covers(3), "%v", broken)
+		p := shards.DecideLayout(newCluster(3, 1).joined().members, 3, broken)
+		assert.Equal(t, shards.Decide(newCluster(3, 1).joined().members, 3).Actions, p.Actions, "%v: spread evenly instead", broken)
+	}
+}
