@@ -183,3 +183,27 @@ func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewClust
 		e.ns + "/sharded/nightly/sharded-shard0.rdb", e.ns + "/sharded/nightly/sharded-shard1.rdb", e.ns + "/sharded/nightly/sharded-shard2.rdb",
 	}, keys, "the kept backup's objects, and none of the deleted one's")
 }
+
+func TestAScheduleInClusterModeTakesBackupsOfEveryShard(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t, false)
+
+	// Given a RedisCluster in cluster mode with a schedule of every minute (the API's shortest)
+	rc := testenv.RedisCluster(e.ns, "sharded", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	rc.Spec.Backup = &cachev1.BackupScheduleSpec{Schedule: "* * * * *", Destination: e.destination()}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+	eventuallyReadyWithin(t, rc, 2*waitFor)
+
+	// Then within the minute a scheduled RedisBackup holds a snapshot of each of its shards,
+	// and the status says when the schedule last took one
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		list := &cachev1.RedisBackupList{}
+		require.NoError(c, k8sClient.List(ctx, list, client.InNamespace(e.ns)))
+		require.NotEmpty(c, list.Items)
+		b := list.Items[0]
+		assert.Equal(c, cachev1.BackupCompleted, b.Status.Phase, "%s: %+v", b.Name, b.Status.Conditions)
+		assert.Len(c, b.Status.Shards, 3)
+	}, 90*time.Second, tick)
+	assert.NotNil(t, getRC(t, rc).Status.Backup.LastScheduleTime)
+}

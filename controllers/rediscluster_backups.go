@@ -60,7 +60,7 @@ func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, rc
 		r.Recorder.Eventf(rc, b, corev1.EventTypeNormal, cachev1.EventBackupScheduled, "Backup",
 			"Created RedisBackup %s for the schedule %q", b.Name, spec.Schedule)
 		t := metav1.NewTime(due)
-		state.replication.backupScheduled = &t
+		state.backupScheduled = &t
 	}
 	return r.pruneBackups(ctx, rc, now)
 }

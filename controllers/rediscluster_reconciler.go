@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -213,6 +214,9 @@ type reconcileState struct {
 	// restore is the backup of spec.restore, as recorded (status.restore); nil without one
 	// (rediscluster_restore.go).
 	restore *cachev1.RestoreStatus
+	// backupScheduled is when spec.backup's schedule last created a RedisBackup
+	// (rediscluster_backups.go).
+	backupScheduled *metav1.Time
 	// replication is what a reconcile in replication mode learns (rediscluster_replication.go).
 	replication replicationState
 	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).

@@ -41,8 +41,6 @@ type replicationState struct {
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).
 	move *primaryMove
-	// backupScheduled is when spec.backup's schedule last created a RedisBackup.
-	backupScheduled *metav1.Time
 }
 
 // The phases in this file act on what internal/topology decides: observe the nodes, fail over,

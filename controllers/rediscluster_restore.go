@@ -170,9 +170,9 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 	if !served() {
 		return nil
 	}
-	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.restore) {
+	for _, name := range resources.RestoreConfigMapNames(rc) {
 		cm := &corev1.ConfigMap{}
-		cm.Name, cm.Namespace = *desired.Name, rc.Namespace
+		cm.Name, cm.Namespace = name, rc.Namespace
 		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting ConfigMap %s: %w", cm.Name, err)
 		}

@@ -29,8 +29,8 @@ import (
 // slots and attaches the others to it.
 
 // shardedMode is cluster mode (spec.cluster): a StatefulSet per shard, whose nodes form one
-// Redis Cluster. Passwords, TLS, users and the restore's source are the other mode's phases,
-// reaching every node of every shard.
+// Redis Cluster. Passwords, TLS, users, the restore's source and the backup schedule are the
+// other mode's phases, reaching every node of every shard.
 func (r *RedisClusterReconciler) shardedMode() mode {
 	return mode{
 		prerequisites: []phase{
@@ -45,6 +45,7 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
 			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
 			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
+			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
 		},
 		status: setShardedStatus,
 		nodes: func(state *reconcileState) nodesObserved {

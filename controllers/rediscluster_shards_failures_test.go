@@ -44,17 +44,21 @@ func preload(t *testing.T, cc *goredis.ClusterClient, n int) {
 	}))
 }
 
-// assertKeysRead checks that k:0..k:<n-1> read back with their values.
+// assertKeysRead checks that k:0..k:<n-1> read back with their values. A cluster that says
+// Ready may still be settling a failover its nodes are gossiping about (CLUSTERDOWN for a
+// moment, as a client sees it): the keys are read again until they all are, or waitFor.
 func assertKeysRead(t *testing.T, cc *goredis.ClusterClient, n int) {
 	t.Helper()
 	ctx := context.Background()
-	var lost []string
-	for i := range n {
-		if v, err := cc.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
-			lost = append(lost, fmt.Sprintf("k:%d (%v)", i, err))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var lost []string
+		for i := range n {
+			if v, err := cc.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
+				lost = append(lost, fmt.Sprintf("k:%d (%v)", i, err))
+			}
 		}
-	}
-	assert.Empty(t, lost, "keys lost of %d", n)
+		assert.Empty(c, lost, "keys lost of %d", n)
+	}, waitFor, tick)
 }
 
 // assertNoSlotOpen checks that no node has a slot importing or migrating.

@@ -24,6 +24,9 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 	if state.restore != nil {
 		rc.Status.Restore = state.restore
 	}
+	if state.backupScheduled != nil {
+		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
+	}
 	setCondition(rc, restoredCondition(rc, state))
 	for _, c := range modeStatus(rc, state) {
 		setCondition(rc, c)
@@ -44,9 +47,6 @@ func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*met
 	rc.Status.Primary = state.replication.view.Primary
 	if len(state.replication.view.Nodes) > 0 {
 		rc.Status.Nodes = nodeStatuses(state.replication.view)
-	}
-	if state.replication.backupScheduled != nil {
-		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.replication.backupScheduled}
 	}
 	degraded := degradedCondition(rc, state)
 	return []*metav1.Condition{

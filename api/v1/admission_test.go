@@ -254,7 +254,7 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"a backup destination with both S3 and a claim", "replicas: 3\nbackup: {schedule: '@daily', destination: {s3: {bucket: backups, credentialsSecret: s3}, persistentVolumeClaim: {claimName: backups}}}", "a backup destination is one of s3 or persistentVolumeClaim"},
 		{"a backup destination with neither", "replicas: 3\nbackup: {schedule: '@daily', destination: {}}", "a backup destination is one of s3 or persistentVolumeClaim"},
 		{"cluster mode with two shards", "replicas: 3\ncluster: {shards: 2}", "spec.cluster.shards"},
-		{"cluster mode with a backup schedule", "replicas: 3\ncluster: {shards: 3}\nbackup: {schedule: '@daily', destination: {persistentVolumeClaim: {claimName: backups}}}", "cluster mode (spec.cluster) does not take spec.backup yet: create RedisBackups of it"},
+		{"cluster mode with a backup schedule on a volume", "replicas: 3\ncluster: {shards: 3}\nbackup: {schedule: '@daily', destination: {persistentVolumeClaim: {claimName: backups}}}", "in cluster mode (spec.cluster) spec.backup stores to S3: backups of shards on a PersistentVolumeClaim are not built yet"},
 	})
 	t.Run("a name too long for its Services", func(t *testing.T) {
 		requireRefused(t, object(t, "RedisCluster", strings.Repeat("a", 53), "replicas: 3"), "metadata.name")

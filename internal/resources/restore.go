@@ -49,6 +49,18 @@ func RestoreConfigMapNameOf(rc *cachev1.RedisCluster, shard int) string {
 	return ShardStatefulSetName(rc, shard) + "-restore"
 }
 
+// RestoreConfigMapNames name every restore ConfigMap of the RedisCluster: one, or one per shard.
+func RestoreConfigMapNames(rc *cachev1.RedisCluster) []string {
+	if rc.Spec.Cluster == nil {
+		return []string{RestoreConfigMapName(rc)}
+	}
+	var out []string
+	for i := range int(rc.Spec.Cluster.Shards) {
+		out = append(out, RestoreConfigMapNameOf(rc, i))
+	}
+	return out
+}
+
 // DesiredRestoreConfigMaps say what the restore containers fetch: the snapshot recorded in
 // status.restore when the cluster was created, in an S3 bucket; in cluster mode, one ConfigMap
 // per shard, with its shard's snapshot.
