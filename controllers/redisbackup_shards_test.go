@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,18 +34,19 @@ func (e *backupEnv) readyShardedSource(t *testing.T) (*cachev1.RedisCluster, *go
 	return rc, clusterClient(t, e.node, rc, secretValue(t, e.ns, "sharded-auth", "password"))
 }
 
-// writeShardedKeys writes key:0..key:n-1 (value i) through cc, every expiringEvery-th expiring
-// in an hour, and waits until every shard's replica acknowledged them.
-func writeShardedKeys(t *testing.T, cc *goredis.ClusterClient, n, expiringEvery int) {
+// writeShardedKeys writes <prefix>0..<prefix><n-1> (value i) through cc, every
+// expiringEvery-th expiring in an hour (none when 0), and waits until every shard's replica
+// acknowledged them (WAIT), so that a failover later keeps them.
+func writeShardedKeys(t *testing.T, cc *goredis.ClusterClient, prefix string, n, expiringEvery int) {
 	t.Helper()
 	ctx := context.Background()
 	pipe := cc.Pipeline()
 	for i := range n {
 		ttl := time.Duration(0)
-		if i%expiringEvery == 0 {
+		if expiringEvery > 0 && i%expiringEvery == 0 {
 			ttl = time.Hour
 		}
-		pipe.Set(ctx, fmt.Sprintf("key:%d", i), i, ttl)
+		pipe.Set(ctx, prefix+strconv.Itoa(i), i, ttl)
 	}
 	_, err := pipe.Exec(ctx)
 	require.NoError(t, err)
@@ -63,7 +65,7 @@ func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewClust
 
 	// Given 3000 keys over 3 shards, 300 of them expiring, on every shard's replica too, in
 	// shards that grew to 4 and shrank back to 3: each serves a share no longer in one range
-	writeShardedKeys(t, cc, 3000, 10)
+	writeShardedKeys(t, cc, "key:", 3000, 10)
 	patchSpec(t, source, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 4 })
 	eventuallyShards(t, source, 4, 4*waitFor)
 	patchSpec(t, source, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
@@ -71,7 +73,7 @@ func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewClust
 	require.Greater(t, len(source.Status.Shards[0].Slots)+len(source.Status.Shards[1].Slots)+len(source.Status.Shards[2].Slots), 3,
 		"the slots are no longer three ranges: %+v", source.Status.Shards)
 	cc = clusterClient(t, e.node, source, secretValue(t, e.ns, "sharded-auth", "password"))
-	writeShardedKeys(t, cc, 3000, 10) // each shard's replica acknowledges its keys again
+	writeShardedKeys(t, cc, "key:", 3000, 10) // each shard's replica acknowledges its keys again
 
 	// When a RedisBackup of the cluster is taken
 	b := eventuallyBackup(t, e.createBackup(t, "nightly", "sharded", e.destination()), cachev1.BackupCompleted)

@@ -74,6 +74,17 @@ func eventReasons(c require.TestingT, rc *cachev1.RedisCluster) []string {
 	return out
 }
 
+// countEvents is how many of the RedisCluster's Events have reason.
+func countEvents(c require.TestingT, rc *cachev1.RedisCluster, reason string) int {
+	n := 0
+	for _, r := range eventReasons(c, rc) {
+		if r == reason {
+			n++
+		}
+	}
+	return n
+}
+
 func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")

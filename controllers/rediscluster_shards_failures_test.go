@@ -24,26 +24,6 @@ import (
 // stops answering while slots move to or from its shard, and a pod that comes back with a new
 // IP but its old nodes.conf.
 
-// preload writes n keys k:0..k:<n-1> through cc, then has every primary's replica acknowledge
-// them (WAIT), so that a failover later keeps them.
-func preload(t *testing.T, cc *goredis.ClusterClient, n int) {
-	t.Helper()
-	ctx := context.Background()
-	pipe := cc.Pipeline()
-	for i := range n {
-		pipe.Set(ctx, fmt.Sprintf("k:%d", i), i, 0)
-	}
-	_, err := pipe.Exec(ctx)
-	require.NoError(t, err)
-	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
-		acked, err := m.Do(ctx, "WAIT", 1, 5000).Int()
-		if err == nil && acked < 1 {
-			err = fmt.Errorf("%s: no replica acknowledged", m.Options().Addr)
-		}
-		return err
-	}))
-}
-
 // assertKeysRead checks that k:0..k:<n-1> read back with their values. A cluster that says
 // Ready may still be settling a failover its nodes are gossiping about (CLUSTERDOWN for a
 // moment, as a client sees it): the keys are read again until they all are, or waitFor.
@@ -115,7 +95,7 @@ func TestAPrimaryStoppedWhileItsSlotsMoveLosesNoKeyAndLeavesNoSlotOpen(t *testin
 	// Given 3 shards of 2 nodes holding 20000 keys, each on its shard's replica too
 	e := newShardedCluster(t, "moving")
 	node, rc, password := e.node, e.rc, e.password
-	preload(t, e.cc, 20000)
+	writeShardedKeys(t, e.cc, "k:", 20000, 0)
 
 	// When the cluster grows a shard, and the new shard's primary, which the slots move to,
 	// stops for three node timeouts meanwhile, then starts again
@@ -129,7 +109,7 @@ func TestAPrimaryStoppedWhileItsSlotsMoveLosesNoKeyAndLeavesNoSlotOpen(t *testin
 
 	// When it shrinks back to 3, and the drained shard's primary, which the slots move from,
 	// stops meanwhile
-	preload(t, clusterClient(t, node, got, password), 20000) // its replica has them again
+	writeShardedKeys(t, clusterClient(t, node, got, password), "k:", 20000, 0) // its replica has them again
 	patchSpec(t, rc, func(rc *cachev1.RedisCluster) { rc.Spec.Cluster.Shards = 3 })
 	freezeWhileSlotsMove(t, node, rc, got.Status.Shards[3].Primary, 4096)
 
@@ -153,7 +133,7 @@ func TestAPodBackWithANewIPAndItsNodesConfRejoinsWithItsSlots(t *testing.T) {
 	require.NoError(t, k8sClient.Create(ctx, rc))
 	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
 	password := secretValue(t, ns, "volumes-auth", "password")
-	preload(t, clusterClient(t, node, ready, password), 3000)
+	writeShardedKeys(t, clusterClient(t, node, ready, password), "k:", 3000, 0)
 	primary := ready.Status.Shards[1].Primary
 	oldIP := node.Server(primary).IP
 	id, err := redisClient(t, node, primary, password).Do(ctx, "CLUSTER", "MYID").Text()

@@ -23,14 +23,19 @@ import (
 // clusterClient is a go-redis ClusterClient seeded with every node of the RedisCluster.
 func clusterClient(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, password string) *goredis.ClusterClient {
 	t.Helper()
-	var addrs []string
+	return clusterClientWith(t, node, rc, goredis.ClusterOptions{Password: password})
+}
+
+// clusterClientWith is clusterClient with these options (a password, TLS).
+func clusterClientWith(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, opts goredis.ClusterOptions) *goredis.ClusterClient {
+	t.Helper()
 	for _, n := range rc.Status.Nodes {
 		if s := node.Server(n.Name); s != nil {
-			addrs = append(addrs, s.Addr())
+			opts.Addrs = append(opts.Addrs, s.Addr())
 		}
 	}
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Protocol: 2, DisableIdentity: true,
-		MaxRedirects: 8})
+	opts.Protocol, opts.DisableIdentity, opts.MaxRedirects = 2, true, 8
+	c := goredis.NewClusterClient(&opts)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

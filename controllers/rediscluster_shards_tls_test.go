@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -62,9 +61,7 @@ func TestClusterModeServesOnlyTLSAndTakesANewCertificateLive(t *testing.T) {
 
 	// And a ClusterClient over TLS writes and reads keys on every shard
 	c := tlsClusterClient(t, node, ready, password, cfg)
-	for i := range 300 {
-		require.NoError(t, c.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err())
-	}
+	writeShardedKeys(t, c, "k:", 300, 0)
 	assertKeysOnEveryShard(t, c, 300)
 
 	// When the nodes' certificate is re-issued into the Secret
@@ -83,13 +80,7 @@ func TestClusterModeServesOnlyTLSAndTakesANewCertificateLive(t *testing.T) {
 		}, waitFor, 100*time.Millisecond, "%s serves the new certificate", n.Name)
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		n := 0
-		for _, r := range eventReasons(c, rc) {
-			if r == cachev1.EventCertificateReloaded {
-				n++
-			}
-		}
-		assert.Equal(c, 6, n, "one CertificateReloaded Event per node")
+		assert.Equal(c, 6, countEvents(c, rc, cachev1.EventCertificateReloaded), "one CertificateReloaded Event per node")
 	}, waitFor, tick)
 
 	// And the keys read back through a new client, the cluster is Ready, and no pod was replaced
@@ -112,29 +103,16 @@ func tlsNodeClient(t *testing.T, node *testenv.LocalNode, pod, password string, 
 // client seeded with the Service does.
 func tlsClusterClient(t *testing.T, node *testenv.LocalNode, rc *cachev1.RedisCluster, password string, cfg *tls.Config) *goredis.ClusterClient {
 	t.Helper()
-	var addrs []string
-	for _, n := range rc.Status.Nodes {
-		if s := node.Server(n.Name); s != nil {
-			addrs = append(addrs, s.Addr())
-		}
-	}
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, TLSConfig: cfg, Protocol: 2, DisableIdentity: true, MaxRedirects: 8})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return clusterClientWith(t, node, rc, goredis.ClusterOptions{Password: password, TLSConfig: cfg})
 }
 
-// assertKeysOnEveryShard reads k0..k<n-1> back through c and checks that every primary holds
+// assertKeysOnEveryShard reads k:0..k:<n-1> back through c and checks that every primary holds
 // some of them.
 func assertKeysOnEveryShard(t *testing.T, c *goredis.ClusterClient, n int) {
 	t.Helper()
-	ctx := context.Background()
-	for i := range n {
-		v, err := c.Get(ctx, fmt.Sprintf("k%d", i)).Int()
-		require.NoError(t, err, "k%d", i)
-		require.Equal(t, i, v)
-	}
+	assertKeysRead(t, c, n)
 	var primaries atomic.Int32 // (ForEachMaster calls each primary in a goroutine of its own)
-	require.NoError(t, c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+	require.NoError(t, c.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error {
 		size, err := m.DBSize(ctx).Result()
 		if err == nil && size > 0 {
 			primaries.Add(1)

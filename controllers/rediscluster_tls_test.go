@@ -179,13 +179,7 @@ func TestCertificateRotationReachesRunningNodesWithNoAcknowledgedWriteLost(t *te
 		}, waitFor, 100*time.Millisecond, "%s serves the new certificate", pod)
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		n := 0
-		for _, r := range eventReasons(c, rc) {
-			if r == cachev1.EventCertificateReloaded {
-				n++
-			}
-		}
-		assert.Equal(c, 3, n, "one CertificateReloaded Event per node")
+		assert.Equal(c, 3, countEvents(c, rc, cachev1.EventCertificateReloaded), "one CertificateReloaded Event per node")
 	}, waitFor, tick)
 
 	// When the old CA is removed from ca.crt

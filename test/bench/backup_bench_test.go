@@ -66,13 +66,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 			return err == nil && strings.Contains(info, "master_link_status:up") && rcl.DBSize(ctx).Val() == backupKeys
 		}, 5*time.Minute, 200*time.Millisecond, "replica: %s", replica.LogTail(1500))
 
-		require.NoError(b, os.MkdirAll(filepath.Join(dir, "s3"), 0o755))
-		store, err := s3server.StartIn(filepath.Join(dir, "s3"))
-		require.NoError(b, err)
-		defer store.Stop()
-		store.CreateBucket(b, "bench")
-		st, err := backup.NewStore(*store.Destination("bench", "").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
-		require.NoError(b, err)
+		st := startBenchStore(b, dir)
 
 		quiet := writeLatencies(ctx, pc, 5*time.Second, nil)
 
@@ -133,4 +127,18 @@ func p99(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return percentile(s, 99)
+}
+
+// startBenchStore starts a real S3 server (the Versity S3 Gateway) under dir, stopped when the
+// benchmark ends, and returns its bucket "bench" as the operator's backups use it.
+func startBenchStore(b *testing.B, dir string) *backup.Store {
+	b.Helper()
+	require.NoError(b, os.MkdirAll(filepath.Join(dir, "s3"), 0o755))
+	store, err := s3server.StartIn(filepath.Join(dir, "s3"))
+	require.NoError(b, err)
+	b.Cleanup(store.Stop)
+	store.CreateBucket(b, "bench")
+	st, err := backup.NewStore(*store.Destination("bench", "").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
+	require.NoError(b, err)
+	return st
 }
