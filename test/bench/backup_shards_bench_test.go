@@ -33,7 +33,9 @@ func BenchmarkBackupShardsAgainstOne(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		dir := b.TempDir()
-		base := "appendonly no\nsave \"\"\nprotected-mode no\n"
+		// As the operator configures its nodes: a snapshot is streamed at once (no 5s wait
+		// for other replicas to join the sync).
+		base := "appendonly no\nsave \"\"\nprotected-mode no\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 0\n"
 		one, err := redistest.StartIn(filepath.Join(dir, "one"), "one", base)
 		require.NoError(b, err)
 		defer one.Kill()
