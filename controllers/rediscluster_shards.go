@@ -142,9 +142,14 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 			m.Addr = p.Status.PodIP + ":" + strconv.Itoa(resources.RedisPort)
 			state.shards.addrs[m.Pod] = m.Addr
 			var down bool
-			m.Nodes, down = shards.Ask(ctx, state.dial, m.Addr)
+			var err error
+			m.Nodes, down, err = shards.Ask(ctx, state.dial, m.Addr)
 			if down && state.shards.clusterDown == "" {
 				state.shards.clusterDown = p.Name
+			}
+			if errors.Is(err, redis.ErrNoPermission) {
+				// Its operator user is not this build's: the Passwords phase gives it again.
+				r.clusterState(rc).operatorUser.forgetGiven()
 			}
 		}
 		state.shards.members = append(state.shards.members, m)

@@ -100,7 +100,8 @@ func TestClusterModeTakesANewPasswordAndNewUsersLive(t *testing.T) {
 // A cluster made by an earlier build whose operator user lacks a right this build needs (here:
 // every cluster-mode right, MIGRATE among them) gets the user as this build defines it from the
 // operator that replaces that build, live: the slots then move, with no pod replaced. So does a
-// node whose user loses the rights under a running operator, at its first refusal.
+// node whose user loses a right under a running operator, at its first refusal (a move's, or
+// the health check's).
 func TestAnUpgradedOperatorGivesRunningNodesItsOwnUsersNewRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -157,6 +158,20 @@ func TestAnUpgradedOperatorGivesRunningNodesItsOwnUsersNewRules(t *testing.T) {
 		require.NoError(t, err, "k%d", i)
 		require.Equal(t, i, v)
 	}
+
+	// And when it loses CLUSTER NODES, which the health check sends, every node gets it back
+	// and the cluster is Ready again
+	for _, n := range got.Status.Nodes {
+		require.NoError(t, redisClient(t, e.node, n.Name, e.password).Do(ctx, "ACL", "SETUSER", earlier.Name, "-cluster|nodes").Err())
+	}
+	for _, n := range got.Status.Nodes {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			out, err := redisClient(t, e.node, n.Name, e.password).Do(ctx, "ACL", "DRYRUN", earlier.Name, "CLUSTER", "NODES").Text()
+			assert.NoError(c, err)
+			assert.Equal(c, "OK", out)
+		}, waitFor, tick, "%s's operator user may run CLUSTER NODES again", n.Name)
+	}
+	eventuallyShards(t, e.rc, 3, waitFor)
 }
 
 // mayMigrate is what ACL DRYRUN says of user sending a MIGRATE: OK, or why not.

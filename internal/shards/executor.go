@@ -42,16 +42,17 @@ func Act(ctx context.Context, n ClusterNode, a Action) error {
 }
 
 // Ask is what the node at addr says of the cluster: its answer to CLUSTER NODES (nil when it
-// does not answer), and whether it says the cluster is down (CLUSTER INFO's cluster_state).
-func Ask(ctx context.Context, dial redis.Dialer, addr string) (nodes []redis.ClusterNode, down bool) {
+// does not answer, with why), and whether it says the cluster is down (CLUSTER INFO's
+// cluster_state).
+func Ask(ctx context.Context, dial redis.Dialer, addr string) (nodes []redis.ClusterNode, down bool, err error) {
 	n := dial(addr)
 	defer n.Close()
-	nodes, err := n.ClusterNodes(ctx)
+	nodes, err = n.ClusterNodes(ctx)
 	if err != nil {
-		return nil, false
+		return nil, false, err
 	}
 	info, err := n.ClusterInfo(ctx)
-	return nodes, err == nil && info.State != "ok"
+	return nodes, err == nil && info.State != "ok", nil
 }
 
 // TakeOver has the replica at addr take its primary's slots over with a manual CLUSTER
