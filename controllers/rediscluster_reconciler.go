@@ -88,7 +88,7 @@ type clusterState struct {
 	children childrenSeen
 	// status is what the last status write and the last failure left (this file; the requeue reads it in rediscluster_controller.go).
 	status statusMemory
-	// observed is what the last reconcile saw of the nodes (this file; backups read it).
+	// observed is what the last reconcile saw of the nodes (rediscluster_snapshots.go; backups read it).
 	observed observedMemory
 	// creds are the credentials as last read (rediscluster_credentials.go).
 	creds credsMemory
@@ -116,42 +116,6 @@ type statusMemory struct {
 	// but still served Redis; zero after any other reconcile, and once checkBound has bounded
 	// that reconcile's retry.
 	checkDue time.Time
-}
-
-// observedMemory is what the last reconcile observed of the nodes: where backups are taken
-// from.
-type observedMemory struct {
-	mu    sync.Mutex
-	nodes observedParts
-}
-
-// observedParts are the parts of a RedisCluster a backup takes a snapshot of each: the whole
-// cluster in replication mode; each shard in cluster mode, with the slots it serves.
-type observedParts struct {
-	parts []observedPart
-	// unsettled says why no snapshot may be taken now (cluster mode: slots move); empty when
-	// one may.
-	unsettled string
-}
-
-// observedPart is one part's nodes, judged against its primary.
-type observedPart struct {
-	// shard is the shard's StatefulSet; empty in replication mode.
-	shard string
-	slots []string
-	view  topology.View
-}
-
-func (o *observedMemory) set(p observedParts) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.nodes = p
-}
-
-func (o *observedMemory) get() observedParts {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.nodes
 }
 
 // newerThanCache is the RedisCluster as this operator's last status write left it, when the

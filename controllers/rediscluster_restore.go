@@ -12,15 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
-	"github.com/org/redis-operator/internal/topology"
 )
 
 // A restore (spec.restore) in three steps:
@@ -288,52 +285,6 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	}
 	return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonRestoring,
 		fmt.Sprintf("%s restores RedisBackup %s before Redis starts", who, r.Backup))
-}
-
-// errNoSnapshotSource is a RedisCluster that has no node a snapshot can be taken from yet.
-var errNoSnapshotSource = errors.New("no node to take a snapshot from")
-
-// SnapshotPart is where a backup takes one snapshot of a RedisCluster from: the whole cluster
-// in replication mode; one shard, with the slots it serves, in cluster mode.
-type SnapshotPart struct {
-	// Shard is the shard's StatefulSet; empty in replication mode.
-	Shard string
-	Slots []string
-	// Source is a caught-up replica when one serves (topology.View.SnapshotSource), or the
-	// primary; Primary is the part's primary.
-	Source, Primary topology.Observed
-}
-
-// SnapshotSources are where a backup of the RedisCluster is taken from, as the last health
-// check saw its nodes, and the login the operator uses there: the RedisCluster's reconciler
-// owns them. An error says why no backup can be taken now.
-func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]SnapshotPart, auth.Login, error) {
-	v, ok := r.clusters.Load(key)
-	if !ok {
-		return nil, auth.Login{}, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
-	}
-	cs := v.(*clusterState)
-	observed, creds := cs.observed.get(), cs.creds.get()
-	if observed.unsettled != "" {
-		return nil, auth.Login{}, fmt.Errorf("%w: %s", errNoSnapshotSource, observed.unsettled)
-	}
-	if creds.operatorPassword == "" || len(observed.parts) == 0 {
-		return nil, auth.Login{}, fmt.Errorf("%w: its credentials have not been read yet", errNoSnapshotSource)
-	}
-	var out []SnapshotPart
-	for _, p := range observed.parts {
-		source, ok := p.view.SnapshotSource()
-		if !ok {
-			what := "neither a caught-up replica nor the primary answers"
-			if p.shard != "" {
-				what = "shard " + p.shard + ": " + what
-			}
-			return nil, auth.Login{}, fmt.Errorf("%w: %s", errNoSnapshotSource, what)
-		}
-		primary, _ := p.view.Find(p.view.Primary)
-		out = append(out, SnapshotPart{Shard: p.shard, Slots: p.slots, Source: source, Primary: primary})
-	}
-	return out, creds.login(), nil
 }
 
 // clustersWaitingFor are the RedisClusters whose restore waits for this RedisBackup.
