@@ -177,7 +177,7 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 	if len(refused) > 0 {
 		return fmt.Errorf("redis on %s refused the password from Secret %s: %w", refused[0].Name, passwordSecretName(rc), refused[0].Err)
 	}
-	if err := r.givePassword(ctx, rc, state); err != nil {
+	if err := r.givePassword(ctx, rc, state, operatorUser); err != nil {
 		return err
 	}
 	return r.removeDuePasswords(ctx, rc, state)
@@ -191,9 +191,8 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 // process (a node made by an earlier build may lack a right this one needs: MIGRATE, to move
 // slots), and again when a node refuses it a command (runPhases): reading it back to compare
 // would cost as much as giving it.
-func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, operator resources.User) error {
 	want := resources.PasswordHash(state.creds.password)
-	operator := resources.OperatorUser(state.creds.operatorPassword, rc.Spec.Cluster != nil)
 	wantOperator := usersSum([]resources.User{operator})
 	cs := r.clusterState(rc)
 	for _, o := range state.everyNode().Nodes {

@@ -72,12 +72,8 @@ func shardParts(rc *cachev1.RedisCluster, state *reconcileState) observedParts {
 	case len(p.Actions) > 0 || len(p.Moves) > 0 || len(p.Drained) > 0 || len(p.Shards) != int(rc.Spec.Cluster.Shards):
 		out.unsettled = "slots are moving between its shards"
 	}
-	for _, sh := range s.plan.Shards {
-		part := observedPart{shard: resources.ShardStatefulSetName(rc, sh.Index), view: s.viewOf[sh.Index]}
-		for _, r := range sh.Slots {
-			part.slots = append(part.slots, r.String())
-		}
-		out.parts = append(out.parts, part)
+	for i, st := range shardStatuses(rc, *s.plan) {
+		out.parts = append(out.parts, observedPart{shard: st.Name, slots: st.Slots, view: s.viewOf[s.plan.Shards[i].Index]})
 	}
 	return out
 }

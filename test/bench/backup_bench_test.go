@@ -48,18 +48,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		defer rcl.Close()
 
 		// 1 GiB of values on the primary, copied to its replica.
-		rng := rand.NewChaCha8([32]byte{1})
-		value := make([]byte, backupValueSize)
-		for i := 0; i < backupKeys; i += 64 {
-			_, err := pc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for k := i; k < i+64; k++ {
-					_, _ = rng.Read(value)
-					p.Set(ctx, fmt.Sprintf("key:%d", k), string(value), 0)
-				}
-				return nil
-			})
-			require.NoError(b, err)
-		}
+		writeRandomValues(ctx, b, 1, backupKeys, pc)
 		require.NoError(b, rcl.Do(ctx, "REPLICAOF", primary.IP, "6379").Err())
 		require.Eventually(b, func() bool {
 			info, err := rcl.Info(ctx, "replication").Result()
@@ -81,8 +70,7 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		wg.Wait()
 		require.NoError(b, err)
 
-		restoreDir := filepath.Join(dir, "restored")
-		require.NoError(b, os.MkdirAll(restoreDir, 0o755))
+		restoreDir := mkdir(b, dir, "restored")
 		start = time.Now()
 		_, err = backup.Restore(ctx, backup.RestoreOptions{Store: st, Key: "bench/1gib.rdb", Checksum: res.Checksum, DataDir: restoreDir})
 		restoreTime := time.Since(start)
@@ -141,4 +129,36 @@ func startBenchStore(b *testing.B, dir string) *backup.Store {
 	st, err := backup.NewStore(*store.Destination("bench", "").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
 	require.NoError(b, err)
 	return st
+}
+
+// writeRandomValues sets key:0..key:<keys-1> to incompressible values of backupValueSize, drawn
+// from seed, on each of clients (the same values on each), 64 keys to a pipeline.
+func writeRandomValues(ctx context.Context, b *testing.B, seed byte, keys int, clients ...goredis.Cmdable) {
+	b.Helper()
+	rng := rand.NewChaCha8([32]byte{seed})
+	values := make([]string, 64)
+	value := make([]byte, backupValueSize)
+	for i := 0; i < keys; i += len(values) {
+		for k := range values {
+			_, _ = rng.Read(value)
+			values[k] = string(value)
+		}
+		for _, c := range clients {
+			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for k, v := range values {
+					p.Set(ctx, fmt.Sprintf("key:%d", i+k), v, 0)
+				}
+				return nil
+			})
+			require.NoError(b, err)
+		}
+	}
+}
+
+// mkdir makes the directory name in dir, and returns its path.
+func mkdir(b *testing.B, dir, name string) string {
+	b.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(b, os.MkdirAll(p, 0o755))
+	return p
 }

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,24 +55,7 @@ func BenchmarkBackupShardsAgainstOne(b *testing.B) {
 		}
 		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 		defer cc.Close()
-		rng := rand.NewChaCha8([32]byte{2})
-		value := make([]byte, backupValueSize)
-		for i := 0; i < shardedBackupKeys; i += 64 {
-			batch := map[string]string{}
-			for k := i; k < i+64; k++ {
-				_, _ = rng.Read(value)
-				batch[fmt.Sprintf("key:%d", k)] = string(value)
-			}
-			for _, c := range []goredis.Cmdable{oc, cc} {
-				_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-					for k, v := range batch {
-						p.Set(ctx, k, v, 0)
-					}
-					return nil
-				})
-				require.NoError(b, err)
-			}
-		}
+		writeRandomValues(ctx, b, 2, shardedBackupKeys, oc, cc)
 
 		st := startBenchStore(b, dir)
 		snapshots := backup.Snapshots{Redis: redis.Options{Timeout: time.Second}}
@@ -153,11 +134,4 @@ func formCluster(ctx context.Context, b *testing.B, nodes []*redistest.Server) {
 		}
 		return true
 	}, time.Minute, 100*time.Millisecond, "the cluster forms")
-}
-
-func mkdir(b *testing.B, dir, name string) string {
-	b.Helper()
-	p := filepath.Join(dir, name)
-	require.NoError(b, os.MkdirAll(p, 0o755))
-	return p
 }
