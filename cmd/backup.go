@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/org/redis-operator/internal/auth"
@@ -80,20 +81,34 @@ func clientTLS(dir, serverName string) (*tls.Config, error) {
 }
 
 // deleteBackupMain is the delete-backup subcommand: the pod that deletes a RedisBackup's
-// snapshot from its PersistentVolumeClaim. A snapshot that is not there is no error.
+// snapshots (one, or one per shard: --key for each) from its PersistentVolumeClaim. A snapshot
+// that is not there is no error.
 func deleteBackupMain(args []string) int {
 	fs := flag.NewFlagSet(resources.DeleteBackupCommand, flag.ContinueOnError)
 	dir := fs.String("dir", "/backup", "Where the claim is mounted.")
 	claim := fs.String("claim", "", "The claim's name, for the snapshot's location.")
-	key := fs.String("key", "", "The snapshot's path on the claim.")
+	var keys keyList
+	fs.Var(&keys, "key", "A snapshot's path on the claim; once for each snapshot.")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	dest := backup.Dir{Root: *dir, Claim: *claim}
-	if err := dest.Delete(context.Background(), *key); err != nil {
-		fmt.Fprintf(os.Stderr, "Deleting %s failed: %v\n", dest.Location(*key), err)
-		return resources.ExitStorageFailed
+	for _, key := range keys {
+		if err := dest.Delete(context.Background(), key); err != nil {
+			fmt.Fprintf(os.Stderr, "Deleting %s failed: %v\n", dest.Location(key), err)
+			return resources.ExitStorageFailed
+		}
+		fmt.Printf("Deleted %s.\n", dest.Location(key))
 	}
-	fmt.Printf("Deleted %s.\n", dest.Location(*key))
 	return 0
+}
+
+// keyList is a flag given once for each value.
+type keyList []string
+
+func (k *keyList) String() string { return strings.Join(*k, ",") }
+
+func (k *keyList) Set(v string) error {
+	*k = append(*k, v)
+	return nil
 }

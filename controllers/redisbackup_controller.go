@@ -111,23 +111,23 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if src.sharded() {
 		return r.takeShards(ctx, b, store, src)
 	}
-	node := src.parts[0].Source
+	node := r.nodeOf(ctx, src, 0)
 	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
 	if err := r.recordRunning(ctx, b, node.Name, store.Location(key)); err != nil {
 		return ctrl.Result{}, err
 	}
-	result, err := r.take(ctx, node, src.login, store, key)
+	result, err := r.take(ctx, node, src, store, key)
 	return r.finish(ctx, b, &result, err)
 }
 
 // take streams node's snapshot to key.
-func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed, login auth.Login, store *backup.Store, key string) (backup.Result, error) {
-	result, err := r.Snapshots.Take(ctx, node.Addr, login, store, key)
+func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed, src snapshotSource, store *backup.Store, key string) (backup.Result, error) {
+	result, err := r.Snapshots.Take(ctx, node.Addr, src.login, store, key)
 	if err != nil && strings.Contains(err.Error(), "NOPERM") {
 		// A node started by an operator whose own user could not sync yet: give it the user
 		// as this operator defines it, and try once more.
-		if gerr := r.giveOperatorUser(ctx, node.Addr, login); gerr == nil {
-			result, err = r.Snapshots.Take(ctx, node.Addr, login, store, key)
+		if gerr := r.giveOperatorUser(ctx, node.Addr, src); gerr == nil {
+			result, err = r.Snapshots.Take(ctx, node.Addr, src.login, store, key)
 		}
 	}
 	return result, err
@@ -135,30 +135,66 @@ func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed
 
 // takeShards takes a snapshot of each shard of a RedisCluster in cluster mode, one after the
 // other, each to an object of its own under the backup's prefix; the backup is Completed once
-// every one is stored, Failed at the first that is not.
+// every one is stored, Failed at the first that is not. Each shard's slots are read when its
+// snapshot is taken (nextShard).
 func (r *RedisBackupReconciler) takeShards(ctx context.Context, b *cachev1.RedisBackup, store *backup.Store, src snapshotSource) (ctrl.Result, error) {
 	dest := b.Spec.Destination.S3
-	nodes := make([]string, 0, len(src.parts))
-	for _, p := range src.parts {
-		nodes = append(nodes, p.Source.Name)
-	}
-	if err := r.recordRunning(ctx, b, strings.Join(nodes, ","), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {
+	if err := r.recordRunning(ctx, b, src.nodes(), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {
 		return ctrl.Result{}, err
 	}
 	var stored []cachev1.ShardBackup
-	var total backup.Result
-	for _, p := range src.parts {
+	for {
+		if len(stored) > 0 {
+			var pending string
+			var err error
+			if src, pending, err = r.source(ctx, b); err != nil {
+				return ctrl.Result{}, err
+			} else if pending != "" {
+				// What is stored so far is recorded: deleted with the backup.
+				return r.finishShards(ctx, b, nil, stored, fmt.Errorf("%w: the cluster changed while the backup was taken (%s): take it again", backup.ErrSnapshot, pending))
+			}
+		}
+		if len(stored) == len(src.parts) {
+			return r.completeShards(ctx, b, stored)
+		}
+		p := src.parts[len(stored)]
+		node := r.nodeOf(ctx, src, len(stored))
 		key := backup.ShardObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name, p.Shard)
-		res, err := r.take(ctx, p.Source, src.login, store, key)
+		res, err := r.take(ctx, node, src, store, key)
 		if err != nil {
-			// What is stored so far is recorded: deleted with the backup.
 			return r.finishShards(ctx, b, nil, stored, fmt.Errorf("shard %s: %w", p.Shard, err))
 		}
-		stored = append(stored, cachev1.ShardBackup{Name: p.Shard, Slots: p.Slots, Node: p.Source.Name, Location: store.Location(key),
-			Size: res.Size, Checksum: res.Checksum, ReplicationID: res.ReplicationID, ReplicationOffset: res.ReplicationOffset})
-		total.Size += res.Size
+		stored = append(stored, shardBackup(p, node, store.Location(key), res))
+	}
+}
+
+// shardBackup is what a backup records of the snapshot of part p, taken from node.
+func shardBackup(p SnapshotPart, node topology.Observed, location string, res backup.Result) cachev1.ShardBackup {
+	return cachev1.ShardBackup{Name: p.Shard, Slots: p.Slots, Node: node.Name, Location: location,
+		Size: res.Size, Checksum: res.Checksum, ReplicationID: res.ReplicationID, ReplicationOffset: res.ReplicationOffset}
+}
+
+// completeShards records a backup in cluster mode whose every shard's snapshot is stored:
+// Completed when the slots they recorded hold each slot exactly once, Failed when slots moved
+// between two shards' snapshots (a key would be in two of them, or in none).
+func (r *RedisBackupReconciler) completeShards(ctx context.Context, b *cachev1.RedisBackup, stored []cachev1.ShardBackup) (ctrl.Result, error) {
+	if !everySlotOnce(stored) {
+		return r.finishShards(ctx, b, nil, stored, fmt.Errorf("%w: slots moved between the shards while their snapshots were taken (the snapshots do not hold every slot exactly once): take the backup again", backup.ErrSnapshot))
+	}
+	var total backup.Result
+	for _, sh := range stored {
+		total.Size += sh.Size
 	}
 	return r.finishShards(ctx, b, &total, stored, nil)
+}
+
+// everySlotOnce is true when the shards' recorded slots hold each of the 16384 slots exactly
+// once: what a restore gives back. Each shard's slots are read when its snapshot is taken, so a
+// slot that moved from a shard already taken to one taken after is in both, and one that moved
+// the other way is in neither.
+func everySlotOnce(stored []cachev1.ShardBackup) bool {
+	layout, err := recordedLayout(stored)
+	return err == nil && layout.Covers(len(stored))
 }
 
 // snapshotSource is where a backup is taken from: the node of each part (one in replication
@@ -172,7 +208,16 @@ type snapshotSource struct {
 // sharded is true for a RedisCluster in cluster mode: a snapshot per shard.
 func (s snapshotSource) sharded() bool { return len(s.parts) > 0 && s.parts[0].Shard != "" }
 
-// source chooses the nodes to take the backup from; pending says why there are none yet.
+// nodes names every part's source, as the status says them.
+func (s snapshotSource) nodes() string {
+	names := make([]string, 0, len(s.parts))
+	for _, p := range s.parts {
+		names = append(names, p.Source.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// source reads where the backup's parts are taken from; pending says why there are none yet.
 func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBackup) (src snapshotSource, pending string, err error) {
 	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
 	src.cluster = &cachev1.RedisCluster{}
@@ -186,25 +231,27 @@ func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBack
 		return src, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err), nil
 	}
 	src.parts, src.login = parts, login
-	for i, p := range src.parts {
-		if p.Source.Name == p.Primary.Name {
-			continue
-		}
-		// The backup holds every write the primary took before it started: the replica first
-		// receives the primary's stream up to there (a replica that has just synced gets it
-		// only after its first acknowledgement, up to a second later). One that does not
-		// within caughtUpWait is passed over for the primary.
-		dial := r.Dial(login)
-		primary, rep := dial(p.Primary.Addr), dial(p.Source.Addr)
-		err := topology.ReplicaReaches(ctx, primary, rep, caughtUpWait)
-		primary.Close()
-		rep.Close()
-		if err != nil {
-			log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", p.Source.Name, "error", err.Error())
-			src.parts[i].Source = p.Primary
-		}
-	}
 	return src, "", nil
+}
+
+// nodeOf is the node the i-th part's snapshot is taken from: its replica once that holds every
+// write the primary took before now, else the primary. (A replica that has just synced gets the
+// stream only after its first acknowledgement, up to a second later; one that does not within
+// caughtUpWait is passed over.)
+func (r *RedisBackupReconciler) nodeOf(ctx context.Context, src snapshotSource, i int) topology.Observed {
+	p := src.parts[i]
+	if p.Source.Name == p.Primary.Name {
+		return p.Source
+	}
+	dial := r.Dial(src.login)
+	primary, rep := dial(p.Primary.Addr), dial(p.Source.Addr)
+	defer primary.Close()
+	defer rep.Close()
+	if err := topology.ReplicaReaches(ctx, primary, rep, caughtUpWait); err != nil {
+		log.FromContext(ctx).Info("The replica did not catch up with the primary; taking the snapshot from the primary", "replica", p.Source.Name, "error", err.Error())
+		return p.Primary
+	}
+	return p.Source
 }
 
 // waitOr returns err, or waits for why the backup is pending.
@@ -218,8 +265,11 @@ func (r *RedisBackupReconciler) waitOr(ctx context.Context, b *cachev1.RedisBack
 // recordRunning records where the snapshot is being taken from, and to.
 func (r *RedisBackupReconciler) recordRunning(ctx context.Context, b *cachev1.RedisBackup, node, location string) error {
 	before := b.DeepCopy()
-	now := metav1.Now()
-	b.Status.Phase, b.Status.Node, b.Status.StartedAt, b.Status.Location = cachev1.BackupRunning, node, &now, location
+	if b.Status.StartedAt == nil {
+		now := metav1.Now()
+		b.Status.StartedAt = &now
+	}
+	b.Status.Phase, b.Status.Node, b.Status.Location = cachev1.BackupRunning, node, location
 	setBackupCondition(b, metav1.ConditionFalse, cachev1.ReasonBackupRunning,
 		fmt.Sprintf("Streaming the snapshot of %s to %s", node, location))
 	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
@@ -260,6 +310,13 @@ func (r *RedisBackupReconciler) finish(ctx context.Context, b *cachev1.RedisBack
 func (r *RedisBackupReconciler) finishShards(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, shards []cachev1.ShardBackup, err error) (ctrl.Result, error) {
 	before := b.DeepCopy()
 	b.Status.Shards = shards
+	if len(shards) > 0 {
+		nodes := make([]string, 0, len(shards))
+		for _, sh := range shards {
+			nodes = append(nodes, sh.Node)
+		}
+		b.Status.Node = strings.Join(nodes, ",")
+	}
 	now := metav1.Now()
 	b.Status.CompletedAt = &now
 	if err != nil {
@@ -298,12 +355,12 @@ func setBackupCondition(b *cachev1.RedisBackup, status metav1.ConditionStatus, r
 		Reason: reason, Message: msg, ObservedGeneration: b.Generation})
 }
 
-// giveOperatorUser sets the operator's own user on the node as this operator defines it.
-func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, login auth.Login) error {
-	n := r.Dial(login)(addr)
+// giveOperatorUser sets the operator's own user on the node as this operator defines it for
+// the source's mode.
+func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, src snapshotSource) error {
+	n := r.Dial(src.login)(addr)
 	defer n.Close()
-	// Not in cluster mode: the API refuses backups of a RedisCluster in cluster mode.
-	return auth.SetUser(ctx, n, resources.OperatorUser(login.Password, false))
+	return auth.SetUser(ctx, n, resources.OperatorUser(src.login.Password, src.cluster.Spec.Cluster != nil))
 }
 
 // store connects to the destination with the credentials of its Secret.
@@ -370,16 +427,7 @@ func (r *RedisBackupReconciler) deleteFromStore(ctx context.Context, b *cachev1.
 	case err != nil:
 		return err
 	}
-	locations := []string{b.Status.Location}
-	if len(b.Status.Shards) > 0 || strings.HasSuffix(b.Status.Location, "/") {
-		// A backup in cluster mode: each shard's object (a shard taken while the operator
-		// crashed is in no list: it is overwritten by nothing and left, as a failed upload is).
-		locations = nil
-		for _, sh := range b.Status.Shards {
-			locations = append(locations, sh.Location)
-		}
-	}
-	for _, location := range locations {
+	for _, location := range storedLocations(b) {
 		key, err := store.KeyOf(location)
 		if err != nil {
 			return err
@@ -390,6 +438,24 @@ func (r *RedisBackupReconciler) deleteFromStore(ctx context.Context, b *cachev1.
 		log.FromContext(ctx).Info("Deleted the stored snapshot", "location", location)
 	}
 	return nil
+}
+
+// holdsShards is a backup of a RedisCluster in cluster mode, from when it started: its location
+// is the prefix its shards' snapshots share.
+func holdsShards(b *cachev1.RedisBackup) bool { return strings.HasSuffix(b.Status.Location, "/") }
+
+// storedLocations are where a backup's snapshots are: its one, or each shard's recorded. (A
+// shard stored while the operator crashed is in no list: it is overwritten by nothing and left,
+// as a failed upload is.)
+func storedLocations(b *cachev1.RedisBackup) []string {
+	if !holdsShards(b) {
+		return []string{b.Status.Location}
+	}
+	var out []string
+	for _, sh := range b.Status.Shards {
+		out = append(out, sh.Location)
+	}
+	return out
 }
 
 // leftInPlace says, in an Event, that the snapshot stays where it is, and why.

@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +15,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,6 +60,26 @@ func writeShardedKeys(t *testing.T, cc *goredis.ClusterClient, prefix string, n,
 		}
 		return nil
 	}))
+}
+
+// assertRestoredShardedKeys checks that a cluster restored from a backup of writeShardedKeys(t,
+// cc, "key:", n, 10) reads back exactly those keys: every one with its value, key:10 expiring
+// within the hour, key:11 never, and none of the after:0..2 written after the backup.
+func assertRestoredShardedKeys(t *testing.T, rcc *goredis.ClusterClient, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var lost []string
+	for i := range n {
+		k := fmt.Sprintf("key:%d", i)
+		if v, err := rcc.Get(ctx, k).Result(); err != nil || v != fmt.Sprint(i) {
+			lost = append(lost, k)
+		}
+	}
+	assert.Empty(t, lost, "keys of the backup missing from the restored cluster")
+	ttl := rcc.TTL(ctx, "key:10").Val()
+	assert.True(t, ttl > 50*time.Minute && ttl <= time.Hour, "key:10 keeps its TTL, %s", ttl)
+	assert.Equal(t, time.Duration(-1), rcc.TTL(ctx, "key:11").Val(), "key:11 never expires")
+	assert.Zero(t, rcc.Exists(ctx, "after:0", "after:1", "after:2").Val(), "nothing written after the backup")
 }
 
 func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewCluster(t *testing.T) {
@@ -117,19 +141,7 @@ func TestABackupInClusterModeStoresASnapshotOfEveryShardAndRestoresIntoANewClust
 		assert.Equal(t, fmt.Sprintf("restored-shard%d-0", i), sh.Primary)
 		assert.Equal(t, b.Status.Shards[i].Slots, sh.Slots, "shard %d serves the slots it served when backed up", i)
 	}
-	rcc := clusterClient(t, e.node, restored, secretValue(t, e.ns, "restored-auth", "password"))
-	var lost []string
-	for i := range 3000 {
-		k := fmt.Sprintf("key:%d", i)
-		if v, err := rcc.Get(ctx, k).Result(); err != nil || v != fmt.Sprint(i) {
-			lost = append(lost, k)
-		}
-	}
-	assert.Empty(t, lost, "keys of the backup missing from the restored cluster")
-	ttl := rcc.TTL(ctx, "key:10").Val()
-	assert.True(t, ttl > 50*time.Minute && ttl <= time.Hour, "key:10 keeps its TTL, %s", ttl)
-	assert.Equal(t, time.Duration(-1), rcc.TTL(ctx, "key:11").Val(), "key:11 never expires")
-	assert.Zero(t, rcc.Exists(ctx, "after:0", "after:1", "after:2").Val(), "nothing written after the backup")
+	assertRestoredShardedKeys(t, clusterClient(t, e.node, restored, secretValue(t, e.ns, "restored-auth", "password")), 3000)
 	require.Eventually(t, func() bool {
 		for i := range 3 {
 			if !apierrors.IsNotFound(k8sClient.Get(ctx, key(e.ns, fmt.Sprintf("restored-shard%d-restore", i)), &corev1.ConfigMap{})) {
@@ -208,4 +220,94 @@ func TestAScheduleInClusterModeTakesBackupsOfEveryShard(t *testing.T) {
 		assert.Len(c, b.Status.Shards, 3)
 	}, 90*time.Second, tick)
 	assert.NotNil(t, getRC(t, rc).Status.Backup.LastScheduleTime)
+}
+
+func TestABackupInClusterModeOnAVolumeRestoresEveryShardAndGoesWithItsRedisBackup(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t, false)
+	// Given a PersistentVolumeClaim for backups (the local node gives each claim a directory),
+	// and 3 shards of 2 nodes holding 3000 keys, 300 of them expiring
+	require.NoError(t, k8sClient.Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}))
+	claimDir := filepath.Join(e.node.Dir, "claims", e.ns, "backups")
+	source, cc := e.readyShardedSource(t)
+	writeShardedKeys(t, cc, "key:", 3000, 10)
+
+	// When a RedisBackup of it to the claim is taken, with deletionPolicy Delete
+	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "weekly"},
+		Spec: cachev1.RedisBackupSpec{Cluster: "sharded", DeletionPolicy: cachev1.BackupDelete,
+			Destination: cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups", Prefix: "redis"}}}}
+	require.NoError(t, k8sClient.Create(ctx, b))
+	b = eventuallyBackup(t, b, cachev1.BackupCompleted)
+	for i := range 3 {
+		require.NoError(t, cc.Set(ctx, fmt.Sprintf("after:%d", i), i, 0).Err())
+	}
+
+	// Then a pod per shard wrote the shard's snapshot, from its replica, as a file of the claim
+	// whose size and checksum the backup records with the shard's slots; the pods are gone
+	assert.Equal(t, "pvc://backups/redis/"+e.ns+"/sharded/weekly/", b.Status.Location)
+	require.Len(t, b.Status.Shards, 3)
+	var files []string
+	var total int64
+	for i, sh := range b.Status.Shards {
+		assert.Equal(t, source.Status.Shards[i].Name, sh.Name)
+		assert.Equal(t, source.Status.Shards[i].Replicas, []string{sh.Node}, "%s: never from the primary while a replica serves", sh.Name)
+		assert.Equal(t, source.Status.Shards[i].Slots, sh.Slots, sh.Name)
+		assert.Equal(t, fmt.Sprintf("pvc://backups/redis/%s/sharded/weekly/%s.rdb", e.ns, sh.Name), sh.Location)
+		file := filepath.Join(claimDir, "redis", e.ns, "sharded", "weekly", sh.Name+".rdb")
+		info, err := os.Stat(file)
+		require.NoError(t, err, sh.Name)
+		assert.Equal(t, sh.Size, info.Size(), "%s is stored whole", sh.Name)
+		assert.True(t, strings.HasPrefix(sh.Checksum, "sha256:"), sh.Name)
+		assert.Positive(t, sh.ReplicationOffset, sh.Name)
+		files = append(files, file)
+		total += sh.Size
+	}
+	assert.Equal(t, total, b.Status.Size)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pods := &corev1.PodList{}
+		require.NoError(c, k8sClient.List(ctx, pods, client.InNamespace(e.ns), client.MatchingLabels{"app.kubernetes.io/component": "backup"}))
+		assert.Empty(c, pods.Items, "the backup's pods are deleted once their outcome is recorded")
+	}, waitFor, tick)
+
+	// When a new, persistent RedisCluster of 3 shards restores it
+	restored := restoringCluster(e.ns, "restored", "weekly", 2)
+	restored.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	restored.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(ctx, restored))
+	restored = eventuallyReadyWithin(t, restored, 2*backupWait)
+
+	// Then each shard's first node, its claim filled by a pod of its own, is its primary serving
+	// the slots the backup recorded, and exactly the backup's keys read back with their TTLs;
+	// the nodes never mount the backup's claim, and the restore pods are gone
+	assert.True(t, meta.IsStatusConditionTrue(restored.Status.Conditions, cachev1.ConditionRestored))
+	require.Len(t, restored.Status.Shards, 3)
+	for i, sh := range restored.Status.Shards {
+		assert.Equal(t, fmt.Sprintf("restored-shard%d-0", i), sh.Primary)
+		assert.Equal(t, b.Status.Shards[i].Slots, sh.Slots, "shard %d serves the slots it served when backed up", i)
+		sts := &appsv1.StatefulSet{}
+		require.NoError(t, k8sClient.Get(ctx, key(e.ns, fmt.Sprintf("restored-shard%d", i)), sts))
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			assert.Nil(t, v.PersistentVolumeClaim, "shard %d's nodes do not mount the backup's claim: %s", i, v.Name)
+		}
+	}
+	assertRestoredShardedKeys(t, clusterClient(t, e.node, restored, secretValue(t, e.ns, "restored-auth", "password")), 3000)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pods := &corev1.PodList{}
+		require.NoError(c, k8sClient.List(ctx, pods, client.InNamespace(e.ns), client.MatchingLabels{"app.kubernetes.io/component": "restore"}))
+		assert.Empty(c, pods.Items, "the restore pods are deleted once the restore is done")
+	}, waitFor, tick)
+
+	// When the RedisBackup is deleted, every shard's file goes with it
+	require.NoError(t, k8sClient.Delete(ctx, b))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), &cachev1.RedisBackup{}))
+	}, backupWait, tick)
+	for _, file := range files {
+		_, err := os.Stat(file)
+		assert.ErrorIs(t, err, os.ErrNotExist, "deletionPolicy Delete removes %s from the claim", filepath.Base(file))
+	}
 }

@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,15 +19,16 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // Backups on a PersistentVolumeClaim. The operator chooses the node as for S3 (source), then a
 // pod of its own image, mounting the claim, streams that node's snapshot into a file there and
 // reports the outcome in its termination message (resources.BackupPod). The RedisBackup is
 // Running while the pod runs; the pod's exit records it Completed or Failed, and the pod goes.
-
-// errShardsOnVolume is a volume backup of a RedisCluster in cluster mode.
-var errShardsOnVolume = errors.New("a RedisCluster in cluster mode is backed up to S3 only: a PersistentVolumeClaim destination is not built for its shards yet")
+// In cluster mode a pod takes each shard's snapshot in turn, never two at once (the claim may be
+// ReadWriteOnce, which pods on two machines cannot mount together): each pod's outcome is
+// recorded in status.shards before the next starts, so a restarted operator goes on from there.
 
 // errNoOperatorImage is a volume backup or restore while the operator does not know its image.
 var errNoOperatorImage = errors.New("the operator does not know its own image, which runs the pods that use the volume: start it with --operator-image")
@@ -36,7 +39,7 @@ var errNoOperatorImage = errors.New("the operator does not know its own image, w
 // reconcileOnVolume takes the backup onto its claim through a pod, or records what its pod did.
 func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBackup) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: resources.BackupPodName(b)}, pod)
+	err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: takingPodName(b)}, pod)
 	if err == nil {
 		return r.recordVolumeBackup(ctx, b, pod)
 	}
@@ -56,22 +59,49 @@ func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev
 	if err != nil || pending != "" {
 		return r.waitOr(ctx, b, pending, err)
 	}
+	opts := resources.BackupPodOptions{Image: r.OperatorImage, ServerName: primaryServiceName(src.cluster),
+		Key: backup.ObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name)}
+	location := backup.VolumeLocation(dest.ClaimName, opts.Key)
+	node := topology.Observed{}
 	if src.sharded() {
-		return r.finish(ctx, b, nil, errShardsOnVolume)
+		if len(b.Status.Shards) == len(src.parts) {
+			return r.completeShards(ctx, b, b.Status.Shards)
+		}
+		i := len(b.Status.Shards)
+		p := src.parts[i]
+		node = r.nodeOf(ctx, src, i)
+		opts.Key = backup.ShardObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name, p.Shard)
+		shard := shardBackup(p, node, backup.VolumeLocation(dest.ClaimName, opts.Key), backup.Result{})
+		opts.Shard, opts.ShardIndex = &shard, i
+		location = backup.VolumeLocation(dest.ClaimName, backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))
+	} else {
+		node = r.nodeOf(ctx, src, 0)
 	}
-	node := src.parts[0].Source
+	opts.Node = node.Addr
 	// The pod logs in as the operator's own user: a node started by an operator whose user
 	// could not sync yet gets the user as this operator defines it first.
-	if err := r.giveOperatorUser(ctx, node.Addr, src.login); err != nil {
+	if err := r.giveOperatorUser(ctx, node.Addr, src); err != nil {
 		return ctrl.Result{}, fmt.Errorf("giving %s the operator's user: %w", node.Name, err)
 	}
-	key := backup.ObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
-	if err := r.recordRunning(ctx, b, node.Name, backup.VolumeLocation(dest.ClaimName, key)); err != nil {
-		return ctrl.Result{}, err
+	if b.Status.Phase != cachev1.BackupRunning {
+		nodes := node.Name
+		if src.sharded() {
+			nodes = src.nodes()
+		}
+		if err := r.recordRunning(ctx, b, nodes, location); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	pod = resources.BackupPod(b, src.cluster, resources.BackupPodOptions{
-		Image: r.OperatorImage, Node: node.Addr, Key: key, ServerName: primaryServiceName(src.cluster),
-	})
+	if opts.Shard != nil && opts.ShardIndex > 0 {
+		// The previous shard's pod, left when the operator stopped between recording its
+		// snapshot and deleting it.
+		prev := &corev1.Pod{}
+		prev.Name, prev.Namespace = resources.ShardBackupPodName(b, opts.ShardIndex-1), b.Namespace
+		if err := r.Delete(ctx, prev); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", prev.Name, err)
+		}
+	}
+	pod = resources.BackupPod(b, src.cluster, opts)
 	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
@@ -80,7 +110,17 @@ func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev
 	return ctrl.Result{}, nil
 }
 
-// recordVolumeBackup records the outcome of the backup's pod once it has exited, and deletes it.
+// takingPodName names the pod that takes the backup's snapshot now: its one, or in cluster mode
+// the pod of the first shard not stored yet.
+func takingPodName(b *cachev1.RedisBackup) string {
+	if holdsShards(b) {
+		return resources.ShardBackupPodName(b, len(b.Status.Shards))
+	}
+	return resources.BackupPodName(b)
+}
+
+// recordVolumeBackup records the outcome of the backup's pod once it has exited, and deletes it:
+// in cluster mode, the outcome of its shard, and the backup goes on with the next.
 func (r *RedisBackupReconciler) recordVolumeBackup(ctx context.Context, b *cachev1.RedisBackup, pod *corev1.Pod) (ctrl.Result, error) {
 	t := terminated(pod)
 	if t == nil {
@@ -96,7 +136,12 @@ func (r *RedisBackupReconciler) recordVolumeBackup(ctx context.Context, b *cache
 	} else {
 		err = volumeTaskError(t)
 	}
-	out, err := r.finish(ctx, b, res, err)
+	var out ctrl.Result
+	if raw, ok := pod.Annotations[resources.ShardBackupAnnotation]; ok {
+		out, err = r.recordShardOnVolume(ctx, b, raw, res, err)
+	} else {
+		out, err = r.finish(ctx, b, res, err)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -106,13 +151,34 @@ func (r *RedisBackupReconciler) recordVolumeBackup(ctx context.Context, b *cache
 	return out, nil
 }
 
+// recordShardOnVolume records the snapshot of the shard a pod took (raw: what the operator
+// decided for it, ShardBackupAnnotation), or fails the backup with what went wrong.
+func (r *RedisBackupReconciler) recordShardOnVolume(ctx context.Context, b *cachev1.RedisBackup, raw string, res *backup.Result, taken error) (ctrl.Result, error) {
+	var sh cachev1.ShardBackup
+	if err := json.Unmarshal([]byte(raw), &sh); err != nil {
+		return r.finishShards(ctx, b, nil, b.Status.Shards, fmt.Errorf("%w: the backup pod's %s annotation: %w", backup.ErrSnapshot, resources.ShardBackupAnnotation, err))
+	}
+	if taken != nil {
+		return r.finishShards(ctx, b, nil, b.Status.Shards, fmt.Errorf("shard %s: %w", sh.Name, taken))
+	}
+	sh.Size, sh.Checksum, sh.ReplicationID, sh.ReplicationOffset = res.Size, res.Checksum, res.ReplicationID, res.ReplicationOffset
+	before := b.DeepCopy()
+	b.Status.Shards = append(slices.Clone(b.Status.Shards), sh)
+	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("recording the snapshot of shard %s: %w", sh.Name, err)
+	}
+	log.FromContext(ctx).Info("Stored a shard's snapshot", "shard", sh.Name, "location", sh.Location)
+	// The status change brings the RedisBackup back, for the next shard.
+	return ctrl.Result{}, nil
+}
+
 // deleteFromVolume deletes the snapshot from its claim through a pod; done once that pod has
 // exited, or when it cannot run (the claim or the namespace is going): the snapshot is then left,
 // said in an Event, rather than holding the RedisBackup (and its namespace) for ever.
 func (r *RedisBackupReconciler) deleteFromVolume(ctx context.Context, b *cachev1.RedisBackup) (done bool, err error) {
 	// A backup still being written would land after the delete: stop it first.
 	taking := &corev1.Pod{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: resources.BackupPodName(b)}, taking); err == nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: takingPodName(b)}, taking); err == nil {
 		if terminated(taking) == nil {
 			return false, client.IgnoreNotFound(r.Delete(ctx, taking))
 		}
@@ -136,10 +202,18 @@ func (r *RedisBackupReconciler) deleteFromVolume(ctx context.Context, b *cachev1
 	if !apierrors.IsNotFound(err) {
 		return false, err
 	}
-	claim, key, err := backup.VolumeKey(b.Status.Location)
-	if err != nil {
-		r.leftInPlace(b, err.Error())
-		return true, nil
+	var claim string
+	var keys []string
+	for _, location := range storedLocations(b) {
+		c, key, err := backup.VolumeKey(location)
+		if err != nil {
+			r.leftInPlace(b, err.Error())
+			return true, nil
+		}
+		claim, keys = c, append(keys, key)
+	}
+	if len(keys) == 0 {
+		return true, nil // a backup in cluster mode that stored no shard
 	}
 	if r.OperatorImage == "" {
 		r.leftInPlace(b, errNoOperatorImage.Error())
@@ -151,7 +225,7 @@ func (r *RedisBackupReconciler) deleteFromVolume(ctx context.Context, b *cachev1
 	} else if err != nil {
 		return false, err
 	}
-	pod = resources.DeleteBackupPod(b, r.OperatorImage, key)
+	pod = resources.DeleteBackupPod(b, r.OperatorImage, keys)
 	switch err := r.Create(ctx, pod); {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		r.leftInPlace(b, "the namespace is being deleted")

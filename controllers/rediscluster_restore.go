@@ -73,9 +73,6 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return failed(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
 	if state.restore.Destination.PersistentVolumeClaim != nil {
-		if rc.Spec.Cluster != nil {
-			return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on a PersistentVolumeClaim: a RedisCluster in cluster mode restores from S3 only", state.restore.Backup))
-		}
 		return r.restoreFromVolume(ctx, rc, state)
 	}
 	if state.childrenKnown {
@@ -135,7 +132,7 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 func (r *RedisClusterReconciler) reconcileShardRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	var firsts []string
 	for i := range int(rc.Spec.Cluster.Shards) {
-		firsts = append(firsts, resources.ShardStatefulSetName(rc, i)+"-0")
+		firsts = append(firsts, resources.FirstNodeName(rc, i))
 	}
 	served := func() bool {
 		plan := state.shards.plan
@@ -167,17 +164,16 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 	if !served() {
 		return nil
 	}
-	for _, name := range resources.RestoreConfigMapNames(rc) {
-		cm := &corev1.ConfigMap{}
-		cm.Name, cm.Namespace = name, rc.Namespace
-		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting ConfigMap %s: %w", cm.Name, err)
+	// The ConfigMaps that said what to fetch, or the pods that copied from a volume: each
+	// named for the node it restored.
+	for _, name := range resources.RestoreNames(rc) {
+		for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Pod{}} {
+			obj.SetName(name)
+			obj.SetNamespace(rc.Namespace)
+			if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting %T %s: %w", obj, name, err)
+			}
 		}
-	}
-	pod := &corev1.Pod{}
-	pod.Name, pod.Namespace = resources.RestorePodName(rc), rc.Namespace
-	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 	}
 	now := metav1.Now()
 	state.restore.CompletedAt = &now
@@ -189,50 +185,56 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;create;delete
 
-// restoreFromVolume fills the first node's data claim from the backup's claim, through the
-// restore pod, before the StatefulSet exists; the phases after it wait until the pod is done.
+// restoreFromVolume fills the first node's data claim (in cluster mode, each shard's first
+// node's) from the backup's claim, through a restore pod, before its StatefulSet exists; the
+// phases after it wait until every pod is done. The pods run one after another: the backup's
+// claim may be ReadWriteOnce, which pods on two machines cannot mount together.
 func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if rc.Spec.Storage == nil {
 		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
 			state.restore.Backup, state.restore.Destination.PersistentVolumeClaim.ClaimName))
 	}
-	pod := &corev1.Pod{}
-	err := r.Get(ctx, nameOf(rc, resources.RestorePodName(rc)), pod)
-	if apierrors.IsNotFound(err) {
-		if err := r.Get(ctx, nameOf(rc, resources.StatefulSetName(rc)), &appsv1.StatefulSet{}); err == nil {
-			// The restore pod was done, and is gone.
-			return nil
-		} else if !apierrors.IsNotFound(err) {
+	for shard, name := range resources.RestoreNames(rc) {
+		if location, _ := resources.RestoredSnapshot(rc, state.restore, shard); location == "" {
+			continue // a shard the backup does not hold starts empty
+		}
+		pod := &corev1.Pod{}
+		err := r.Get(ctx, nameOf(rc, name), pod)
+		if apierrors.IsNotFound(err) {
+			if err := r.Get(ctx, nameOf(rc, resources.StatefulSetNameOf(rc, shard)), &appsv1.StatefulSet{}); err == nil {
+				continue // its restore pod was done, and is gone
+			} else if !apierrors.IsNotFound(err) {
+				return err
+			}
+			if err := r.Create(ctx, resources.FirstDataClaim(rc, shard)); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc, shard), err)
+			}
+			pod = resources.RestorePod(rc, state.restore, shard, r.OperatorImage)
+			if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+			}
+			return waitRestorePod
+		}
+		if err != nil {
 			return err
 		}
-		if err := r.Create(ctx, resources.FirstDataClaim(rc)); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc), err)
+		switch t := terminated(pod); {
+		case t == nil:
+			return waitRestorePod
+		case t.ExitCode != 0:
+			return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
+				state.restore.Backup, resources.FirstDataClaimName(rc, shard), volumeTaskError(t)))
 		}
-		pod = resources.RestorePod(rc, state.restore, r.OperatorImage)
-		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
-		}
-		return waitRestorePod
-	}
-	if err != nil {
-		return err
-	}
-	switch t := terminated(pod); {
-	case t == nil:
-		return waitRestorePod
-	case t.ExitCode != 0:
-		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
-			state.restore.Backup, resources.FirstDataClaimName(rc), volumeTaskError(t)))
 	}
 	return nil
 }
 
 // waitRestorePod is a restore pod that has not finished: the StatefulSet waits for it. The pod's
 // watch (podToRedisCluster) wakes the reconcile when it ends.
-var waitRestorePod = waitFor(0, cachev1.ReasonRestoring, "the restore pod copies the backup into the first node's data claim; no node starts before it is done")
+var waitRestorePod = waitFor(0, cachev1.ReasonRestoring, "a restore pod copies the backup into the first node's data claim; no node starts before every one is done")
 
 // restoredNode is the pod that restores the data: the first.
-func restoredNode(rc *cachev1.RedisCluster) string { return rc.Name + "-0" }
+func restoredNode(rc *cachev1.RedisCluster) string { return resources.FirstNodeName(rc, 0) }
 
 // restoreFailure is why the pod's restore init container failed, from its termination message;
 // empty when it did not.

@@ -186,17 +186,26 @@ func restoredLayout(r *cachev1.RestoreStatus) shards.Layout {
 	if r == nil || r.CompletedAt != nil || len(r.Shards) == 0 {
 		return nil
 	}
-	layout := make(shards.Layout, len(r.Shards))
-	for i, sh := range r.Shards {
+	layout, err := recordedLayout(r.Shards)
+	if err != nil {
+		return nil // a backup this operator recorded: never; spread evenly rather than guess
+	}
+	return layout
+}
+
+// recordedLayout is the slots a backup in cluster mode recorded for each of its shards.
+func recordedLayout(stored []cachev1.ShardBackup) (shards.Layout, error) {
+	layout := make(shards.Layout, len(stored))
+	for i, sh := range stored {
 		for _, s := range sh.Slots {
 			rg, err := redis.ParseSlotRange(s)
 			if err != nil {
-				return nil // written by this operator: never; spread evenly rather than guess
+				return nil, fmt.Errorf("shard %s: %w", sh.Name, err)
 			}
 			layout[i] = append(layout[i], rg)
 		}
 	}
-	return layout
+	return layout, nil
 }
 
 // reconcileShards sends the cluster commands shards.Decide returns; once there are none, it

@@ -178,6 +178,7 @@ func TestValidSpecsAreAccepted(t *testing.T) {
 		{name: "every cluster-mode field", spec: everyClusterField},
 		{name: "the least", spec: "replicas: 1"},
 		{name: "a restore", spec: "replicas: 1\nrestore: {fromBackup: sessions-20261201-030000}"},
+		{name: "a volume destination in cluster mode", spec: "replicas: 2\ncluster: {shards: 3}\nbackup: {schedule: '@daily', destination: {persistentVolumeClaim: {claimName: backups}}}"},
 		{name: "a volume destination", spec: "replicas: 1\nbackup: {schedule: '@every 6h', destination: {persistentVolumeClaim: {claimName: backups, prefix: a/b}}}"},
 		{name: "durations as Go writes them", spec: "replicas: 2\nauth: {secretRef: {name: pw}, previousPasswordValidFor: 0s}\nfailover: {unreachableTimeout: 1.5s, minReplicasToWrite: 1, maxReplicaLag: 1h0m0s}"},
 		{name: "the default storage class spelled out", spec: "replicas: 1\nstorage: {size: 1Gi, storageClassName: ''}"},
@@ -254,7 +255,6 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"a backup destination with both S3 and a claim", "replicas: 3\nbackup: {schedule: '@daily', destination: {s3: {bucket: backups, credentialsSecret: s3}, persistentVolumeClaim: {claimName: backups}}}", "a backup destination is one of s3 or persistentVolumeClaim"},
 		{"a backup destination with neither", "replicas: 3\nbackup: {schedule: '@daily', destination: {}}", "a backup destination is one of s3 or persistentVolumeClaim"},
 		{"cluster mode with two shards", "replicas: 3\ncluster: {shards: 2}", "spec.cluster.shards"},
-		{"cluster mode with a backup schedule on a volume", "replicas: 3\ncluster: {shards: 3}\nbackup: {schedule: '@daily', destination: {persistentVolumeClaim: {claimName: backups}}}", "in cluster mode (spec.cluster) spec.backup stores to S3: backups of shards on a PersistentVolumeClaim are not built yet"},
 	})
 	t.Run("a name too long for its Services", func(t *testing.T) {
 		requireRefused(t, object(t, "RedisCluster", strings.Repeat("a", 53), "replicas: 3"), "metadata.name")

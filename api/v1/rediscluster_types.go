@@ -17,7 +17,6 @@ const DefaultVersion = "7.2"
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
-// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.backup) || has(self.backup.destination.s3)",message="in cluster mode (spec.cluster) spec.backup stores to S3: backups of shards on a PersistentVolumeClaim are not built yet",fieldPath=".cluster"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas. In cluster
 	// mode (spec.cluster), the number of nodes of each shard: its primary and replicas-1

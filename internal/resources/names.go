@@ -43,6 +43,21 @@ func ShardStatefulSetName(rc *cachev1.RedisCluster, i int) string {
 	return rc.Name + "-shard" + strconv.Itoa(i)
 }
 
+// StatefulSetNameOf names the StatefulSet of shard in cluster mode, and the one StatefulSet in
+// replication mode (shard ignored).
+func StatefulSetNameOf(rc *cachev1.RedisCluster, shard int) string {
+	if rc.Spec.Cluster == nil {
+		return StatefulSetName(rc)
+	}
+	return ShardStatefulSetName(rc, shard)
+}
+
+// FirstNodeName is the pod of the first node of shard (of the cluster, in replication mode): the
+// one a restore seeds, and a new cluster's first primary.
+func FirstNodeName(rc *cachev1.RedisCluster, shard int) string {
+	return StatefulSetNameOf(rc, shard) + "-0"
+}
+
 // ShardOf is the shard of a pod in cluster mode, from its label.
 func ShardOf(labels map[string]string) (int, bool) {
 	i, err := strconv.Atoi(labels[LabelShard])

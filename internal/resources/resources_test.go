@@ -428,14 +428,14 @@ func TestARestoreFromAVolumeFillsTheClaimTheStatefulSetWillUse(t *testing.T) {
 	assert.Empty(t, sts.Spec.Template.Spec.InitContainers, "the nodes never mount the backup's claim")
 
 	// The claim the restore fills is the one the StatefulSet's template names for the first pod
-	claim := resources.FirstDataClaim(rc)
+	claim := resources.FirstDataClaim(rc, 0)
 	template := sts.Spec.VolumeClaimTemplates[0]
 	assert.Equal(t, *template.Name+"-"+*sts.Name+"-0", claim.Name)
 	assert.Equal(t, template.Spec.AccessModes, claim.Spec.AccessModes)
 	assert.Equal(t, *template.Spec.StorageClassName, *claim.Spec.StorageClassName)
 	assert.True(t, (*template.Spec.Resources.Requests)[corev1.ResourceStorage].Equal(claim.Spec.Resources.Requests[corev1.ResourceStorage]))
 
-	pod := resources.RestorePod(rc, restore, "img")
+	pod := resources.RestorePod(rc, restore, 0, "img")
 	assert.Equal(t, []string{"/manager", "restore", "--data-dir=/data", "--aof=true", "--source-dir=/backup", "--for-node=sessions-0"},
 		pod.Spec.Containers[0].Command)
 	mounts := map[string]bool{}
@@ -445,6 +445,55 @@ func TestARestoreFromAVolumeFillsTheClaimTheStatefulSetWillUse(t *testing.T) {
 	assert.Equal(t, map[string]bool{"/data": false, "/backup": true}, mounts, "the backup's claim is only read")
 	assert.Equal(t, resources.RestoreComponent, pod.Labels[resources.LabelComponent])
 	assert.Equal(t, rc.Name, pod.Labels[resources.LabelBackupCluster])
+}
+
+func TestInClusterModeEachShardsFirstNodeIsRestoredFromItsOwnSnapshotOnTheVolume(t *testing.T) {
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
+		rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "weekly"}
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("2Gi")}
+	})
+	restore := &cachev1.RestoreStatus{Backup: "weekly", Location: "pvc://backups/team-a/src/weekly/",
+		Destination: cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}
+	for i := range 3 {
+		restore.Shards = append(restore.Shards, cachev1.ShardBackup{Name: fmt.Sprintf("src-shard%d", i),
+			Location: fmt.Sprintf("pvc://backups/team-a/src/weekly/src-shard%d.rdb", i), Checksum: fmt.Sprintf("sha256:%d", i)})
+	}
+	assert.Equal(t, []string{"sessions-shard0-restore", "sessions-shard1-restore", "sessions-shard2-restore"}, resources.RestoreNames(rc))
+	for i := range 3 {
+		sts := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 2, Shard: i, OperatorImage: "img", Restore: restore})
+		claim := resources.FirstDataClaim(rc, i)
+		assert.Equal(t, *sts.Spec.VolumeClaimTemplates[0].Name+"-"+*sts.Name+"-0", claim.Name, "shard %d's first node uses the claim the restore fills", i)
+		pod := resources.RestorePod(rc, restore, i, "img")
+		assert.Equal(t, fmt.Sprintf("sessions-shard%d-restore", i), pod.Name)
+		assert.Contains(t, pod.Spec.Containers[0].Command, fmt.Sprintf("--for-node=sessions-shard%d-0", i))
+		assert.Equal(t, []corev1.EnvVar{
+			{Name: resources.EnvRestoreLocation, Value: restore.Shards[i].Location},
+			{Name: resources.EnvRestoreChecksum, Value: restore.Shards[i].Checksum},
+		}, pod.Spec.Containers[0].Env, "shard %d restores its own snapshot", i)
+		assert.Equal(t, claim.Name, pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
+	}
+	// A shard added while the restore runs has no snapshot: it starts empty
+	location, _ := resources.RestoredSnapshot(rc, restore, 3)
+	assert.Empty(t, location)
+}
+
+func TestAShardsBackupPodCarriesWhatTheOperatorDecidedForItsShard(t *testing.T) {
+	rc := redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3} })
+	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Name: "weekly", Namespace: rc.Namespace},
+		Spec: cachev1.RedisBackupSpec{Cluster: rc.Name, Destination: cachev1.BackupDestination{
+			PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups"}}}}
+	shard := cachev1.ShardBackup{Name: "sessions-shard1", Slots: []string{"5461-10922"}, Node: "sessions-shard1-1",
+		Location: "pvc://backups/team-a/sessions/weekly/sessions-shard1.rdb"}
+	pod := resources.BackupPod(b, rc, resources.BackupPodOptions{Image: "img", Node: "10.0.0.7:6379",
+		Key: "team-a/sessions/weekly/sessions-shard1.rdb", Shard: &shard, ShardIndex: 1})
+	assert.Equal(t, "weekly-backup-1", pod.Name)
+	assert.JSONEq(t, `{"name":"sessions-shard1","slots":["5461-10922"],"node":"sessions-shard1-1","location":"pvc://backups/team-a/sessions/weekly/sessions-shard1.rdb"}`,
+		pod.Annotations[resources.ShardBackupAnnotation])
+
+	del := resources.DeleteBackupPod(b, "img", []string{"a/s0.rdb", "a/s1.rdb"})
+	assert.Equal(t, []string{"/manager", "delete-backup", "--dir=/backup", "--claim=backups", "--key=a/s0.rdb", "--key=a/s1.rdb"},
+		del.Spec.Containers[0].Command, "one pod deletes every shard's snapshot")
 }
 
 func TestClusterModeRunsAStatefulSetPerShardWithClusterEnabled(t *testing.T) {

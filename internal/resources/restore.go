@@ -35,38 +35,46 @@ const (
 	RestoreCommand = "restore"
 )
 
-// RestoreConfigMapName names the ConfigMap that says what to restore from S3, while there is a
-// restore to do.
-func RestoreConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-restore" }
-
-// RestoreConfigMapNameOf names the restore ConfigMap shard's first node reads: in cluster mode
-// each shard has its own (<name>-shard<i>-restore), in replication mode (shard ignored) it is
-// RestoreConfigMapName.
-func RestoreConfigMapNameOf(rc *cachev1.RedisCluster, shard int) string {
-	if rc.Spec.Cluster == nil {
-		return RestoreConfigMapName(rc)
-	}
-	return ShardStatefulSetName(rc, shard) + "-restore"
+// RestoreNameOf names what restores shard's first node (in replication mode, shard ignored, the
+// first node's): the ConfigMap that says what to fetch from S3, or the pod that copies the
+// snapshot from a volume. <name>-restore, and in cluster mode <name>-shard<i>-restore.
+func RestoreNameOf(rc *cachev1.RedisCluster, shard int) string {
+	return StatefulSetNameOf(rc, shard) + "-restore"
 }
 
-// RestoreConfigMapNames name every restore ConfigMap of the RedisCluster: one, or one per shard.
-func RestoreConfigMapNames(rc *cachev1.RedisCluster) []string {
+// RestoreNames name what restores each first node: one, or one per shard.
+func RestoreNames(rc *cachev1.RedisCluster) []string {
 	if rc.Spec.Cluster == nil {
-		return []string{RestoreConfigMapName(rc)}
+		return []string{RestoreNameOf(rc, 0)}
 	}
 	var out []string
 	for i := range int(rc.Spec.Cluster.Shards) {
-		out = append(out, RestoreConfigMapNameOf(rc, i))
+		out = append(out, RestoreNameOf(rc, i))
 	}
 	return out
+}
+
+// RestoredSnapshot is the location and checksum of the snapshot shard's first node restores (in
+// replication mode, shard ignored, the backup's one snapshot); empty for a shard the backup does
+// not hold (one added while the restore runs: it starts empty).
+func RestoredSnapshot(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, shard int) (location, checksum string) {
+	switch {
+	case rc.Spec.Cluster == nil:
+		return r.Location, r.Checksum
+	case shard >= len(r.Shards):
+		return "", ""
+	}
+	return r.Shards[shard].Location, r.Shards[shard].Checksum
 }
 
 // DesiredRestoreConfigMaps say what the restore containers fetch: the snapshot recorded in
 // status.restore when the cluster was created, in an S3 bucket; in cluster mode, one ConfigMap
 // per shard, with its shard's snapshot.
 func DesiredRestoreConfigMaps(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus) []*corev1ac.ConfigMapApplyConfiguration {
-	desired := func(name, location, checksum string) *corev1ac.ConfigMapApplyConfiguration {
-		return corev1ac.ConfigMap(name, rc.Namespace).
+	var out []*corev1ac.ConfigMapApplyConfiguration
+	for shard, name := range RestoreNames(rc) {
+		location, checksum := RestoredSnapshot(rc, r, shard)
+		out = append(out, corev1ac.ConfigMap(name, rc.Namespace).
 			WithLabels(Labels(rc)).
 			WithOwnerReferences(ownerReference(rc)).
 			WithData(map[string]string{
@@ -74,14 +82,7 @@ func DesiredRestoreConfigMaps(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus
 				EnvRestoreChecksum: checksum,
 				EnvRestoreEndpoint: r.Destination.S3.Endpoint,
 				EnvRestoreRegion:   r.Destination.S3.Region,
-			})
-	}
-	if rc.Spec.Cluster == nil {
-		return []*corev1ac.ConfigMapApplyConfiguration{desired(RestoreConfigMapName(rc), r.Location, r.Checksum)}
-	}
-	var out []*corev1ac.ConfigMapApplyConfiguration
-	for i, sh := range r.Shards {
-		out = append(out, desired(RestoreConfigMapNameOf(rc, i), sh.Location, sh.Checksum))
+			}))
 	}
 	return out
 }

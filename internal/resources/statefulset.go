@@ -118,7 +118,7 @@ func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpe
 	if rc.Spec.Storage == nil {
 		pod.WithVolumes(corev1ac.Volume().WithName(dataVolume).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
 	}
-	if c := restoreContainer(rc, opts.Restore, opts.OperatorImage, RestoreConfigMapNameOf(rc, opts.Shard)); c != nil {
+	if c := restoreContainer(rc, opts.Restore, opts.OperatorImage, RestoreNameOf(rc, opts.Shard)); c != nil {
 		pod.WithInitContainers(c).WithVolumes(restoreVolumes(rc, opts.Restore)...)
 	}
 	if rc.Spec.TLS != nil {

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"encoding/json"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,8 +13,8 @@ import (
 
 // Backups on a PersistentVolumeClaim: the operator holds no volume, so a pod of its own image
 // mounts the claim and does the one thing the operator cannot do from where it runs: take a
-// snapshot into a file there (BackupPod), delete one (DeleteBackupPod), or copy one into the
-// first node's data claim before the StatefulSet exists (RestorePod). Each runs once
+// snapshot into a file there (BackupPod), delete some (DeleteBackupPod), or copy one into a
+// first node's data claim before its StatefulSet exists (RestorePod). Each runs once
 // (restartPolicy Never) and reports through its exit code and termination message; the
 // operator reads the outcome from the pod's status and deletes the pod.
 
@@ -49,18 +50,25 @@ const (
 // BackupPodName names the pod that takes a RedisBackup onto its volume.
 func BackupPodName(b *cachev1.RedisBackup) string { return b.Name + "-backup" }
 
+// ShardBackupPodName names the pod that takes the i-th shard's snapshot of a RedisBackup in
+// cluster mode onto its volume.
+func ShardBackupPodName(b *cachev1.RedisBackup, i int) string {
+	return BackupPodName(b) + "-" + strconv.Itoa(i)
+}
+
 // DeleteBackupPodName names the pod that deletes a RedisBackup's snapshot from its volume.
 func DeleteBackupPodName(b *cachev1.RedisBackup) string { return b.Name + "-delete" }
 
-// RestorePodName names the pod that fills the first node's data claim of a RedisCluster
-// restored from a volume backup.
-func RestorePodName(rc *cachev1.RedisCluster) string { return rc.Name + "-restore" }
-
-// FirstDataClaimName is the StatefulSet's claim for the first node's data: the one a restore
-// from a volume fills before the StatefulSet exists, and which the StatefulSet then uses.
-func FirstDataClaimName(rc *cachev1.RedisCluster) string {
-	return dataVolume + "-" + StatefulSetName(rc) + "-0"
+// FirstDataClaimName is the StatefulSet's claim for the data of shard's first node (in
+// replication mode, shard ignored, the first node's): the one a restore from a volume fills
+// before the StatefulSet exists, and which the StatefulSet then uses.
+func FirstDataClaimName(rc *cachev1.RedisCluster, shard int) string {
+	return dataVolume + "-" + FirstNodeName(rc, shard)
 }
+
+// ShardBackupAnnotation on a shard's backup pod holds what the operator decided for that shard
+// (cachev1.ShardBackup as JSON: name, slots, node, location), recorded with the pod's outcome.
+const ShardBackupAnnotation = "cache.example.com/shard-backup"
 
 // BackupPodOptions are what the operator decided for a backup to a volume.
 type BackupPodOptions struct {
@@ -72,6 +80,10 @@ type BackupPodOptions struct {
 	Key string
 	// ServerName is the name each node's certificate must be valid for, with TLS.
 	ServerName string
+	// Shard is, in cluster mode, the shard the snapshot is of, and ShardIndex its place in the
+	// backup (the pod's name); nil in replication mode.
+	Shard      *cachev1.ShardBackup
+	ShardIndex int
 }
 
 // BackupPod takes the snapshot of one node onto the RedisBackup's claim: it logs in as the
@@ -89,47 +101,61 @@ func BackupPod(b *cachev1.RedisBackup, rc *cachev1.RedisCluster, o BackupPodOpti
 			SecretName: rc.Spec.TLS.SecretName, DefaultMode: ptr.To[int32](0o440)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsDir, ReadOnly: true})
 	}
-	pod := volumeTaskPod(BackupPodName(b), b.Namespace, controllerOf("RedisBackup", b), BackupComponent, rc.Name, o.Image,
+	name := BackupPodName(b)
+	if o.Shard != nil {
+		name = ShardBackupPodName(b, o.ShardIndex)
+	}
+	pod := volumeTaskPod(name, b.Namespace, controllerOf("RedisBackup", b), BackupComponent, rc.Name, o.Image,
 		append([]string{OperatorBinary, BackupCommand}, args...), volumes, mounts)
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvRedisPassword, ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: OperatorSecretName(rc)}, Key: PasswordKey}}}}
-	return pod
-}
-
-// DeleteBackupPod deletes a RedisBackup's snapshot from its claim.
-func DeleteBackupPod(b *cachev1.RedisBackup, image, key string) *corev1.Pod {
-	claim := b.Spec.Destination.PersistentVolumeClaim.ClaimName
-	return volumeTaskPod(DeleteBackupPodName(b), b.Namespace, controllerOf("RedisBackup", b), BackupComponent, b.Spec.Cluster, image,
-		[]string{OperatorBinary, DeleteBackupCommand, "--dir=" + backupDir, "--claim=" + claim, "--key=" + key},
-		[]corev1.Volume{claimVolume(backupVolume, claim, false)},
-		[]corev1.VolumeMount{{Name: backupVolume, MountPath: backupDir}})
-}
-
-// RestorePod copies the snapshot recorded in status.restore from its claim (read-only) into
-// the first node's data claim, checked against its checksum, before the StatefulSet exists.
-func RestorePod(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, image string) *corev1.Pod {
-	pod := volumeTaskPod(RestorePodName(rc), rc.Namespace, controllerOf("RedisCluster", rc), RestoreComponent, rc.Name, image,
-		[]string{OperatorBinary, RestoreCommand, "--data-dir=" + dataDir, "--aof=" + strconv.FormatBool(AppendOnly(rc)),
-			"--source-dir=" + backupDir, "--for-node=" + StatefulSetName(rc) + "-0"},
-		[]corev1.Volume{
-			claimVolume(dataVolume, FirstDataClaimName(rc), false),
-			claimVolume(backupVolume, r.Destination.PersistentVolumeClaim.ClaimName, true),
-		},
-		[]corev1.VolumeMount{{Name: dataVolume, MountPath: dataDir}, {Name: backupVolume, MountPath: backupDir, ReadOnly: true}})
-	pod.Spec.Containers[0].Env = []corev1.EnvVar{
-		{Name: EnvRestoreLocation, Value: r.Location},
-		{Name: EnvRestoreChecksum, Value: r.Checksum},
+	if o.Shard != nil {
+		raw, _ := json.Marshal(o.Shard) // plain strings and numbers: never fails
+		pod.Annotations = map[string]string{ShardBackupAnnotation: string(raw)}
 	}
 	return pod
 }
 
-// FirstDataClaim is the first node's data claim as the StatefulSet's claim template would
-// create it, for a restore to fill before the StatefulSet exists; the StatefulSet uses a claim
-// of that name that is already there.
-func FirstDataClaim(rc *cachev1.RedisCluster) *corev1.PersistentVolumeClaim {
+// DeleteBackupPod deletes a RedisBackup's snapshots (one, or one per shard) from its claim.
+func DeleteBackupPod(b *cachev1.RedisBackup, image string, keys []string) *corev1.Pod {
+	claim := b.Spec.Destination.PersistentVolumeClaim.ClaimName
+	command := []string{OperatorBinary, DeleteBackupCommand, "--dir=" + backupDir, "--claim=" + claim}
+	for _, key := range keys {
+		command = append(command, "--key="+key)
+	}
+	return volumeTaskPod(DeleteBackupPodName(b), b.Namespace, controllerOf("RedisBackup", b), BackupComponent, b.Spec.Cluster, image,
+		command,
+		[]corev1.Volume{claimVolume(backupVolume, claim, false)},
+		[]corev1.VolumeMount{{Name: backupVolume, MountPath: backupDir}})
+}
+
+// RestorePod copies the snapshot of shard (in replication mode, shard ignored, the backup's one)
+// recorded in status.restore from its claim (read-only) into the data claim of the shard's first
+// node, checked against its checksum, before the shard's StatefulSet exists.
+func RestorePod(rc *cachev1.RedisCluster, r *cachev1.RestoreStatus, shard int, image string) *corev1.Pod {
+	location, checksum := RestoredSnapshot(rc, r, shard)
+	pod := volumeTaskPod(RestoreNameOf(rc, shard), rc.Namespace, controllerOf("RedisCluster", rc), RestoreComponent, rc.Name, image,
+		[]string{OperatorBinary, RestoreCommand, "--data-dir=" + dataDir, "--aof=" + strconv.FormatBool(AppendOnly(rc)),
+			"--source-dir=" + backupDir, "--for-node=" + FirstNodeName(rc, shard)},
+		[]corev1.Volume{
+			claimVolume(dataVolume, FirstDataClaimName(rc, shard), false),
+			claimVolume(backupVolume, r.Destination.PersistentVolumeClaim.ClaimName, true),
+		},
+		[]corev1.VolumeMount{{Name: dataVolume, MountPath: dataDir}, {Name: backupVolume, MountPath: backupDir, ReadOnly: true}})
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: EnvRestoreLocation, Value: location},
+		{Name: EnvRestoreChecksum, Value: checksum},
+	}
+	return pod
+}
+
+// FirstDataClaim is the data claim of shard's first node (FirstDataClaimName) as the
+// StatefulSet's claim template would create it, for a restore to fill before the StatefulSet
+// exists; the StatefulSet uses a claim of that name that is already there.
+func FirstDataClaim(rc *cachev1.RedisCluster, shard int) *corev1.PersistentVolumeClaim {
 	st := rc.Spec.Storage
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: FirstDataClaimName(rc), Namespace: rc.Namespace, Labels: Labels(rc)},
+		ObjectMeta: metav1.ObjectMeta{Name: FirstDataClaimName(rc, shard), Namespace: rc.Namespace, Labels: Labels(rc)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: st.Size}},
