@@ -64,6 +64,10 @@ var (
 		"1 when the recorded primary answered the last check as a primary, 0 when the RedisCluster has no writable primary.")
 	conditionStatus = clusterGauge("redis_operator_rediscluster_condition",
 		"Each condition of the RedisCluster's status with its reason: 1 when True, 0 when False or Unknown.", "type", "reason")
+	dataLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redis_operator_data_lost_total",
+		Help: "Times a node holding no data was made primary while the primary before it held some: every node that answered had restarted without its data (the DataLost condition).",
+	}, clusterLabels)
 	noWritablePrimary = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redis_operator_no_writable_primary_seconds_total",
 		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
@@ -83,7 +87,7 @@ var (
 
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
-	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary}
+	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary, dataLost}
 	for _, g := range slices.Concat(nodeGauges, clusterGauges) {
 		out = append(out, g)
 	}
@@ -362,6 +366,7 @@ func forgetMetrics(key types.NamespacedName) {
 	primaryChanges.DeletePartialMatch(labels)
 	primaryChangeDuration.DeletePartialMatch(labels)
 	noWritablePrimary.DeletePartialMatch(labels)
+	dataLost.DeletePartialMatch(labels)
 	for _, g := range clusterGauges {
 		g.DeletePartialMatch(labels)
 	}

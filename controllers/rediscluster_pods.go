@@ -40,7 +40,7 @@ func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.Redis
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	state.pods = pods.Items
-	state.failedToStart = failedToStart(pods.Items)
+	state.exited = exitedNode(pods.Items)
 	state.members = membersOf(pods.Items)
 	state.dial = r.dialer(rc, state)
 	return nil
@@ -61,10 +61,18 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.login(), addrs)
 }
 
-// failedToStart says, for the first pod whose Redis keeps exiting as it starts (its container
-// in CrashLoopBackOff), why: the end of what Redis wrote, which the kubelet kept as the
-// container's termination message. Empty when every container runs.
-func failedToStart(pods []corev1.Pod) string {
+// nodeExit is why a node's Redis is down while its container waits out a restart back-off:
+// Redis refused to start (ReasonRedisFailedToStart), or it was killed (ReasonRedisKilled).
+type nodeExit struct {
+	reason, message string
+}
+
+// exitedNode says, for the first pod whose container waits out a restart back-off
+// (CrashLoopBackOff), why its Redis is down: killed (by a signal, or out of memory: the
+// container's termination reason, exit code, restarts and back-off), or refusing to start (the
+// end of what Redis wrote, which the kubelet kept as the termination message). Nil when every
+// container runs.
+func exitedNode(pods []corev1.Pod) *nodeExit {
 	sorted := append([]corev1.Pod(nil), pods...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, p := range sorted {
@@ -72,13 +80,34 @@ func failedToStart(pods []corev1.Pod) string {
 		if !ok {
 			continue
 		}
+		t := c.LastTerminationState.Terminated
+		if killed(t) {
+			return &nodeExit{reason: cachev1.ReasonRedisKilled, message: fmt.Sprintf(
+				"Redis on %s was killed (%s, exit code %d) and has restarted %d times; the kubelet starts it again after its restart back-off (%s)",
+				p.Name, t.Reason, t.ExitCode, c.RestartCount, backOff(c.State.Waiting.Message))}
+		}
 		why := "it exits, and is restarted with back-off"
-		if t := c.LastTerminationState.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+		if t != nil && strings.TrimSpace(t.Message) != "" {
 			why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
 		}
-		return fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)
+		return &nodeExit{reason: cachev1.ReasonRedisFailedToStart, message: fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)}
 	}
-	return ""
+	return nil
+}
+
+// killed is true when the container ended by a signal (exit code 128+n: 137 for SIGKILL) or
+// out of memory, rather than by Redis's own exit: what Redis wrote last says nothing of why.
+func killed(t *corev1.ContainerStateTerminated) bool {
+	return t != nil && (t.Reason == "OOMKilled" || t.Signal != 0 || t.ExitCode > 128)
+}
+
+// backOff is the back-off the kubelet states in a waiting container's message ("back-off 40s
+// restarting failed container=..."): "back-off 40s".
+func backOff(waiting string) string {
+	if before, _, ok := strings.Cut(waiting, " restarting"); ok && strings.HasPrefix(before, "back-off") {
+		return before
+	}
+	return "back-off"
 }
 
 // crashLoops is true when the pod's container waits out a restart back-off.

@@ -159,8 +159,8 @@ type reconcileState struct {
 	members []topology.Member
 	// dial reaches the members' Redis nodes with the current password.
 	dial topology.Dialer
-	// failedToStart says why a node's Redis keeps exiting as it starts; empty when none does.
-	failedToStart string
+	// exited says why a node's Redis is down and restarted with back-off; nil when none is.
+	exited *nodeExit
 	// childrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
 	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
 	// the health check then leaves them alone.

@@ -41,6 +41,8 @@ type replicationState struct {
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).
 	move *primaryMove
+	// lost says what data this reconcile's promotion lost (topology.Plan.Lost); empty when none.
+	lost string
 }
 
 // The phases in this file act on what internal/topology decides: observe the nodes, fail over,
@@ -87,6 +89,11 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	round, err := exec.Reconcile(ctx, state.replication.view, &r.clusterState(rc).downtime, policy, announce)
 	state.replication.round = round
 	r.recordSteps(rc, round.Steps)
+	if round.Plan.Lost > 0 && round.Primary() == round.Plan.Primary {
+		state.replication.lost = lostData(rc, round)
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.replication.lost)
+		dataLost.WithLabelValues(rc.Namespace, rc.Name).Inc()
+	}
 	// A promotion stands even if repointing a replica failed afterwards: record it.
 	state.replication.view = state.replication.view.WithPrimary(round.Primary())
 	if err != nil {
@@ -98,6 +105,17 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 			"%s replaced %s as primary: %s", round.Plan.Primary, round.Plan.Previous, round.Plan.Reason)
 	}
 	return nil
+}
+
+// lostData says, for the DataLost condition and Event, what a round that promoted a node
+// holding no data lost, and why no node held it.
+func lostData(rc *cachev1.RedisCluster, round topology.Round) string {
+	why := "Without spec.storage a node keeps nothing across a restart: a RedisCluster with spec.storage keeps each node's data on a volume of its own."
+	if rc.Spec.Storage != nil {
+		why = "Their volumes held none of it."
+	}
+	return fmt.Sprintf("%s was made primary holding no data: every node that answered had restarted without its data, and the %d keys %s held as primary are lost. %s",
+		round.Plan.Primary, round.Plan.Lost, round.View.Primary, why)
 }
 
 // reconcileRollout takes the one disruptive step internal/topology chooses, when the failover

@@ -679,6 +679,41 @@ func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *test
 	for _, k := range acked {
 		require.NoError(t, after.Get(context.Background(), k).Err(), "%s on %s", k, rc.Status.Primary)
 	}
+	// And nothing is said lost: the nodes came back with their data
+	assert.Nil(t, meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost))
+	assert.Zero(t, countEvents(t, rc, cachev1.EventDataLost))
+}
+
+// TestDeletingEveryPodOfAClusterWithoutStorageIsReportedAsDataLost: without spec.storage every
+// node's data lives in its pod; with every pod gone at once, nothing can keep it, and the
+// operator makes one of the empty new nodes primary for the cluster to serve. It must say so:
+// a Warning Event, the DataLost condition, the metric, and the reason (no spec.storage).
+func TestDeletingEveryPodOfAClusterWithoutStorageIsReportedAsDataLost(t *testing.T) {
+	ns, rc, node := readyCluster(t)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	writeReplicated(t, node, rc.Status.Primary, password, "k", "before", 2)
+	lostBefore, _ := metricValue(t, "redis_operator_data_lost_total", map[string]string{"namespace": ns, "rediscluster": "sessions"})
+
+	// When every pod is deleted at once
+	require.NoError(t, k8sClient.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns)))
+
+	// Then the cluster serves again, empty, and says that the data is lost, and why
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rc = getRC(c, rc)
+		assert.True(c, meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1.ConditionReady))
+		lost := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
+		require.NotNil(c, lost)
+		assert.Equal(c, metav1.ConditionTrue, lost.Status)
+		assert.Equal(c, cachev1.ReasonNodesRestartedWithoutData, lost.Reason)
+		assert.Contains(c, lost.Message, "was made primary holding no data")
+		assert.Contains(c, lost.Message, "Without spec.storage a node keeps nothing across a restart")
+	}, waitFor, tick)
+	assert.Equal(t, 1, countEvents(t, rc, cachev1.EventDataLost))
+	lostAfter, ok := metricValue(t, "redis_operator_data_lost_total", map[string]string{"namespace": ns, "rediscluster": "sessions"})
+	require.True(t, ok)
+	assert.Equal(t, lostBefore+1, lostAfter)
+	assert.Equal(t, int64(0), redisClient(t, node, rc.Status.Primary, password).Exists(context.Background(), "k").Val(),
+		"the key is gone: what is reported is true")
 }
 
 func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {

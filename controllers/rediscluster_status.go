@@ -49,8 +49,13 @@ func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*met
 		rc.Status.Nodes = nodeStatuses(state.replication.view)
 	}
 	degraded := degradedCondition(rc, state)
+	if state.replication.lost != "" {
+		// A loss again: its time is now, not the first one's.
+		meta.RemoveStatusCondition(&rc.Status.Conditions, cachev1.ConditionDataLost)
+	}
 	return []*metav1.Condition{
 		persistentCondition(rc),
+		dataLostCondition(state),
 		failingOverCondition(rc, state),
 		progressingCondition(state),
 		degraded,
@@ -145,8 +150,8 @@ func outcomeDegraded(state *reconcileState) *metav1.Condition {
 	switch {
 	case state.err != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
-	case state.failedToStart != "":
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonRedisFailedToStart, state.failedToStart)
+	case state.exited != nil:
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.exited.reason, state.exited.message)
 	case state.wait != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
 			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
@@ -158,7 +163,7 @@ func outcomeDegraded(state *reconcileState) *metav1.Condition {
 func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *metav1.Condition) *metav1.Condition {
 	ready := rc.Status.ReadyReplicas
 	switch {
-	case state.err != nil || degraded.Reason == cachev1.ReasonRedisFailedToStart:
+	case state.err != nil || state.exited != nil:
 		// Said first: counting ready pods would hide why they are not.
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case state.wait != nil:
@@ -200,6 +205,15 @@ func persistentCondition(rc *cachev1.RedisCluster) *metav1.Condition {
 		"Data lives in emptyDir volumes and is lost when a pod is deleted or moves; set spec.storage to keep it")
 }
 
+// dataLostCondition says what a promotion of this reconcile lost; nil when it lost nothing: the
+// condition keeps what it said of an earlier loss.
+func dataLostCondition(state *reconcileState) *metav1.Condition {
+	if state.replication.lost == "" {
+		return nil
+	}
+	return condition(cachev1.ConditionDataLost, metav1.ConditionTrue, cachev1.ReasonNodesRestartedWithoutData, state.replication.lost)
+}
+
 // stsObserved is true when the StatefulSet controller has seen the StatefulSet's current spec,
 // so that its status counts describe it.
 func stsObserved(sts *appsv1.StatefulSet) bool {
@@ -229,12 +243,13 @@ func setCondition(rc *cachev1.RedisCluster, c *metav1.Condition) {
 }
 
 // recordStatusEvents tells, once, what the status now says and did not before: a node's
-// Redis that fails to start (the failed phases record their own Events).
+// Redis that fails to start or was killed (the failed phases record their own Events).
 func (r *RedisClusterReconciler) recordStatusEvents(before, after *cachev1.RedisCluster) {
 	was := meta.FindStatusCondition(before.Status.Conditions, cachev1.ConditionDegraded)
 	now := meta.FindStatusCondition(after.Status.Conditions, cachev1.ConditionDegraded)
-	if now != nil && now.Reason == cachev1.ReasonRedisFailedToStart && (was == nil || was.Reason != now.Reason) {
-		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, cachev1.EventRedisFailedToStart, "Observe", "%s", now.Message)
+	events := map[string]string{cachev1.ReasonRedisFailedToStart: cachev1.EventRedisFailedToStart, cachev1.ReasonRedisKilled: cachev1.EventRedisKilled}
+	if now != nil && events[now.Reason] != "" && (was == nil || was.Reason != now.Reason) {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, events[now.Reason], "Observe", "%s", now.Message)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -172,18 +173,73 @@ func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
 	}}
 
-	why := failedToStart([]corev1.Pod{running, crashing})
+	exited := exitedNode([]corev1.Pod{running, crashing})
 
-	assert.Equal(t, `Redis on sessions-1 keeps exiting: *** FATAL CONFIG FILE ERROR *** | >>> 'maxmemory-policy "sometimes"' | argument(s) must be one of the following`, why)
-	assert.Empty(t, failedToStart([]corev1.Pod{running}))
+	require.NotNil(t, exited)
+	assert.Equal(t, `Redis on sessions-1 keeps exiting: *** FATAL CONFIG FILE ERROR *** | >>> 'maxmemory-policy "sometimes"' | argument(s) must be one of the following`, exited.message)
+	assert.Nil(t, exitedNode([]corev1.Pod{running}))
 
 	rc := statusTestCluster(2, "sessions-0")
-	state := &reconcileState{failedToStart: why, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
+	state := &reconcileState{exited: exited, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
 	degraded := degradedCondition(rc, state)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, degraded.Reason)
 	ready := readyCondition(rc, state, degraded)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, ready.Reason)
+}
+
+// A node killed by a signal or out of memory, waiting out its back-off, is not a Redis that
+// refuses to start: the last lines Redis wrote ("Replication backlog created") say nothing of
+// why. The status gives the container's own termination reason, exit code, restarts and back-off.
+func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		terminated corev1.ContainerStateTerminated
+		says       string
+	}{
+		{"SIGKILL", corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: "* Replication backlog created, my new replication IDs are ..."},
+			"Redis on sessions-1 was killed (Error, exit code 137) and has restarted 4 times; the kubelet starts it again after its restart back-off (back-off 40s)"},
+		{"out of memory", corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"},
+			"Redis on sessions-1 was killed (OOMKilled, exit code 137) and has restarted 4 times; the kubelet starts it again after its restart back-off (back-off 40s)"},
+	} {
+		pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sessions-1"}, Status: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{RestartCount: 4,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+					Message: "back-off 40s restarting failed container=redis pod=sessions-1_team-a(0f9c)"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &c.terminated},
+			}},
+		}}
+		exited := exitedNode([]corev1.Pod{pod})
+		require.NotNil(t, exited, c.name)
+		assert.Equal(t, cachev1.ReasonRedisKilled, exited.reason, c.name)
+		assert.Equal(t, c.says, exited.message, c.name)
+
+		state := &reconcileState{exited: exited, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
+		rc := statusTestCluster(2, "sessions-0")
+		degraded := degradedCondition(rc, state)
+		assert.Equal(t, cachev1.ReasonRedisKilled, degraded.Reason, c.name)
+		assert.Equal(t, cachev1.ReasonRedisKilled, readyCondition(rc, state, degraded).Reason, c.name)
+	}
+}
+
+// A promotion that lost data says so in a condition that stays, with the time of the last loss.
+func TestADataLossIsAConditionThatStays(t *testing.T) {
+	rc := statusTestCluster(2, "sessions-0")
+	lost := &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), lost: "sessions-0 was made primary holding no data"}}
+	setStatus(rc, lost, setReplicatedStatus)
+	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	assert.Equal(t, cachev1.ReasonNodesRestartedWithoutData, cond.Reason)
+
+	setStatus(rc, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
+	kept := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
+	require.NotNil(t, kept, "a later reconcile that lost nothing keeps it")
+	assert.Equal(t, *cond, *kept)
+
+	healthy := statusTestCluster(2, "sessions-0")
+	setStatus(healthy, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
+	assert.Nil(t, meta.FindStatusCondition(healthy.Status.Conditions, cachev1.ConditionDataLost), "never said of a cluster that lost nothing")
 }
 
 // A phase that waits is progress: Progressing and Ready say what for, Degraded stays False,

@@ -14,6 +14,10 @@ const (
 	ConditionPersistent = "Persistent"
 	// ConditionRestored is True once the first node serves the data of spec.restore's backup.
 	ConditionRestored = "Restored"
+	// ConditionDataLost is True once the operator made primary a node holding no data while
+	// the primary before it held some: every node that answered had restarted without its data.
+	// It stays True, its lastTransitionTime saying when, the message what was lost and why.
+	ConditionDataLost = "DataLost"
 )
 
 // Condition types on a RedisBackup.
@@ -73,6 +77,14 @@ const (
 	// starts and its container is restarted with back-off; the message is what Redis said, such
 	// as a directive of spec.config it refuses.
 	ReasonRedisFailedToStart = "RedisFailedToStart"
+	// ReasonRedisKilled (Degraded=True, Ready=False): a node's redis-server was killed (by a
+	// signal, or out of memory) and its container waits out the kubelet's restart back-off; the
+	// message gives the container's termination reason, exit code, restarts and back-off.
+	ReasonRedisKilled = "RedisKilled"
+	// ReasonNodesRestartedWithoutData (DataLost=True): every node that answered had restarted
+	// without data (no spec.storage, or volumes that held none), and one of them was made
+	// primary: what the primary before it held is gone.
+	ReasonNodesRestartedWithoutData = "NodesRestartedWithoutData"
 	// ReasonNoPrimary (Degraded=True, Ready=False): no node can be primary yet.
 	ReasonNoPrimary = "NoPrimary"
 	// ReasonPrimaryUnreachable (Degraded=True): the primary does not answer; a replica replaces
@@ -150,6 +162,11 @@ const (
 	EventTopologyFailed = "TopologyFailed"
 	// EventRedisFailedToStart (Warning): a node's redis-server keeps exiting as it starts.
 	EventRedisFailedToStart = "RedisFailedToStart"
+	// EventRedisKilled (Warning): a node's redis-server was killed and is restarted with back-off.
+	EventRedisKilled = "RedisKilled"
+	// EventDataLost (Warning): a node holding no data was made primary while the primary before
+	// it held some (ConditionDataLost).
+	EventDataLost = "DataLost"
 	// EventAuthenticationFailed (Warning): Redis refused the password.
 	EventAuthenticationFailed = "AuthenticationFailed"
 	// EventPromoted (Normal): a node became the primary.

@@ -38,8 +38,11 @@ type ReplicationInfo struct {
 	PrimaryPort int
 	// LinkUp is true when a replica's link to its primary is up.
 	LinkUp bool
-	// Offset is how much of the replication stream the node holds (master_repl_offset).
+	// Offset is how much of the replication stream the node holds (master_repl_offset). A node
+	// that restarted holds none, even when it loaded its data from its volume.
 	Offset int64
+	// Keys are the keys of every database (INFO keyspace): whether a node holds data at all.
+	Keys int64
 	// Replicas are the replicas a primary serves, as it sees them (its slaveN lines).
 	Replicas []ReplicaLink
 }
@@ -72,7 +75,7 @@ func (i ReplicationInfo) PrimaryAddr() string {
 
 // Node is one Redis node. It is made per reconcile and closed after.
 type Node interface {
-	// Replication reads INFO replication.
+	// Replication reads INFO replication, and the key count of INFO keyspace.
 	Replication(ctx context.Context) (ReplicationInfo, error)
 	// ReplicaOf makes the node replicate from the primary at addr (host:port).
 	ReplicaOf(ctx context.Context, addr string) error
@@ -218,7 +221,7 @@ type node struct {
 
 func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
 	if !n.held || n.opts.Password == "" {
-		raw, err := n.client().Info(ctx, "replication").Result()
+		raw, err := n.client().Info(ctx, "replication", "keyspace").Result()
 		if err != nil {
 			return ReplicationInfo{}, n.classify(err)
 		}
@@ -233,7 +236,7 @@ func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
 		} else {
 			auth = p.Auth(ctx, n.opts.Password)
 		}
-		info = p.Info(ctx, "replication")
+		info = p.Info(ctx, "replication", "keyspace")
 		return nil
 	})
 	if err := cmp.Or(auth.Err(), info.Err(), err); err != nil {
@@ -431,6 +434,17 @@ func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 		info.PrimaryHost = fields["master_host"]
 		info.PrimaryPort, _ = strconv.Atoi(fields["master_port"])
 		info.LinkUp = fields["master_link_status"] == "up"
+	}
+	for key, line := range fields {
+		// db<n>:keys=<k>,expires=...,avg_ttl=...
+		if n, ok := strings.CutPrefix(key, "db"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			keys, _, _ := strings.Cut(strings.TrimPrefix(line, "keys="), ",")
+			k, err := strconv.ParseInt(keys, 10, 64)
+			if err != nil {
+				return info, fmt.Errorf("%s %q: %w", key, line, err)
+			}
+			info.Keys += k
+		}
 	}
 	for i := 0; ; i++ {
 		line, ok := fields["slave"+strconv.Itoa(i)]

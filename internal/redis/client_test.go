@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -67,6 +68,31 @@ func TestAPrimarySaysWhereEachReplicaIsEvenWhenTheReplicaDoesNotAnswer(t *testin
 		require.Len(c, info.Replicas, 1)
 		assert.GreaterOrEqual(c, info.Replicas[0].LagSeconds, int64(2))
 	}, 10*time.Second, 100*time.Millisecond)
+}
+
+// A node's keys tell whether it holds data at all: a node that loaded its data from its volume
+// at a restart holds no replication stream (offset 0), but holds its keys.
+func TestReplicationSaysHowManyKeysTheNodeHolds(t *testing.T) {
+	server, err := redistest.StartIn(t.TempDir(), "node-0", "")
+	require.NoError(t, err)
+	t.Cleanup(server.Kill)
+	n := redis.NewDialer(redis.Options{Timeout: time.Second})(server.Addr())
+	defer n.Close()
+	ctx := context.Background()
+	info, err := n.Replication(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, info.Keys, "empty")
+
+	for db, keys := range map[int][]string{0: {"a"}, 3: {"b", "c"}} {
+		raw := goredis.NewClient(&goredis.Options{Addr: server.Addr(), DB: db})
+		for _, k := range keys {
+			require.NoError(t, raw.Set(ctx, k, 1, 0).Err())
+		}
+		require.NoError(t, raw.Close())
+	}
+	info, err = n.Replication(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), info.Keys, "every database's keys")
 }
 
 func TestParseReplicationInfoRefusesAReplicaLineWithoutItsLag(t *testing.T) {

@@ -198,3 +198,89 @@ func TestSnapshotSourceIsACaughtUpReplicaNeverThePrimaryWhileOneServes(t *testin
 	_, ok = v.SnapshotSource()
 	assert.False(t, ok)
 }
+
+func TestAPromotionOfAnEmptyNodeSaysWhatTheRecordedPrimaryHeld(t *testing.T) {
+	holding := func(o Observed, keys int64) Observed {
+		o.Info.Keys = keys
+		return o
+	}
+	tests := []struct {
+		name     string
+		observed []Observed
+		held     int64
+		downFor  time.Duration
+		want     string
+		wantLost int64
+	}{
+		{
+			name: "every node restarted without data, the primary among them: what it held is lost",
+			observed: []Observed{replicaNode("r-0", 0, "", false, 0), replicaNode("r-1", 1, "", false, 0),
+				replicaNode("r-2", 2, "", false, 0)},
+			held: 5000, want: "r-0", wantLost: 5000,
+		},
+		{
+			name:     "the primary still down, the replicas back empty",
+			observed: []Observed{downNode("r-0", 0, errTimeout), replicaNode("r-1", 1, "", false, 0), replicaNode("r-2", 2, "", false, 0)},
+			held:     5000, downFor: time.Minute, want: "r-1", wantLost: 5000,
+		},
+		{
+			name: "a replica kept the data: nothing is lost",
+			observed: []Observed{replicaNode("r-0", 0, "", false, 0), holding(replicaNode("r-1", 1, "r-0", false, 4990), 4990),
+				replicaNode("r-2", 2, "", false, 0)},
+			held: 5000, want: "r-1",
+		},
+		{
+			name: "every node restarted, one loading its keys from its volume: it leads, nothing is lost",
+			observed: []Observed{replicaNode("r-0", 0, "", false, 0), holding(replicaNode("r-1", 1, "", false, 0), 5000),
+				replicaNode("r-2", 2, "", false, 0)},
+			held: 5000, want: "r-1",
+		},
+		{
+			name:     "the operator has not seen the primary serve since it started: it cannot say",
+			observed: []Observed{replicaNode("r-0", 0, "", false, 0), replicaNode("r-1", 1, "", false, 0)},
+			want:     "r-0",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := Decide(View{Nodes: tt.observed, Primary: "r-0", PrimaryHeld: tt.held}, tt.downFor, policy)
+			assert.Equal(t, tt.want, plan.Primary, plan.Reason)
+			assert.True(t, plan.Promote, "the cluster serves again, even empty")
+			assert.Equal(t, tt.wantLost, plan.Lost)
+			if tt.wantLost > 0 {
+				assert.Contains(t, plan.Reason, "every node that answers is empty: the 5000 keys r-0 held are lost")
+			}
+		})
+	}
+}
+
+func TestDowntimeRemembersWhatThePrimaryHeldWhileItDoesNotServe(t *testing.T) {
+	var d Downtime
+	now := time.Now()
+	serving := primaryNode("r-0", 0, 9000)
+	serving.Info.Keys = 700
+	down, held := d.Observe(View{Primary: "r-0", Nodes: []Observed{serving}}, now)
+	assert.Zero(t, down)
+	assert.Equal(t, int64(700), held)
+
+	// Restarted empty, it answers as a fenced replica: it answers, and what it held is kept
+	restarted := View{Primary: "r-0", Nodes: []Observed{replicaNode("r-0", 0, "", false, 0)}}
+	down, held = d.Observe(restarted, now.Add(time.Second))
+	assert.Zero(t, down)
+	assert.Equal(t, int64(700), held)
+
+	gone := View{Primary: "r-0", Nodes: []Observed{downNode("r-0", 0, errTimeout)}}
+	_, _ = d.Observe(gone, now.Add(2*time.Second))
+	down, held = d.Observe(gone, now.Add(5*time.Second))
+	assert.Equal(t, 3*time.Second, down)
+	assert.Equal(t, int64(700), held)
+
+	// A replica promoted: what it held when promoted, before it is seen serving
+	d.Promoted("r-1", 650)
+	_, held = d.Observe(View{Primary: "r-1", Nodes: []Observed{downNode("r-1", 1, errTimeout)}}, now.Add(6*time.Second))
+	assert.Equal(t, int64(650), held)
+
+	// Another primary recorded: nothing known of it yet
+	_, held = d.Observe(View{Primary: "r-2", Nodes: []Observed{replicaNode("r-2", 2, "", false, 0)}}, now.Add(7*time.Second))
+	assert.Zero(t, held)
+}

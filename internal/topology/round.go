@@ -6,29 +6,45 @@ import (
 	"time"
 )
 
-// Downtime remembers since when a cluster's primary has not answered. It lives in the
-// operator's memory: after an operator restart the count starts again, which only delays a
-// failover, never hastens one.
+// Downtime remembers since when a cluster's primary has not answered, and how many keys it
+// held when it last answered as primary. It lives in the operator's
+// memory: after an operator restart the count starts again, which only delays a failover,
+// never hastens one, and a loss of data goes unseen until the primary has served once more.
 type Downtime struct {
 	mu      sync.Mutex
 	primary string
 	since   time.Time
+	held    int64
 }
 
-// Observe records whether primary answered now, and says for how long it has not.
-func (d *Downtime) Observe(primary string, answered bool, now time.Time) time.Duration {
+// Observe records whether v's recorded primary answered now, and says for how long it has not,
+// and how many keys it held when it last served.
+func (d *Downtime) Observe(v View, now time.Time) (downFor time.Duration, held int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if answered || primary != d.primary {
-		d.primary, d.since = primary, time.Time{}
+	answered := v.PrimaryAnswers()
+	if v.Primary != d.primary {
+		d.primary, d.since, d.held = v.Primary, time.Time{}, 0
+	}
+	if p, ok := v.Find(v.Primary); ok && p.IsPrimary() {
+		d.held = p.Info.Keys
 	}
 	if answered {
-		return 0
+		d.since = time.Time{}
+		return 0, d.held
 	}
 	if d.since.IsZero() {
 		d.since = now
 	}
-	return now.Sub(d.since)
+	return now.Sub(d.since), d.held
+}
+
+// Promoted records that primary became the primary holding held keys: what a loss of it loses,
+// until it is seen serving.
+func (d *Downtime) Promoted(primary string, held int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.primary, d.since, d.held = primary, time.Time{}, held
 }
 
 // Round is one decide-and-act pass over an observation: what was seen, what was decided and
@@ -79,7 +95,8 @@ func (r Round) Changed() bool { return len(r.Steps) > 0 }
 // announce, when not nil, runs before a plan that replaces the primary changes anything; an
 // error from it stops the round. The returned round says what was done, even with an error.
 func (e Executor) Reconcile(ctx context.Context, v View, downtime *Downtime, policy Policy, announce func(Plan) error) (Round, error) {
-	downFor := downtime.Observe(v.Primary, v.PrimaryAnswers(), time.Now())
+	var downFor time.Duration
+	downFor, v.PrimaryHeld = downtime.Observe(v, time.Now())
 	r := Round{View: v, Plan: Decide(v, downFor, policy)}
 	if r.Plan.Primary == "" || (!r.Plan.Promote && len(r.Plan.Repoint) == 0) {
 		return r, nil
@@ -91,5 +108,9 @@ func (e Executor) Reconcile(ctx context.Context, v View, downtime *Downtime, pol
 	}
 	var err error
 	r.Steps, err = e.Apply(ctx, r.Plan, v)
+	if p := r.Primary(); p != v.Primary {
+		target, _ := v.Find(p)
+		downtime.Promoted(p, target.Info.Keys)
+	}
 	return r, err
 }

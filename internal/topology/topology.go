@@ -50,6 +50,9 @@ type Plan struct {
 	Recheck time.Duration
 	// Reason says why, in words for an Event.
 	Reason string
+	// Lost is, when the new primary holds no key while the recorded primary held some (every
+	// node that answers restarted without data), how many keys that primary held; 0 otherwise. Nothing can keep data no node holds: the plan still promotes, and says so.
+	Lost int64
 }
 
 // Failover is true when the plan replaces a primary.
@@ -71,7 +74,9 @@ const RefusedRecheck = 50 * time.Millisecond
 // primaries by our hand; an unreachable one is replaced only when it is gone or the timeout
 // passed, and by the node holding the most data. The first primary of a restored cluster is
 // the node holding the restored data (Policy.Bootstrap), never an empty one that answered
-// first: its replicas would copy its emptiness.
+// first: its replicas would copy its emptiness. When every node that answers holds nothing
+// while the recorded primary held data (View.PrimaryHeld), no choice keeps it: the plan
+// promotes all the same, for the cluster to serve, and says what is lost (Plan.Lost).
 func Decide(v View, downFor time.Duration, policy Policy) Plan {
 	current := v.Primary
 	reachable := v.reachable()
@@ -125,6 +130,11 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 	}
 
 	primary, _ := v.Find(plan.Primary)
+	if plan.Promote && primary.Info.Keys == 0 && v.PrimaryHeld > 0 {
+		// elect chose the node holding the most: every node that answers holds nothing.
+		plan.Lost = v.PrimaryHeld
+		plan.Reason += fmt.Sprintf(", but every node that answers is empty: the %d keys %s held are lost", v.PrimaryHeld, current)
+	}
 	for _, o := range reachable {
 		if o.Name != plan.Primary && !o.replicates(primary) {
 			plan.Repoint = append(plan.Repoint, o.Name)
@@ -158,6 +168,11 @@ func elect(candidates []Observed, prefer string) Observed {
 		}
 		if a.Info.Offset != b.Info.Offset {
 			return a.Info.Offset > b.Info.Offset
+		}
+		// Nodes that restarted hold no stream (offset 0); one that loaded its data from its
+		// volume holds keys, one whose volume was new holds none.
+		if a.Info.Keys != b.Info.Keys {
+			return a.Info.Keys > b.Info.Keys
 		}
 		if (a.Name == prefer) != (b.Name == prefer) {
 			return a.Name == prefer

@@ -59,6 +59,9 @@ type View struct {
 	Nodes []Observed
 	// Primary is the primary the operator recorded; empty before the first one is chosen.
 	Primary string
+	// PrimaryHeld is how many keys the recorded primary held when the operator last saw it
+	// serve (Downtime); 0 when it has not since it started.
+	PrimaryHeld int64
 }
 
 // Observe asks every member for its replication state, all at once. primary is the primary
