@@ -1,0 +1,261 @@
+// Package history records what clients did to a Redis while a test broke its network, and checks
+// the record once the network is healed: which acknowledged writes are lost, which were
+// acknowledged by a node that was not the primary of record, which reads missed a write
+// acknowledged before they began (and for how long such reads went on), and how long no write
+// could be made. Each key is written once, with a value of its own, so that a read tells which
+// write it saw. The checker is pure: the partition tests feed it, and its own tests feed it
+// histories written by hand.
+package history
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Kind is what an operation did.
+type Kind int
+
+const (
+	Write Kind = iota
+	Read
+)
+
+// Op is one operation, as its client saw it.
+type Op struct {
+	Client string
+	Kind   Kind
+	Key    string
+	// Value is what was written, or what was read (Found says whether the key was there).
+	Value string
+	Found bool
+	// Start is when the client sent it, End when the answer came (or the client gave up).
+	Start, End time.Time
+	// Err is nil when the write was acknowledged (its node took it, and as many replicas as
+	// the workload waits for) or the read answered.
+	Err error
+	// Node is the node that answered, as the test names it; empty when unknown.
+	Node string
+}
+
+// Term is the primary of record from From until the next Term's From.
+type Term struct {
+	Primary string
+	From    time.Time
+}
+
+// Recorder collects the operations of several clients.
+type Recorder struct {
+	mu  sync.Mutex
+	ops []Op
+	// acked are the keys of the acknowledged writes, for reads to choose from.
+	acked []string
+}
+
+// Add records op.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+	if op.Kind == Write && op.Err == nil {
+		r.acked = append(r.acked, op.Key)
+	}
+}
+
+// anyAcknowledged is the key of an acknowledged write, chosen at random; false before there is one.
+func (r *Recorder) anyAcknowledged() (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.acked) == 0 {
+		return "", false
+	}
+	return r.acked[rand.IntN(len(r.acked))], true
+}
+
+// Ops are the operations recorded so far, in the order they ended.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}
+
+// Acknowledged are the keys whose writes were acknowledged so far, with their values.
+func (r *Recorder) Acknowledged() map[string]string {
+	out := map[string]string{}
+	for _, op := range r.Ops() {
+		if op.Kind == Write && op.Err == nil {
+			out[op.Key] = op.Value
+		}
+	}
+	return out
+}
+
+// Report is what Check found.
+type Report struct {
+	Writes, Acknowledged int
+	// Lost are the acknowledged writes the healed cluster does not hold (keys).
+	Lost []string
+	// ByNonPrimary are the acknowledged writes whose node was not the primary of record when
+	// they were acknowledged (keys); only writes whose node is known are judged.
+	ByNonPrimary []string
+	Reads        int
+	// StaleReads are reads that missed a write acknowledged before they began; StaleWindow is
+	// the longest time from such a write's acknowledgement to the start of a read missing it.
+	StaleReads  int
+	StaleWindow time.Duration
+	// NoWritablePrimary is the longest time no write was acknowledged while writes were tried:
+	// from the last acknowledgement before a failed write to the first one after it.
+	NoWritablePrimary time.Duration
+}
+
+// Check judges ops against final, what the healed cluster holds of the keys written (key to
+// value; a key missing is not there), and terms, the primary of record over time.
+func Check(ops []Op, final map[string]string, terms []Term) Report {
+	var r Report
+	acked := map[string]Op{}
+	var writes []Op
+	for _, op := range ops {
+		if op.Kind != Write {
+			continue
+		}
+		r.Writes++
+		writes = append(writes, op)
+		if op.Err != nil {
+			continue
+		}
+		r.Acknowledged++
+		acked[op.Key] = op
+		if v, ok := final[op.Key]; !ok || v != op.Value {
+			r.Lost = append(r.Lost, op.Key)
+		}
+		if op.Node != "" && len(terms) > 0 && primaryAt(terms, op.End) != op.Node {
+			r.ByNonPrimary = append(r.ByNonPrimary, op.Key)
+		}
+	}
+	slices.Sort(r.Lost)
+	slices.Sort(r.ByNonPrimary)
+	for _, op := range ops {
+		if op.Kind != Read || op.Err != nil {
+			continue
+		}
+		r.Reads++
+		w, ok := acked[op.Key]
+		if !ok || !w.End.Before(op.Start) {
+			continue // no acknowledged write of the key before the read began: anything goes
+		}
+		if !op.Found || op.Value != w.Value {
+			r.StaleReads++
+			r.StaleWindow = max(r.StaleWindow, op.Start.Sub(w.End))
+		}
+	}
+	r.NoWritablePrimary = longestWithoutWrite(writes)
+	return r
+}
+
+// primaryAt is the primary of record at t: the last term that began at or before it.
+func primaryAt(terms []Term, t time.Time) string {
+	primary := ""
+	for _, term := range terms {
+		if term.From.After(t) {
+			break
+		}
+		primary = term.Primary
+	}
+	return primary
+}
+
+// longestWithoutWrite is the longest stretch between two acknowledgements (or the first write's
+// start and the first acknowledgement, or the last acknowledgement and the last write's end)
+// during which a write was tried and failed.
+func longestWithoutWrite(writes []Op) time.Duration {
+	if len(writes) == 0 {
+		return 0
+	}
+	slices.SortFunc(writes, func(a, b Op) int { return a.End.Compare(b.End) })
+	var longest time.Duration
+	last := slices.MinFunc(writes, func(a, b Op) int { return a.Start.Compare(b.Start) }).Start
+	failed := false
+	for _, w := range writes {
+		if w.Err != nil {
+			failed = true
+			continue
+		}
+		if failed {
+			longest = max(longest, w.End.Sub(last))
+		}
+		last, failed = w.End, false
+	}
+	if failed {
+		longest = max(longest, writes[len(writes)-1].End.Sub(last))
+	}
+	return longest
+}
+
+// String is the report as one line of figures.
+func (r Report) String() string {
+	return fmt.Sprintf("writes %d, acknowledged %d, lost %d, acknowledged by a non-primary %d; reads %d, stale %d (window %s); longest without a writable primary %s",
+		r.Writes, r.Acknowledged, len(r.Lost), len(r.ByNonPrimary), r.Reads, r.StaleReads, r.StaleWindow.Round(time.Millisecond),
+		r.NoWritablePrimary.Round(time.Millisecond))
+}
+
+// Client is what a workload needs of one client of the cluster.
+type Client interface {
+	// Write sets key to value and waits for its acknowledgement; node is who answered.
+	Write(ctx context.Context, key, value string) (node string, err error)
+	// Read gets key; found is false when it is not there.
+	Read(ctx context.Context, key string) (value string, found bool, node string, err error)
+}
+
+// Workload runs each client in a loop until ctx ends: a write of a key of its own, then a read
+// of a key some client's write was acknowledged for (any client's, chosen at random: a client on
+// one side of a cut reads what one on the other side wrote), every Interval.
+type Workload struct {
+	Clients  map[string]Client
+	Interval time.Duration
+	// OpTimeout bounds each operation; a client on the wrong side of a cut waits no longer.
+	OpTimeout time.Duration
+	Recorder  *Recorder
+}
+
+// Run runs the clients until ctx ends.
+func (w Workload) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for name, c := range w.Clients {
+		wg.Go(func() {
+			tick := time.NewTicker(cmp.Or(w.Interval, 20*time.Millisecond))
+			defer tick.Stop()
+			for i := 0; ctx.Err() == nil; i++ {
+				key := name + ":" + strconv.Itoa(i)
+				op := Op{Client: name, Kind: Write, Key: key, Value: strconv.Itoa(i), Start: time.Now()}
+				octx, cancel := context.WithTimeout(ctx, cmp.Or(w.OpTimeout, time.Second))
+				op.Node, op.Err = c.Write(octx, key, op.Value)
+				cancel()
+				op.End = time.Now()
+				if ctx.Err() != nil && op.Err != nil {
+					return // cut short by the end of the run: not a failure of the cluster's
+				}
+				w.Recorder.Add(op)
+				if key, ok := w.Recorder.anyAcknowledged(); ok {
+					read := Op{Client: name, Kind: Read, Key: key, Start: time.Now()}
+					octx, cancel := context.WithTimeout(ctx, cmp.Or(w.OpTimeout, time.Second))
+					read.Value, read.Found, read.Node, read.Err = c.Read(octx, key)
+					cancel()
+					read.End = time.Now()
+					if ctx.Err() == nil || read.Err == nil {
+						w.Recorder.Add(read)
+					}
+				}
+				select {
+				case <-ctx.Done():
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
