@@ -90,6 +90,7 @@ bench: localcluster node redis-image build versitygw ## Benchmarks that print fi
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster|Backup1GiB|BackupShardsAgainstOne|ScaleOutShards' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1
+PARTITIONS_FULL ?=
 # Crash points tried at once. They wait on Redis and the API server more than they use the CPU:
 # 147 points take 3.5 minutes here 6 at a time, 4.1 minutes 4 at a time, and about 6 at go
 # test's default of one per core.
@@ -118,6 +119,10 @@ test-node: node redis-image ## The real node (root): the images in containerd, a
 .PHONY: test-e2e
 test-e2e: localcluster node redis-image versitygw ## End-to-end on the local cluster's real node (root): the operator from its image as the CSV's Deployment, Redis's image, kubectl. E2E_KUBECONFIG=<file> [IMG=<operator image>]: on that cluster instead.
 	E2E_KUBECONFIG=$(E2E_KUBECONFIG) IMG=$(IMG) go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
+
+.PHONY: test-partitions
+test-partitions: localcluster node redis-image ## Network partitions on the local cluster's real node (root): cuts between the operator, the primary and the replicas under a workload of clients; fails on any acknowledged write lost. PARTITIONS_FULL=1: longer cuts.
+	PARTITIONS_FULL=$(PARTITIONS_FULL) go test -tags partitions ./test/partitions/... -count=1 -timeout 30m -v
 
 .PHONY: demo
 demo: node redis-image ## Start a local cluster on a real node (root), run the operator from its image, apply the sample and show it working; Ctrl-C ends it.

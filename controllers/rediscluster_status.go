@@ -136,6 +136,9 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	case len(state.replication.view.Nodes) > 0 && plan.Primary == "":
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonNoPrimary,
 			"No Redis node answers; no primary can be chosen")
+	case plan.Wait > 0 && plan.Witness != "":
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonPrimaryUnreachable, fmt.Sprintf(
+			"Primary %s does not answer the operator, but its replica %s hears from it: the operator's link to it is cut, and it is not replaced while a replica hears from it", plan.Primary, plan.Witness))
 	case plan.Wait > 0:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonPrimaryUnreachable, fmt.Sprintf(
 			"Primary %s does not answer; a replica replaces it if it does not answer within %s", plan.Primary, unreachableTimeout(rc)))

@@ -38,6 +38,10 @@ type ReplicationInfo struct {
 	PrimaryPort int
 	// LinkUp is true when a replica's link to its primary is up.
 	LinkUp bool
+	// LastIOSeconds is, for a replica whose link is up, the whole seconds since it last heard
+	// from its primary (master_last_io_seconds_ago): a primary pings its replicas every
+	// repl-ping-replica-period, so a live one's replicas say little.
+	LastIOSeconds int64
 	// Offset is how much of the replication stream the node holds (master_repl_offset). A node
 	// that restarted holds none, even when it loaded its data from its volume.
 	Offset int64
@@ -434,6 +438,9 @@ func ParseReplicationInfo(raw string) (ReplicationInfo, error) {
 		info.PrimaryHost = fields["master_host"]
 		info.PrimaryPort, _ = strconv.Atoi(fields["master_port"])
 		info.LinkUp = fields["master_link_status"] == "up"
+		if info.LinkUp {
+			info.LastIOSeconds, _ = strconv.ParseInt(fields["master_last_io_seconds_ago"], 10, 64)
+		}
 	}
 	for key, line := range fields {
 		// db<n>:keys=<k>,expires=...,avg_ttl=...

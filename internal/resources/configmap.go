@@ -61,6 +61,10 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 		// Replicas start a full sync at once instead of waiting for others to join one.
 		"repl-diskless-sync yes",
 		"repl-diskless-sync-delay 0",
+		// A primary pings its replicas every second (Redis's default: 10): a replica that heard
+		// from it within a second or two vouches that it lives when the operator cannot reach
+		// it (topology.Decide), and a replica of a primary gone silent stops vouching at once.
+		"repl-ping-replica-period 1",
 	)
 	if rc.Spec.Storage != nil {
 		lines = append(lines, "appendonly yes", "appendfsync everysec")

@@ -25,6 +25,13 @@ func replicaNode(name string, ordinal int, of string, linkUp bool, offset int64)
 		Info: redis.ReplicationInfo{Role: redis.RoleReplica, PrimaryHost: host, PrimaryPort: port, LinkUp: linkUp, Offset: offset}}
 }
 
+// silent is a replica whose primary last spoke to it seconds ago: a primary gone or hung, or cut
+// off from it (a live one pings every second).
+func silent(o Observed, seconds int64) Observed {
+	o.Info.LastIOSeconds = seconds
+	return o
+}
+
 func downNode(name string, ordinal int, err error) Observed {
 	return Observed{Member: Member{Name: name, Ordinal: ordinal, Addr: addrOf(name)}, Err: err}
 }
@@ -91,10 +98,18 @@ func TestDecide(t *testing.T) {
 			wantPrimary: "r-0", wantWait: true,
 		},
 		{
-			name:     "primary unanswering past the timeout: the replica with the most data takes over",
-			observed: []Observed{downNode("r-0", 0, errTimeout), replicaNode("r-1", 1, "r-0", true, 40), replicaNode("r-2", 2, "r-0", true, 50)},
-			current:  "r-0", downFor: 6 * time.Second,
+			name: "primary unanswering past the timeout, its replicas not hearing from it: the replica with the most data takes over",
+			observed: []Observed{downNode("r-0", 0, errTimeout), silent(replicaNode("r-1", 1, "r-0", true, 40), 5),
+				silent(replicaNode("r-2", 2, "r-0", true, 50), 5)},
+			current: "r-0", downFor: 6 * time.Second,
 			wantPrimary: "r-2", wantPromote: true, wantRepoint: []string{"r-1"},
+		},
+		{
+			name: "primary unanswering past the timeout, but a replica heard from it a second ago: the operator is cut off, no failover",
+			observed: []Observed{downNode("r-0", 0, errTimeout), silent(replicaNode("r-1", 1, "r-0", true, 40), 5),
+				silent(replicaNode("r-2", 2, "r-0", true, 50), 1)},
+			current: "r-0", downFor: time.Minute,
+			wantPrimary: "r-0", wantWait: true,
 		},
 		{
 			name:        "primary process gone (refused, every link down): no wait",

@@ -50,6 +50,9 @@ type Plan struct {
 	Recheck time.Duration
 	// Reason says why, in words for an Event.
 	Reason string
+	// Witness, while the primary does not answer the operator, is a replica that still hears
+	// from it: the primary lives, and is not replaced.
+	Witness string
 	// Lost is, when the new primary holds no key while the recorded primary held some (every
 	// node that answers restarted without data), how many keys that primary held; 0 otherwise. Nothing can keep data no node holds: the plan still promotes, and says so.
 	Lost int64
@@ -72,7 +75,9 @@ const RefusedRecheck = 50 * time.Millisecond
 //
 // Safety: a primary that answers as primary is never replaced here, so there are never two
 // primaries by our hand; an unreachable one is replaced only when it is gone or the timeout
-// passed, and by the node holding the most data. The first primary of a restored cluster is
+// passed, and by the node holding the most data; never while a replica still hears from it
+// (its link up, the primary's last ping a second or two old): then it is the operator that is
+// cut off, and a replacement would be a second primary for the clients that still reach the first. The first primary of a restored cluster is
 // the node holding the restored data (Policy.Bootstrap), never an empty one that answered
 // first: its replicas would copy its emptiness. When every node that answers holds nothing
 // while the recorded primary held data (View.PrimaryHeld), no choice keeps it: the plan
@@ -107,6 +112,12 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 			Reason: fmt.Sprintf("%s restarted as a replica; %s holds the most data", current, target.Name)}
 	default:
 		gone := primaryGone(v, cur, reachable)
+		if witness, ok := v.heardFromPrimary(cur); ok && v.Serving(cur) {
+			// The operator's own link is cut, not the primary's: replacing a primary that its
+			// replicas (and maybe its clients) still reach would make two.
+			return Plan{Primary: current, Wait: policy.FailoverTimeout, Witness: witness,
+				Reason: fmt.Sprintf("primary %s does not answer, but %s heard from it within the last seconds", current, witness)}
+		}
 		if !gone && downFor < policy.FailoverTimeout {
 			plan := Plan{Primary: current, Wait: policy.FailoverTimeout - downFor,
 				Reason: fmt.Sprintf("primary %s does not answer", current)}

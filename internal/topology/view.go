@@ -144,11 +144,31 @@ func (v View) CaughtUp(o Observed) bool {
 	return ok && o.Name != p.Name && o.replicates(p) && o.Info.LinkUp
 }
 
-// Serving is true when o does its job: the recorded primary answering as primary, or a
-// caught-up replica of it.
+// heardFromPrimaryWithin is how recently a replica must have heard from its primary to vouch
+// that it lives: the primary pings every second (repl-ping-replica-period 1), and Redis counts in
+// whole seconds.
+const heardFromPrimaryWithin = 1
+
+// heardFromPrimary is a replica of primary that heard from it within heardFromPrimaryWithin
+// seconds, if one answers. (Not asked of a primary whose port refuses connections: its process
+// is gone, whatever its replicas have not noticed yet.)
+func (v View) heardFromPrimary(primary Observed) (string, bool) {
+	for _, o := range v.reachable() {
+		if o.replicates(primary) && o.Info.LinkUp && o.Info.LastIOSeconds <= heardFromPrimaryWithin {
+			return o.Name, true
+		}
+	}
+	return "", false
+}
+
+// Serving is true when o does its job: the recorded primary answering as primary (or, when
+// it does not answer the operator, heard from by a replica), or a caught-up replica of it.
 func (v View) Serving(o Observed) bool {
 	if o.Name == v.Primary {
-		return o.IsPrimary()
+		// One the operator cannot reach still serves while a replica hears from it: its
+		// clients reach it (the Service keeps it), and it is not replaced (Decide).
+		_, heard := v.heardFromPrimary(o)
+		return o.IsPrimary() || (heard && !errors.Is(o.Err, redis.ErrRefused))
 	}
 	return v.CaughtUp(o)
 }

@@ -149,3 +149,25 @@ func TestNextCheckIsTheSoonestOfTheIntervalAndWhatThePlanWaitsFor(t *testing.T) 
 		})
 	}
 }
+
+// A primary the operator cannot reach serves while a replica heard from it within a second: the
+// operator's link is cut, not the primary's, and the Service keeps sending clients to it. One
+// whose replicas stopped hearing from it, or whose port refuses connections, does not.
+func TestAPrimaryTheOperatorCannotReachServesWhileAReplicaHearsFromIt(t *testing.T) {
+	heard := replicaNode("r-1", 1, "r-0", true, 50)
+	cases := []struct {
+		name    string
+		primary Observed
+		replica Observed
+		serving bool
+	}{
+		{"cut off from the operator, heard a second ago", downNode("r-0", 0, errTimeout), silent(heard, 1), true},
+		{"its replica has not heard from it for 3s", downNode("r-0", 0, errTimeout), silent(heard, 3), false},
+		{"its replica's link is down", downNode("r-0", 0, errTimeout), replicaNode("r-1", 1, "r-0", false, 50), false},
+		{"its port refuses connections: its process is gone", downNode("r-0", 0, errRefused), silent(heard, 0), false},
+	}
+	for _, c := range cases {
+		v := View{Primary: "r-0", Nodes: []Observed{c.primary, c.replica}}
+		assert.Equal(t, c.serving, v.Serving(c.primary), c.name)
+	}
+}

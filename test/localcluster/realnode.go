@@ -388,6 +388,29 @@ func (c *Cluster) KillContainer(ctx context.Context, id string) error {
 	return err
 }
 
+// PodNetns is the file of the network namespace of a pod's container (its process's
+// /proc/<pid>/ns/net), for a test to put packet filters there (test/partition).
+func (c *Cluster) PodNetns(ctx context.Context, namespace, pod, container string) (string, error) {
+	if c.real == nil {
+		return "", errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
+	}
+	id, err := c.ContainerID(ctx, namespace, pod, container)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.real.node.Containerd.Ctr(ctx, "tasks", "ls")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		// TASK PID STATUS
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+			return "/proc/" + f[1] + "/ns/net", nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s: container %s (%s) has no running task", namespace, pod, container, id)
+}
+
 // operatorContainer is the operator's pod and its manager container's id and restarts.
 func (c *Cluster) operatorContainer(ctx context.Context) (pod string, id string, restarts int32, err error) {
 	pods := &corev1.PodList{}
