@@ -74,10 +74,9 @@ func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Contex
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	conf := resources.RedisConf(rc)
 	desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{
 		Replicas:      statefulSetReplicas(rc),
-		ConfigHash:    resources.ConfigHash(conf),
+		ConfigHash:    resources.ConfigHash(rc),
 		OperatorImage: r.OperatorImage,
 		Restore:       state.restore,
 		RedisImages:   r.RedisImages,

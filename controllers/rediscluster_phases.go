@@ -145,6 +145,7 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
 			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
 			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
+			{"LiveSettings", cachev1.ReasonTopologyFailed, r.reconcileLiveSettings, servesRedis},
 			{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
 			{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
@@ -156,8 +157,8 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 		nodes: func(state *reconcileState) nodesObserved {
 			return nodesObserved{views: []topology.View{state.replication.view}, stats: state.replication.stats}
 		},
-		observe: func(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
-			state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
+		observe: func(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+			state.replication.view = observeReplication(ctx, rc, state)
 			return nil
 		},
 		parts: func(_ *cachev1.RedisCluster, state *reconcileState) observedParts {

@@ -100,8 +100,31 @@ type clusterState struct {
 	operatorUser userMemory
 	// tls is each node's certificate (rediscluster_tls.go).
 	tls tlsMemory
+	// settings are the live settings each node was given (rediscluster_replication.go).
+	settings settingsMemory
 	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
 	metrics clusterMetrics
+}
+
+// settingsMemory is what each node was given of the LiveSettings, by this process.
+type settingsMemory struct {
+	mu    sync.Mutex
+	given map[string]string
+}
+
+func (m *settingsMemory) givenTo(node string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.given[node]
+}
+
+func (m *settingsMemory) gave(node, settings string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.given == nil {
+		m.given = map[string]string{}
+	}
+	m.given[node] = settings
 }
 
 // statusMemory is what the reconciler's own writes and failures left.

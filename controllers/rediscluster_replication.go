@@ -57,8 +57,44 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 		return err
 	}
 	if len(state.members) > 0 {
-		state.replication.view = topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
+		state.replication.view = observeReplication(ctx, rc, state)
 		state.replication.stats = r.readStats(ctx, rc, state, []topology.View{state.replication.view})
+	}
+	return nil
+}
+
+// observeReplication asks every node what it is, judged against the recorded primary; a replica
+// vouches for a primary the operator cannot reach when it heard from it within its ping period.
+func observeReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) topology.View {
+	v := topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
+	v.HeardWithin = resources.ReplicaPingPeriod(rc)
+	return v
+}
+
+// reconcileLiveSettings sets the LiveSettings on every node that answers, once per node by this
+// operator process: a node started by an earlier build, whose redis.conf lacked one, gets it
+// without a restart (a node that starts reads them from redis.conf).
+func (r *RedisClusterReconciler) reconcileLiveSettings(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	var pairs []string
+	for _, s := range resources.LiveSettings(rc) {
+		pairs = append(pairs, s.Directive, s.Value)
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	want := strings.Join(pairs, " ")
+	cs := r.clusterState(rc)
+	for _, o := range state.replication.view.Nodes {
+		if !o.Reachable() || cs.settings.givenTo(o.Name) == want {
+			continue
+		}
+		n := state.dial(o.Addr)
+		err := n.SetConfig(ctx, pairs...)
+		n.Close()
+		if err != nil {
+			return fmt.Errorf("setting %s on %s: %w", want, o.Name, err)
+		}
+		cs.settings.gave(o.Name, want)
 	}
 	return nil
 }

@@ -754,3 +754,44 @@ func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {
 		assert.Equal(c, cachev1.ReasonApplyFailed, degraded.Reason)
 	}, waitFor, tick)
 }
+
+// TestNodesStartedWithoutALiveSettingGetItFromTheNextOperator: a node whose primary pings it
+// every 10s (Redis's default, as under an earlier build) gets the ping period the witness rule
+// needs from the next operator process, live: no pod is replaced, none restarts.
+func TestNodesStartedWithoutALiveSettingGetItFromTheNextOperator(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	op := startOperator(t, adminCfg, ns)
+	rc := createSample(t, ns)
+	node := runLocalNode(t, ns)
+	rc = eventuallyReady(t, rc)
+	password := secretValue(t, ns, "sessions-auth", "password")
+	runID := func(name string) string {
+		info := redisClient(t, node, name, password).Info(ctx, "server").Val()
+		_, rest, _ := strings.Cut(info, "run_id:")
+		id, _, _ := strings.Cut(rest, "\r\n")
+		return id
+	}
+	runs := map[string]string{}
+	for _, n := range rc.Status.Nodes {
+		c := redisClient(t, node, n.Name, password)
+		require.Equal(t, "1", c.ConfigGet(ctx, "repl-ping-replica-period").Val()["repl-ping-replica-period"], "%s starts with it", n.Name)
+		require.NoError(t, c.ConfigSet(ctx, "repl-ping-replica-period", "10").Err())
+		runs[n.Name] = runID(n.Name)
+	}
+
+	// When the next operator process starts
+	op.stop()
+	startOperator(t, adminCfg, ns)
+
+	// Then every node pings its replicas every second again, on the same process
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for name := range runs {
+			got := redisClient(t, node, name, password).ConfigGet(ctx, "repl-ping-replica-period").Val()
+			assert.Equal(c, "1", got["repl-ping-replica-period"], name)
+		}
+	}, waitFor, tick)
+	for name, id := range runs {
+		assert.Equal(t, id, runID(name), "%s's Redis is the same process", name)
+	}
+}

@@ -101,7 +101,7 @@ type shardsState struct {
 
 // reconcileShardStatefulSets applies one StatefulSet per shard.
 func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	hash := resources.ConfigHash(resources.RedisConf(rc))
+	hash := resources.ConfigHash(rc)
 	state.shards.statefulSets = nil
 	for i := range int(rc.Spec.Cluster.Shards) {
 		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i, RedisImages: r.RedisImages,

@@ -98,6 +98,9 @@ type Node interface {
 	// the paths it has, which Redis 7 applies even when they are unchanged). Connections
 	// already open keep their session.
 	ReloadTLS(ctx context.Context) error
+	// SetConfig sets configuration directives on the running node (CONFIG SET), as name-value
+	// pairs, together.
+	SetConfig(ctx context.Context, pairs ...string) error
 	// AddPassword makes the node take password beside the ones it takes (its default user's,
 	// Redis 7 users hold several) and give it to its primary (masterauth), live. Connections
 	// already logged in stay logged in.
@@ -279,6 +282,14 @@ func (n *node) Unpause(ctx context.Context) error {
 
 func (n *node) DisconnectClients(ctx context.Context) error {
 	return n.classify(n.client().Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err())
+}
+
+func (n *node) SetConfig(ctx context.Context, pairs ...string) error {
+	args := []any{"CONFIG", "SET"}
+	for _, p := range pairs {
+		args = append(args, p)
+	}
+	return n.classify(n.client().Do(ctx, args...).Err())
 }
 
 func (n *node) ReloadTLS(ctx context.Context) error {

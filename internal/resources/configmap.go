@@ -35,7 +35,10 @@ const DefaultMaxReplicaLag = 10 * time.Second
 // RedisConf renders the redis.conf of a RedisCluster's nodes: the operator's settings, then the
 // user's spec.config (whose keys never collide with ours: the API refuses those), the write
 // safety of spec.failover, then the password file and the fence.
-func RedisConf(rc *cachev1.RedisCluster) string {
+func RedisConf(rc *cachev1.RedisCluster) string { return redisConf(rc, true) }
+
+// redisConf is redis.conf, with the LiveSettings or without them.
+func redisConf(rc *cachev1.RedisCluster, live bool) string {
 	lines := []string{"port " + strconv.Itoa(RedisPort)}
 	if t := rc.Spec.TLS; t != nil {
 		clientAuth := "no"
@@ -61,11 +64,13 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 		// Replicas start a full sync at once instead of waiting for others to join one.
 		"repl-diskless-sync yes",
 		"repl-diskless-sync-delay 0",
-		// A primary pings its replicas every second (Redis's default: 10): a replica that heard
-		// from it within a second or two vouches that it lives when the operator cannot reach
-		// it (topology.Decide), and a replica of a primary gone silent stops vouching at once.
-		"repl-ping-replica-period 1",
 	)
+	liveSettings := LiveSettings(rc)
+	for _, s := range liveSettings {
+		if live {
+			lines = append(lines, s.Directive+" "+s.Value)
+		}
+	}
 	if rc.Spec.Storage != nil {
 		lines = append(lines, "appendonly yes", "appendfsync everysec")
 	}
@@ -90,6 +95,9 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(rc.Spec.Config)) {
+		if slices.ContainsFunc(liveSettings, func(s LiveSetting) bool { return s.Directive == key }) {
+			continue // a live setting, with the user's value
+		}
 		lines = append(lines, key+" "+string(rc.Spec.Config[key]))
 	}
 	if f := rc.Spec.Failover; f != nil && f.MinReplicasToWrite != nil {
@@ -120,12 +128,43 @@ func RedisConf(rc *cachev1.RedisCluster) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// ConfigHash is a short digest of redis.conf. On the pod template it rolls the pods when the
-// configuration changes. The password is not in it: the operator changes it on running nodes,
-// and a node that restarts reads the current password file.
-func ConfigHash(conf string) string {
-	sum := sha256.Sum256([]byte(conf))
+// ConfigHash is a short digest of rc's redis.conf. On the pod template it rolls the pods when
+// the configuration changes. The password is not in it: the operator changes it on running
+// nodes, and a node that restarts reads the current password file. Nor are the LiveSettings:
+// the operator sets them on running nodes, so adding or changing one rolls no pod.
+func ConfigHash(rc *cachev1.RedisCluster) string {
+	sum := sha256.Sum256([]byte(redisConf(rc, false)))
 	return hex.EncodeToString(sum[:8])
+}
+
+// A LiveSetting is a directive of redis.conf that the operator also sets on running nodes
+// (CONFIG SET), once per node by each operator process: a node started before this build
+// gets it without a restart.
+type LiveSetting struct {
+	Directive, Value string
+}
+
+// LiveSettings are the settings of rc's nodes that the operator keeps live: in replication
+// mode, how often a primary pings its replicas (repl-ping-replica-period; 1 second unless
+// spec.config says otherwise, Redis's default being 10). A replica that heard from its primary
+// within that period vouches that it lives when the operator cannot reach it
+// (topology.View.HeardWithin), and the replicas of a primary gone silent stop vouching after it.
+func LiveSettings(rc *cachev1.RedisCluster) []LiveSetting {
+	if rc.Spec.Cluster != nil {
+		return nil
+	}
+	return []LiveSetting{{"repl-ping-replica-period", strconv.FormatInt(ReplicaPingPeriod(rc), 10)}}
+}
+
+// ReplicaPingPeriod is the seconds between a primary's pings to its replicas in replication
+// mode: spec.config's repl-ping-replica-period, or 1.
+func ReplicaPingPeriod(rc *cachev1.RedisCluster) int64 {
+	if v, ok := rc.Spec.Config["repl-ping-replica-period"]; ok {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1
 }
 
 // DesiredConfigMap is the ConfigMap that holds redis.conf.

@@ -160,12 +160,36 @@ func TestRedisConf(t *testing.T) {
 }
 
 func TestConfigHash(t *testing.T) {
-	conf := resources.RedisConf(redisCluster(nil))
-	h := resources.ConfigHash(conf)
+	rc := redisCluster(nil)
+	h := resources.ConfigHash(rc)
 
-	assert.Equal(t, h, resources.ConfigHash(conf), "stable")
-	assert.NotEqual(t, h, resources.ConfigHash(conf+"maxmemory 1mb\n"), "follows redis.conf")
+	assert.Equal(t, h, resources.ConfigHash(redisCluster(nil)), "stable")
+	assert.NotEqual(t, h, resources.ConfigHash(redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory": "1mb"}
+	})), "follows redis.conf")
 	assert.Len(t, h, 16)
+}
+
+// A live setting is in redis.conf (a node that starts reads it) but not in the hash: the
+// operator sets it on running nodes, and a change of it, or its arrival with a new build, rolls
+// no pod. A user's value for it in spec.config is its value, written once.
+func TestALiveSettingIsInRedisConfButRollsNoPod(t *testing.T) {
+	rc := redisCluster(nil)
+	assert.Contains(t, resources.RedisConf(rc), "\nrepl-ping-replica-period 1\n")
+	assert.Equal(t, []resources.LiveSetting{{Directive: "repl-ping-replica-period", Value: "1"}}, resources.LiveSettings(rc))
+
+	slower := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Config = map[string]cachev1.ConfigValue{"repl-ping-replica-period": "5"}
+	})
+	conf := resources.RedisConf(slower)
+	assert.Equal(t, 1, strings.Count(conf, "repl-ping-replica-period"), conf)
+	assert.Contains(t, conf, "\nrepl-ping-replica-period 5\n")
+	assert.Equal(t, int64(5), resources.ReplicaPingPeriod(slower))
+	assert.Equal(t, resources.ConfigHash(rc), resources.ConfigHash(slower), "a live setting's change rolls nothing")
+
+	sharded := redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3} })
+	assert.Empty(t, resources.LiveSettings(sharded), "Redis Cluster fails over by itself: no vouching")
+	assert.NotContains(t, resources.RedisConf(sharded), "repl-ping-replica-period")
 }
 
 func TestAuthConfEscapesEveryByte(t *testing.T) {

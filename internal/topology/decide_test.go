@@ -151,7 +151,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := Decide(View{Nodes: tt.observed, Primary: tt.current}, tt.downFor, policy)
+			plan := Decide(View{Nodes: tt.observed, Primary: tt.current, HeardWithin: 1}, tt.downFor, policy)
 
 			assert.Equal(t, tt.wantPrimary, plan.Primary)
 			assert.Equal(t, tt.wantPromote, plan.Promote)

@@ -59,6 +59,10 @@ type View struct {
 	Nodes []Observed
 	// Primary is the primary the operator recorded; empty before the first one is chosen.
 	Primary string
+	// HeardWithin is how recently, in whole seconds, a replica must have heard from the recorded
+	// primary to vouch that it lives while the operator cannot reach it: the primary's ping
+	// period (repl-ping-replica-period). 0: no replica vouches.
+	HeardWithin int64
 	// PrimaryHeld is how many keys the recorded primary held when the operator last saw it
 	// serve (Downtime); 0 when it has not since it started.
 	PrimaryHeld int64
@@ -144,17 +148,12 @@ func (v View) CaughtUp(o Observed) bool {
 	return ok && o.Name != p.Name && o.replicates(p) && o.Info.LinkUp
 }
 
-// heardFromPrimaryWithin is how recently a replica must have heard from its primary to vouch
-// that it lives: the primary pings every second (repl-ping-replica-period 1), and Redis counts in
-// whole seconds.
-const heardFromPrimaryWithin = 1
-
-// heardFromPrimary is a replica of primary that heard from it within heardFromPrimaryWithin
-// seconds, if one answers. (Not asked of a primary whose port refuses connections: its process
+// heardFromPrimary is a replica of primary that heard from it within HeardWithin seconds, if
+// one answers. (Not asked of a primary whose port refuses connections: its process
 // is gone, whatever its replicas have not noticed yet.)
 func (v View) heardFromPrimary(primary Observed) (string, bool) {
 	for _, o := range v.reachable() {
-		if o.replicates(primary) && o.Info.LinkUp && o.Info.LastIOSeconds <= heardFromPrimaryWithin {
+		if v.HeardWithin > 0 && o.replicates(primary) && o.Info.LinkUp && o.Info.LastIOSeconds <= v.HeardWithin {
 			return o.Name, true
 		}
 	}

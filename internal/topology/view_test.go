@@ -167,7 +167,9 @@ func TestAPrimaryTheOperatorCannotReachServesWhileAReplicaHearsFromIt(t *testing
 		{"its port refuses connections: its process is gone", downNode("r-0", 0, errRefused), silent(heard, 0), false},
 	}
 	for _, c := range cases {
-		v := View{Primary: "r-0", Nodes: []Observed{c.primary, c.replica}}
+		v := View{Primary: "r-0", Nodes: []Observed{c.primary, c.replica}, HeardWithin: 1}
 		assert.Equal(t, c.serving, v.Serving(c.primary), c.name)
 	}
+	unset := View{Primary: "r-0", Nodes: []Observed{downNode("r-0", 0, errTimeout), silent(heard, 0)}}
+	assert.False(t, unset.Serving(unset.Nodes[0]), "no vouching without a ping period")
 }

@@ -101,7 +101,8 @@ type Report struct {
 	// Lost are the acknowledged writes the healed cluster does not hold (keys).
 	Lost []string
 	// ByNonPrimary are the acknowledged writes whose node was not the primary of record when
-	// they were acknowledged (keys); only writes whose node is known are judged.
+	// they were acknowledged (keys); only writes whose node is known, acknowledged once a
+	// primary was on record, are judged.
 	ByNonPrimary []string
 	Reads        int
 	// StaleReads are reads that missed a write acknowledged before they began; StaleWindow is
@@ -133,7 +134,7 @@ func Check(ops []Op, final map[string]string, terms []Term) Report {
 		if v, ok := final[op.Key]; !ok || v != op.Value {
 			r.Lost = append(r.Lost, op.Key)
 		}
-		if op.Node != "" && len(terms) > 0 && primaryAt(terms, op.End) != op.Node {
+		if p := primaryAt(terms, op.End); op.Node != "" && p != "" && p != op.Node {
 			r.ByNonPrimary = append(r.ByNonPrimary, op.Key)
 		}
 	}

@@ -45,14 +45,15 @@ func TestAnAcknowledgedWriteTheHealedClusterLacksIsLost(t *testing.T) {
 }
 
 func TestAWriteAcknowledgedByANodeThatWasNotThePrimaryOfRecordIsCounted(t *testing.T) {
-	terms := []history.Term{{Primary: "n0", From: at(0)}, {Primary: "n1", From: at(100)}}
+	terms := []history.Term{{Primary: "n0", From: at(1)}, {Primary: "n1", From: at(100)}}
 	ops := []history.Op{
+		write("0", 0, 0, "n9", nil), // before any primary was on record: not judged
 		write("a", 0, 5, "n0", nil),
 		write("b", 90, 120, "n0", nil), // acknowledged after n1 became primary of record
 		write("c", 130, 140, "n1", nil),
 		write("d", 150, 160, "", nil), // node unknown: not judged
 	}
-	r := history.Check(ops, map[string]string{"a": "va", "b": "vb", "c": "vc", "d": "vd"}, terms)
+	r := history.Check(ops, map[string]string{"0": "v0", "a": "va", "b": "vb", "c": "vc", "d": "vd"}, terms)
 	assert.Equal(t, []string{"b"}, r.ByNonPrimary)
 }
 

@@ -199,16 +199,16 @@ func holding(d time.Duration, cut func(t *testing.T, net *partition.Net, pods ma
 // full is whether the long runs are asked for (PARTITIONS_FULL=1: the closing note's figures).
 func full() bool { return os.Getenv("PARTITIONS_FULL") == "1" }
 
-// cutFor is how long a partition lasts: 5 unreachable timeouts, 20 with PARTITIONS_FULL=1.
+// cutFor is how long a partition lasts: 3 unreachable timeouts, 20 with PARTITIONS_FULL=1.
 func cutFor() time.Duration {
 	if full() {
 		return 20 * unreachableTimeout
 	}
-	return 5 * unreachableTimeout
+	return 3 * unreachableTimeout
 }
 
-// run runs three clients against rc through its primary Service for 3s, makes the cut, keeps it
-// for cutFor, heals it and lets the clients run 10s more; then, once the cluster is Ready again,
+// run runs three clients against rc through its primary Service for 2s, partitions it, and lets
+// the clients run 6s more once healed; then, once the cluster is Ready again,
 // it reads back every acknowledged key from the primary and returns what the checker says.
 func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 	t.Helper()
@@ -236,10 +236,10 @@ func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 	wg.Go(func() { workload.Run(runCtx) })
 	terms := pollPrimary(runCtx, &wg, rc)
 
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * time.Second)
 	net := partition.New(t)
 	s.partition(t, net, members, rc.Status.Primary, operatorMember(t))
-	time.Sleep(10 * time.Second)
+	time.Sleep(6 * time.Second)
 	stop()
 	wg.Wait()
 
@@ -381,7 +381,7 @@ func TestTheOperatorCutOffFromTheAPIServer(t *testing.T) {
 // the timeout allows.
 func TestAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T) {
 	rc := readyCluster(t, "flapping", nil)
-	flapFor := 20 * time.Second
+	flapFor := 12 * time.Second
 	if full() {
 		flapFor = time.Minute
 	}

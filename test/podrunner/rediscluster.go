@@ -24,7 +24,7 @@ func StartRedisCluster(ctx context.Context, dir string, rc *cachev1.RedisCluster
 		secrets:    map[string]map[string][]byte{resources.AuthConfSecretName(rc): {resources.AuthConfKey: []byte(resources.AuthConf(password))}},
 		claimsDir:  filepath.Join(dir, "claims"),
 	}
-	sts := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: resources.ConfigHash(conf)})
+	sts := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: resources.ConfigHash(rc)})
 	raw, err := json.Marshal(sts.Spec.Template)
 	if err != nil {
 		return nil, err
