@@ -227,12 +227,7 @@ func TestABackupInClusterModeOnAVolumeRestoresEveryShardAndGoesWithItsRedisBacku
 	e := newBackupEnv(t, false)
 	// Given a PersistentVolumeClaim for backups (the local node gives each claim a directory),
 	// and 3 shards of 2 nodes holding 3000 keys, 300 of them expiring
-	require.NoError(t, k8sClient.Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}))
-	claimDir := filepath.Join(e.node.Dir, "claims", e.ns, "backups")
+	claimDir := e.backupClaim(t)
 	source, cc := e.readyShardedSource(t)
 	writeShardedKeys(t, cc, "key:", 3000, 10)
 

@@ -471,16 +471,23 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	}, backupWait, tick)
 }
 
-func TestABackupOnAVolumeRestoresIntoANewClusterAndIsDeletedWithItsRedisBackup(t *testing.T) {
-	ctx := context.Background()
-	e := newBackupEnv(t, false)
-	// Given a PersistentVolumeClaim for backups (the local node gives each claim a directory)
-	require.NoError(t, k8sClient.Create(ctx, &corev1.PersistentVolumeClaim{
+// backupClaim creates the PersistentVolumeClaim "backups" and returns its directory on the local
+// node, which gives each claim one.
+func (e *backupEnv) backupClaim(t *testing.T) string {
+	t.Helper()
+	require.NoError(t, k8sClient.Create(context.Background(), &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "backups"},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
 	}))
-	claimDir := filepath.Join(e.node.Dir, "claims", e.ns, "backups")
+	return filepath.Join(e.node.Dir, "claims", e.ns, "backups")
+}
+
+func TestABackupOnAVolumeRestoresIntoANewClusterAndIsDeletedWithItsRedisBackup(t *testing.T) {
+	ctx := context.Background()
+	e := newBackupEnv(t, false)
+	// Given a PersistentVolumeClaim for backups (the local node gives each claim a directory)
+	claimDir := e.backupClaim(t)
 	onVolume := cachev1.BackupDestination{PersistentVolumeClaim: &cachev1.VolumeDestination{ClaimName: "backups", Prefix: "redis"}}
 	source, primary := e.readySource(t, 2)
 	writeKeys(t, primary, 300, 3, 1)
