@@ -1,11 +1,12 @@
-//go:build partitions
+//go:build e2e
 
-// Package partitions cuts the network of a RedisCluster on the local cluster's real node
-// (localcluster.StartOnRealNode: pods in network namespaces of their own, the operator as its
-// Deployment) while clients write, and checks what they were told against what the cluster holds
-// once healed (test/history). The cuts are packet filters inside the pods' namespaces
-// (test/partition), removed at each test's end. `make test-partitions` (root).
-package partitions
+// Network partitions of a RedisCluster on the local cluster's real node (pods in network
+// namespaces of their own, the operator as its Deployment) while clients write, checking what
+// they were told against what the cluster holds once healed (test/history). The cuts are packet
+// filters inside the pods' namespaces (test/partition), removed at each test's end. They share the
+// e2e suite's cluster (one start); `make test-partitions` runs them alone (root).
+
+package e2e
 
 import (
 	"context"
@@ -23,7 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,61 +35,52 @@ import (
 	"github.com/org/redis-operator/test/testenv"
 )
 
-const (
-	ns      = "default"
-	waitFor = 120 * time.Second
-	tick    = 200 * time.Millisecond
-	// unreachableTimeout is the clusters' spec.failover.unreachableTimeout.
-	unreachableTimeout = 3 * time.Second
-)
-
-var cluster *localcluster.Cluster
-
-func TestMain(m *testing.M) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	suite := localcluster.Suite{
-		Name:  "partitions",
-		Start: localcluster.StartOnRealNode,
-		Diagnose: func(c *localcluster.Cluster, _ string) {
-			out, _ := c.KubectlOutput("logs", "-n", localcluster.OperatorNamespace, "deployment/redis-operator-controller-manager", "--tail=200")
-			fmt.Fprintf(os.Stderr, "--- operator log\n%s\n", out)
-		},
-	}
-	os.Exit(suite.Run(m, root, func(c *localcluster.Cluster) { cluster = c }))
-}
+// unreachableTimeout is the partition scenarios' spec.failover.unreachableTimeout.
+const unreachableTimeout = 3 * time.Second
 
 // readyCluster creates a RedisCluster of 3 nodes, with minReplicasToWrite when not nil, and
-// waits until it is Ready; it is deleted, with its pods, when the test ends.
+// waits until it is Ready. It stays until the local cluster stops: the scenarios of a setting
+// share one (sharedCluster), each leaving it Ready.
 func readyCluster(t *testing.T, name string, minReplicasToWrite *int32) *cachev1.RedisCluster {
 	t.Helper()
-	ctx := context.Background()
 	rc := testenv.RedisCluster(ns, name, 3)
 	rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout},
 		MinReplicasToWrite: minReplicasToWrite}
-	require.NoError(t, cluster.Client.Create(ctx, rc))
-	t.Cleanup(func() {
-		_ = cluster.Client.Delete(ctx, rc)
-		require.Eventually(t, func() bool {
-			pods := &corev1.PodList{}
-			err := cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name})
-			return err == nil && len(pods.Items) == 0 &&
-				apierrors.IsNotFound(cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), &cachev1.RedisCluster{}))
-		}, waitFor, tick, "the RedisCluster and its pods are gone")
-	})
-	return eventuallyReady(t, rc)
+	require.NoError(t, cluster.Client.Create(context.Background(), rc))
+	return readyAgain(t, rc)
 }
 
-func eventuallyReady(t *testing.T, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
+var (
+	sharedMu sync.Mutex
+	shared   = map[string]*cachev1.RedisCluster{}
+)
+
+// sharedCluster is the RedisCluster of a setting, made by the first scenario that asks, and Ready
+// as the last one left it.
+func sharedCluster(t *testing.T, setting int) *cachev1.RedisCluster {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	name := fmt.Sprintf("setting-%d", setting)
+	if rc, ok := shared[name]; ok {
+		return readyAgain(t, rc)
+	}
+	rc := readyCluster(t, name, settings[setting].minReplicasToWrite)
+	shared[name] = rc
+	return rc
+}
+
+// readyAgain waits until rc is Ready (in replication mode with every node in the status), and
+// returns it.
+func readyAgain(t *testing.T, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
 	t.Helper()
 	got := &cachev1.RedisCluster{}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
 		assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
-		assert.Len(c, got.Status.Nodes, int(got.Spec.Replicas))
+		if got.Spec.Cluster == nil {
+			assert.Len(c, got.Status.Nodes, int(got.Spec.Replicas))
+		}
 	}, waitFor, tick)
 	return got
 }
@@ -199,16 +190,16 @@ func holding(d time.Duration, cut func(t *testing.T, net *partition.Net, pods ma
 // full is whether the long runs are asked for (PARTITIONS_FULL=1: the closing note's figures).
 func full() bool { return os.Getenv("PARTITIONS_FULL") == "1" }
 
-// cutFor is how long a partition lasts: 3 unreachable timeouts, 20 with PARTITIONS_FULL=1.
+// cutFor is how long a partition lasts: 2 unreachable timeouts, 20 with PARTITIONS_FULL=1.
 func cutFor() time.Duration {
 	if full() {
 		return 20 * unreachableTimeout
 	}
-	return 3 * unreachableTimeout
+	return 2 * unreachableTimeout
 }
 
-// run runs three clients against rc through its primary Service for 2s, partitions it, and lets
-// the clients run 6s more once healed; then, once the cluster is Ready again,
+// run runs three clients against rc through its primary Service for 1s, partitions it, and lets
+// the clients run 3s more once healed; then, once the cluster is Ready again,
 // it reads back every acknowledged key from the primary and returns what the checker says.
 func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 	t.Helper()
@@ -236,14 +227,14 @@ func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 	wg.Go(func() { workload.Run(runCtx) })
 	terms := pollPrimary(runCtx, &wg, rc)
 
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second)
 	net := partition.New(t)
 	s.partition(t, net, members, rc.Status.Primary, operatorMember(t))
-	time.Sleep(6 * time.Second)
+	time.Sleep(3 * time.Second)
 	stop()
 	wg.Wait()
 
-	after := eventuallyReady(t, rc)
+	after := readyAgain(t, rc)
 	reader := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.Dial})
 	defer reader.Close()
 	final := map[string]string{}
@@ -323,10 +314,11 @@ func isolatePrimary(t *testing.T, net *partition.Net, pods map[string]partition.
 	require.NoError(t, net.Cut([]partition.Member{pods[primary]}, others))
 }
 
-func TestTheOperatorCutOffFromThePrimary(t *testing.T) {
+func TestPartitionTheOperatorCutOffFromThePrimary(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
 	for i, setting := range settings {
 		t.Run(setting.name, func(t *testing.T) {
-			rc := readyCluster(t, fmt.Sprintf("op-primary-%d", i), setting.minReplicasToWrite)
+			rc := sharedCluster(t, i)
 			out := scenario{partition: holding(cutFor(), cutOperatorFromPrimary)}.run(t, rc)
 			assert.Empty(t, out.Lost, "acknowledged writes lost")
 			// Its replicas still hear from it: the operator's link is cut, not the primary's
@@ -335,10 +327,11 @@ func TestTheOperatorCutOffFromThePrimary(t *testing.T) {
 	}
 }
 
-func TestThePrimaryCutOffFromItsReplicasAndTheOperator(t *testing.T) {
+func TestPartitionThePrimaryCutOffFromItsReplicasAndTheOperator(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
 	for i, setting := range settings {
 		t.Run(setting.name, func(t *testing.T) {
-			rc := readyCluster(t, fmt.Sprintf("primary-alone-%d", i), setting.minReplicasToWrite)
+			rc := sharedCluster(t, i)
 			out := scenario{partition: holding(cutFor(), isolatePrimary)}.run(t, rc)
 			assert.Empty(t, out.Lost, "acknowledged writes lost")
 			assert.Positive(t, out.primaryChanges, "a replica replaces the primary nobody else hears from")
@@ -346,12 +339,13 @@ func TestThePrimaryCutOffFromItsReplicasAndTheOperator(t *testing.T) {
 	}
 }
 
-// TestTheOperatorCutOffFromTheAPIServer: the operator reaches Redis, not the API server (its
+// TestPartitionTheOperatorCutOffFromTheAPIServer: the operator reaches Redis, not the API server (its
 // ClusterIP, before kube-proxy rewrites it). It renews no lease meanwhile, writes no status, and
 // Redis goes on; once healed, it leads and reports again.
-func TestTheOperatorCutOffFromTheAPIServer(t *testing.T) {
+func TestPartitionTheOperatorCutOffFromTheAPIServer(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
 	ctx := context.Background()
-	rc := readyCluster(t, "op-api", nil)
+	rc := sharedCluster(t, 0)
 	api := &corev1.Service{}
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, api))
 	leaseKey := client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: "redis-operator.cache.example.com"}
@@ -375,13 +369,14 @@ func TestTheOperatorCutOffFromTheAPIServer(t *testing.T) {
 	}, waitFor, tick)
 }
 
-// TestAFlappingLinkDoesNotFailOverFasterThanTheTimeout: the primary's link to its replicas and
+// TestPartitionAFlappingLinkDoesNotFailOverFasterThanTheTimeout: the primary's link to its replicas and
 // the operator is cut for 2s and healed for 2s, again and again: each cut is shorter than
 // spec.failover.unreachableTimeout (3s), so no failover is due, and none may come faster than
 // the timeout allows.
-func TestAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T) {
-	rc := readyCluster(t, "flapping", nil)
-	flapFor := 12 * time.Second
+func TestPartitionAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
+	rc := sharedCluster(t, 0)
+	flapFor := 8 * time.Second
 	if full() {
 		flapFor = time.Minute
 	}
@@ -398,4 +393,107 @@ func TestAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T) {
 	assert.Empty(t, out.Lost, "acknowledged writes lost")
 	assert.LessOrEqual(t, time.Duration(out.primaryChanges)*unreachableTimeout, flapFor,
 		"no faster than one failover per unreachableTimeout")
+}
+
+// shardedClient is a history.Client of a RedisCluster in cluster mode, as an application's
+// go-redis ClusterClient: a write goes to the primary of its key's slot as the client knows it,
+// acknowledged once that primary's replica has it too (WAIT 1).
+type shardedClient struct {
+	cc   *goredis.ClusterClient
+	pods map[string]string
+}
+
+func (s shardedClient) Write(ctx context.Context, key, value string) (string, error) {
+	primary, err := s.cc.MasterForKey(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	return redisClient{c: primary, pods: s.pods}.Write(ctx, key, value)
+}
+
+func (s shardedClient) Read(ctx context.Context, key string) (string, bool, string, error) {
+	v, err := s.cc.Get(ctx, key).Result()
+	if errors.Is(err, goredis.Nil) {
+		return "", false, "", nil
+	}
+	return v, err == nil, "", err
+}
+
+// TestPartitionAShardsPrimaryCutOffFromTheRestOfTheCluster: in cluster mode (3 shards of 2 nodes), shard
+// 0's primary is cut off from every other node and the operator; clients still reach it. Redis
+// Cluster's own failover promotes its replica after the node timeout, and the primary, alone in its
+// minority, stops taking writes; a write it took meanwhile was never acknowledged (its replica did
+// not have it). Once healed it rejoins as the new primary's replica.
+func TestPartitionAShardsPrimaryCutOffFromTheRestOfTheCluster(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
+	ctx := context.Background()
+	rc := testenv.RedisCluster(ns, "sharded", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
+	require.NoError(t, cluster.Client.Create(ctx, rc))
+	rc = readyAgain(t, rc)
+	require.Len(t, rc.Status.Shards, 3)
+	members := pods(t, rc)
+	ips := map[string]string{}
+	var addrs []string
+	for name, m := range members {
+		ips[m.IP] = name
+		addrs = append(addrs, net.JoinHostPort(m.IP, "6379"))
+	}
+	password, err := cluster.SecretValue(ctx, ns, rc.Name+"-auth", "password")
+	require.NoError(t, err)
+	newClient := func() *goredis.ClusterClient {
+		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Dialer: cluster.Dial,
+			DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	clients := map[string]history.Client{}
+	for i := range 3 {
+		clients[fmt.Sprintf("c%d", i)] = shardedClient{cc: newClient(), pods: ips}
+	}
+	rec := &history.Recorder{}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		history.Workload{Clients: clients, Interval: 10 * time.Millisecond, OpTimeout: time.Second, Recorder: rec}.Run(runCtx)
+	})
+
+	time.Sleep(time.Second)
+	isolated := rc.Status.Shards[0].Primary
+	others := []partition.Member{operatorMember(t)}
+	for name, m := range members {
+		if name != isolated {
+			others = append(others, m)
+		}
+	}
+	cut := partition.New(t)
+	require.NoError(t, cut.Cut([]partition.Member{members[isolated]}, others))
+	// Its replica takes over once the majority of primaries has flagged it failed
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &cachev1.RedisCluster{}
+		require.NoError(c, cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), got))
+		require.Len(c, got.Status.Shards, 3)
+		assert.NotEqual(c, isolated, got.Status.Shards[0].Primary)
+	}, waitFor, tick, "shard 0's replica takes over")
+	time.Sleep(cutFor())
+	require.NoError(t, cut.Heal())
+	time.Sleep(3 * time.Second)
+	stop()
+	wg.Wait()
+
+	after := readyAgain(t, rc)
+	reader := newClient()
+	final := map[string]string{}
+	for key := range rec.Acknowledged() {
+		v, err := reader.Get(ctx, key).Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		require.NoError(t, err)
+		final[key] = v
+	}
+	report := history.Check(rec.Ops(), final, nil)
+	t.Logf("%s: shard 0's primary %s before, %s after; %s", t.Name(), isolated, after.Status.Shards[0].Primary, report)
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	assert.Contains(t, after.Status.Shards[0].Replicas, isolated, "the old primary rejoins as a replica")
 }
