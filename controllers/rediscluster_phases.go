@@ -145,7 +145,7 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
 			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
 			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
-			{"LiveSettings", cachev1.ReasonTopologyFailed, r.reconcileLiveSettings, servesRedis},
+			{"LiveSettings", cachev1.ReasonSettingsFailed, r.reconcileLiveSettings, servesRedis},
 			{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
 			{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},

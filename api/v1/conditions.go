@@ -85,6 +85,9 @@ const (
 	// without data (no spec.storage, or volumes that held none), and one of them was made
 	// primary: what the primary before it held is gone.
 	ReasonNodesRestartedWithoutData = "NodesRestartedWithoutData"
+	// ReasonSettingsFailed (Degraded=True): a node refused a setting the operator keeps live on
+	// running nodes (CONFIG SET of repl-ping-replica-period); the message names the node.
+	ReasonSettingsFailed = "SettingsFailed"
 	// ReasonNoPrimary (Degraded=True, Ready=False): no node can be primary yet.
 	ReasonNoPrimary = "NoPrimary"
 	// ReasonPrimaryUnreachable (Degraded=True): the primary does not answer; a replica replaces
