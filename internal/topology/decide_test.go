@@ -245,12 +245,6 @@ func TestAPromotionOfAnEmptyNodeSaysWhatTheRecordedPrimaryHeld(t *testing.T) {
 			held: 5000, want: "r-1",
 		},
 		{
-			name: "every node restarted, one loading its keys from its volume: it leads, nothing is lost",
-			observed: []Observed{replicaNode("r-0", 0, "", false, 0), holding(replicaNode("r-1", 1, "", false, 0), 5000),
-				replicaNode("r-2", 2, "", false, 0)},
-			held: 5000, want: "r-1",
-		},
-		{
 			name:     "the operator has not seen the primary serve since it started: it cannot say",
 			observed: []Observed{replicaNode("r-0", 0, "", false, 0), replicaNode("r-1", 1, "", false, 0)},
 			want:     "r-0",

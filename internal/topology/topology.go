@@ -180,11 +180,6 @@ func elect(candidates []Observed, prefer string) Observed {
 		if a.Info.Offset != b.Info.Offset {
 			return a.Info.Offset > b.Info.Offset
 		}
-		// Nodes that restarted hold no stream (offset 0); one that loaded its data from its
-		// volume holds keys, one whose volume was new holds none.
-		if a.Info.Keys != b.Info.Keys {
-			return a.Info.Keys > b.Info.Keys
-		}
 		if (a.Name == prefer) != (b.Name == prefer) {
 			return a.Name == prefer
 		}
