@@ -135,8 +135,8 @@ func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed
 
 // takeShards takes a snapshot of each shard of a RedisCluster in cluster mode, one after the
 // other, each to an object of its own under the backup's prefix; the backup is Completed once
-// every one is stored, Failed at the first that is not. Each shard's slots are read when its
-// snapshot is taken (nextShard).
+// every one is stored, Failed at the first that is not. Each shard's slots are read anew when
+// its snapshot is taken, so that completeShards can tell whether slots moved meanwhile.
 func (r *RedisBackupReconciler) takeShards(ctx context.Context, b *cachev1.RedisBackup, store *backup.Store, src snapshotSource) (ctrl.Result, error) {
 	dest := b.Spec.Destination.S3
 	if err := r.recordRunning(ctx, b, src.nodes(), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {

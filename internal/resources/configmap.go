@@ -66,8 +66,8 @@ func redisConf(rc *cachev1.RedisCluster, live bool) string {
 		"repl-diskless-sync-delay 0",
 	)
 	liveSettings := LiveSettings(rc)
-	for _, s := range liveSettings {
-		if live {
+	if live {
+		for _, s := range liveSettings {
 			lines = append(lines, s.Directive+" "+s.Value)
 		}
 	}

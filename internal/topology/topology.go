@@ -112,7 +112,7 @@ func Decide(v View, downFor time.Duration, policy Policy) Plan {
 			Reason: fmt.Sprintf("%s restarted as a replica; %s holds the most data", current, target.Name)}
 	default:
 		gone := primaryGone(v, cur, reachable)
-		if witness, ok := v.heardFromPrimary(cur); ok && v.Serving(cur) {
+		if witness, ok := v.heardFromPrimary(cur); ok {
 			// The operator's own link is cut, not the primary's: replacing a primary that its
 			// replicas (and maybe its clients) still reach would make two.
 			return Plan{Primary: current, Wait: policy.FailoverTimeout, Witness: witness,

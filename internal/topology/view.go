@@ -149,9 +149,12 @@ func (v View) CaughtUp(o Observed) bool {
 }
 
 // heardFromPrimary is a replica of primary that heard from it within HeardWithin seconds, if
-// one answers. (Not asked of a primary whose port refuses connections: its process
-// is gone, whatever its replicas have not noticed yet.)
+// one answers: a witness that it lives. None for a primary whose port refuses connections: its
+// process is gone, whatever its replicas have not noticed yet.
 func (v View) heardFromPrimary(primary Observed) (string, bool) {
+	if errors.Is(primary.Err, redis.ErrRefused) {
+		return "", false
+	}
 	for _, o := range v.reachable() {
 		if v.HeardWithin > 0 && o.replicates(primary) && o.Info.LinkUp && o.Info.LastIOSeconds <= v.HeardWithin {
 			return o.Name, true
@@ -166,8 +169,11 @@ func (v View) Serving(o Observed) bool {
 	if o.Name == v.Primary {
 		// One the operator cannot reach still serves while a replica hears from it: its
 		// clients reach it (the Service keeps it), and it is not replaced (Decide).
+		if o.IsPrimary() {
+			return true
+		}
 		_, heard := v.heardFromPrimary(o)
-		return o.IsPrimary() || (heard && !errors.Is(o.Err, redis.ErrRefused))
+		return heard
 	}
 	return v.CaughtUp(o)
 }
