@@ -3,11 +3,13 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -139,13 +142,6 @@ func ParseWatchNamespaces(value string) []string {
 		}
 	}
 	return namespaces
-}
-
-func durationOrNil(d time.Duration) *time.Duration {
-	if d == 0 {
-		return nil
-	}
-	return &d
 }
 
 // backupsServed says whether the API server serves the RedisBackup kind and the operator may
@@ -289,8 +285,25 @@ func leaderLock(cfg *rest.Config, opts Options) (resourcelock.Interface, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader election client: %w", err)
 	}
+	identity := opts.LeaderElectionIdentity
+	if identity == "" {
+		// As controller-runtime names a process of its own.
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("naming this process for leader election: %w", err)
+		}
+		identity = host + "_" + string(uuid.NewUUID())
+	}
 	return resourcelock.New(resourcelock.LeasesResourceLock, opts.LeaderElectionNamespace, leaderElectionID,
-		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: opts.LeaderElectionIdentity})
+		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+}
+
+// fenceOrNil is fence as the manager's lock: nil without leader election.
+func fenceOrNil(fence *leaseFence) resourcelock.Interface {
+	if fence == nil {
+		return nil
+	}
+	return fence
 }
 
 // NewManager builds a manager running the RedisCluster controller.
@@ -321,30 +334,40 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
-	var lock resourcelock.Interface
-	if opts.LeaderElection && opts.LeaderElectionIdentity != "" {
-		var err error
-		if lock, err = leaderLock(cfg, opts); err != nil {
+	leaseDuration := cmp.Or(opts.LeaseDuration, DefaultLeaseDuration)
+	renewDeadline := cmp.Or(opts.RenewDeadline, DefaultRenewDeadline)
+	var fence *leaseFence
+	newClient := client.New
+	redisOpts := redis.Options{Timeout: opts.RedisTimeout, Hook: opts.RedisHook}
+	if opts.LeaderElection {
+		lock, err := leaderLock(cfg, opts)
+		if err != nil {
 			return nil, err
 		}
+		fence = newLeaseFence(lock, renewDeadline)
+		newClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.New(cfg, o)
+			return fencedClient{Client: c, fence: fence.Check}, err
+		}
+		redisOpts.Fence = fence.Check
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache:  cacheOpts,
 		// Secrets are read by name, uncached: no informer lists or watches them.
-		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsOptions(opts),
-		HealthProbeBindAddress:  opts.ProbeAddr,
-		PprofBindAddress:        opts.PprofAddr,
-		LeaderElection:          opts.LeaderElection,
-		LeaderElectionID:        leaderElectionID,
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-		// nil: controller-runtime's lease, with a new identity each start.
-		LeaderElectionResourceLockInterface: lock,
+		Client:                              client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                             metricsOptions(opts),
+		HealthProbeBindAddress:              opts.ProbeAddr,
+		PprofBindAddress:                    opts.PprofAddr,
+		LeaderElection:                      opts.LeaderElection,
+		LeaderElectionID:                    leaderElectionID,
+		LeaderElectionNamespace:             opts.LeaderElectionNamespace,
+		LeaderElectionResourceLockInterface: fenceOrNil(fence),
+		NewClient:                           newClient,
 		// Stepping down at once lets a new leader take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 durationOrNil(opts.LeaseDuration),
-		RenewDeadline:                 durationOrNil(opts.RenewDeadline),
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
 		Controller: config.Controller{
 			SkipNameValidation:      &opts.SkipNameValidation,
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
@@ -357,7 +380,6 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	redisOpts := redis.Options{Timeout: opts.RedisTimeout, Hook: opts.RedisHook}
 	reconciler := &controllers.RedisClusterReconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),

@@ -159,6 +159,9 @@ type Options struct {
 	// Hook, when set, sees every dial and command to every node (the fault suite stops the
 	// operator right after a chosen write with it).
 	Hook goredis.Hook
+	// Fence, when set, is asked before every dial and command: an error refuses it unsent (a
+	// leader that lost its lease talks to no node).
+	Fence func() error
 }
 
 // WithLogin is opts with login's password and TLS configuration.
@@ -210,10 +213,47 @@ func newClient(addr string, opts Options) *goredis.Client {
 		DisableIdentity:    true, // no CLIENT SETINFO round trips
 		Protocol:           2,
 	})
+	if opts.Fence != nil {
+		c.AddHook(fenceHook(opts.Fence))
+	}
 	if opts.Hook != nil {
 		c.AddHook(opts.Hook)
 	}
 	return c
+}
+
+// fenceHook refuses every dial, command and pipeline while fence returns an error.
+type fenceHook func() error
+
+func (f fenceHook) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if err := f(); err != nil {
+			return nil, err
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (f fenceHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := f(); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f fenceHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := f(); err != nil {
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
 }
 
 type node struct {
