@@ -9,6 +9,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -22,9 +23,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -348,7 +351,6 @@ func TestPartitionTheOperatorCutOffFromTheAPIServer(t *testing.T) {
 	rc := sharedCluster(t, 0)
 	api := &corev1.Service{}
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, api))
-	leaseKey := client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: "redis-operator.cache.example.com"}
 	var renewedDuringCut bool
 	out := scenario{partition: func(t *testing.T, net *partition.Net, _ map[string]partition.Member, _ string, operator partition.Member) {
 		require.NoError(t, net.CutAddress([]partition.Member{operator}, api.Spec.ClusterIP, 443))
@@ -426,30 +428,177 @@ func (s shardedClient) Read(ctx context.Context, key string) (string, bool, stri
 // not have it). Once healed it rejoins as the new primary's replica.
 func TestPartitionAShardsPrimaryCutOffFromTheRestOfTheCluster(t *testing.T) {
 	needsLocalNode(t, "cuts inside the pods' network namespaces")
+	rc := shardedCluster(t, "sharded")
+	isolated := rc.Status.Shards[0].Primary
+	report, after := shardedScenario{partition: func(t *testing.T, cut *partition.Net) {
+		isolate(t, cut, rc, isolated)
+		replaced(t, rc, isolated)
+		time.Sleep(cutFor())
+	}}.run(t, rc)
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	assert.Contains(t, after.Status.Shards[0].Replicas, isolated, "the old primary rejoins as a replica")
+}
+
+// TestPartitionASlotMovesGivingPrimaryCutOffMidMove: a cluster of 3 shards holding 50,000 keys grows
+// to 4; while a primary migrates a slot (SETSLOT MIGRATING, its keys half moved), it is cut off from
+// every other node and the operator. Its replica is promoted by Redis Cluster without the slot's
+// migrating state, the receiving primary still imports it: the operator finishes the move from
+// the new primary once healed (or as soon as it reaches it), and no acknowledged write is lost.
+func TestPartitionASlotMovesGivingPrimaryCutOffMidMove(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
 	ctx := context.Background()
-	rc := testenv.RedisCluster(ns, "sharded", 2)
+	rc := shardedCluster(t, "resharded")
+	preload(t, rc, 50_000)
+	var giving string
+	report, after := shardedScenario{partition: func(t *testing.T, cut *partition.Net) {
+		got := &cachev1.RedisCluster{}
+		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), got))
+		got.Spec.Cluster.Shards = 4
+		require.NoError(t, cluster.Client.Update(ctx, got))
+		giving = migratingPrimary(t, rc)
+		isolate(t, cut, rc, giving)
+		replaced(t, rc, giving)
+		time.Sleep(cutFor())
+	}}.run(t, rc)
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	require.Len(t, after.Status.Shards, 4)
+	for _, s := range after.Status.Shards {
+		assert.NotEqual(t, giving, s.Primary, "the cut-off primary was replaced")
+	}
+	// Every slot is served by exactly one primary, none left half moved
+	c := shardedClient{cc: clusterClient(t, after)}
+	slots, err := c.cc.ClusterSlots(ctx).Result()
+	require.NoError(t, err)
+	served := 0
+	for _, r := range slots {
+		served += r.End - r.Start + 1
+	}
+	assert.Equal(t, 16384, served)
+}
+
+// shardedCluster creates a RedisCluster in cluster mode, 3 shards of 2 nodes with a node timeout
+// of 2s, and waits until it is Ready.
+func shardedCluster(t *testing.T, name string) *cachev1.RedisCluster {
+	t.Helper()
+	rc := testenv.RedisCluster(ns, name, 2)
 	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
-	require.NoError(t, cluster.Client.Create(ctx, rc))
+	require.NoError(t, cluster.Client.Create(context.Background(), rc))
 	rc = readyAgain(t, rc)
 	require.Len(t, rc.Status.Shards, 3)
-	members := pods(t, rc)
-	ips := map[string]string{}
+	return rc
+}
+
+// clusterClient is a go-redis ClusterClient of rc, as an application's, closed at the test's end.
+func clusterClient(t *testing.T, rc *cachev1.RedisCluster) *goredis.ClusterClient {
+	t.Helper()
+	password, err := cluster.SecretValue(context.Background(), ns, rc.Name+"-auth", "password")
+	require.NoError(t, err)
 	var addrs []string
-	for name, m := range members {
-		ips[m.IP] = name
+	for _, m := range pods(t, rc) {
 		addrs = append(addrs, net.JoinHostPort(m.IP, "6379"))
 	}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Dialer: cluster.Dial,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// preload writes n keys of 100 bytes, so that slot moves take a while.
+func preload(t *testing.T, rc *cachev1.RedisCluster, n int) {
+	t.Helper()
+	ctx := context.Background()
+	cc := clusterClient(t, rc)
+	value := strings.Repeat("v", 100)
+	for start := 0; start < n; start += 1000 {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := start; i < min(start+1000, n); i++ {
+				p.Set(ctx, fmt.Sprintf("preload:%d", i), value, 0)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}
+
+// migratingPrimary waits until one of rc's primaries migrates a slot (CLUSTER NODES says so of
+// itself: "[slot->-id]") and names it.
+func migratingPrimary(t *testing.T, rc *cachev1.RedisCluster) string {
+	t.Helper()
+	ctx := context.Background()
 	password, err := cluster.SecretValue(ctx, ns, rc.Name+"-auth", "password")
 	require.NoError(t, err)
-	newClient := func() *goredis.ClusterClient {
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Dialer: cluster.Dial,
-			DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
-		t.Cleanup(func() { cc.Close() })
-		return cc
+	members := pods(t, rc)
+	primaries := map[string]*goredis.Client{}
+	for _, s := range rc.Status.Shards {
+		c := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(members[s.Primary].IP, "6379"), Password: password,
+			Dialer: cluster.Dial, PoolSize: 1})
+		t.Cleanup(func() { c.Close() })
+		primaries[s.Primary] = c
+	}
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		for name, c := range primaries {
+			nodes, err := c.ClusterNodes(ctx).Result()
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(nodes, "\n") {
+				if strings.Contains(line, "myself") && strings.Contains(line, "->-") {
+					return name
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no primary was seen migrating a slot")
+	return ""
+}
+
+// isolate cuts rc's node isolated off from every other node of rc (as its status names them now)
+// and from the operator; the clients on the node still reach it.
+func isolate(t *testing.T, cut *partition.Net, rc *cachev1.RedisCluster, isolated string) {
+	t.Helper()
+	now := &cachev1.RedisCluster{}
+	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), now))
+	members := pods(t, now)
+	others := []partition.Member{operatorMember(t)}
+	for name, m := range members {
+		if name != isolated {
+			others = append(others, m)
+		}
+	}
+	require.NoError(t, cut.Cut([]partition.Member{members[isolated]}, others))
+}
+
+// replaced waits until Redis Cluster has replaced primary: no shard names it its primary.
+func replaced(t *testing.T, rc *cachev1.RedisCluster, primary string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &cachev1.RedisCluster{}
+		require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
+		assert.NotContains(c, primariesOf(got), primary)
+	}, waitFor, tick, "%s's replica takes over", primary)
+}
+
+// shardedScenario is a partition of a RedisCluster in cluster mode under three clients.
+type shardedScenario struct {
+	// partition cuts, holds and returns; the scenario heals.
+	partition func(t *testing.T, cut *partition.Net)
+}
+
+// run runs three go-redis ClusterClients against rc for 1s, partitions it, heals, lets the
+// clients run 3s more; then, once the cluster is Ready again, reads back every acknowledged key
+// and returns what the checker says, and the cluster's status.
+func (s shardedScenario) run(t *testing.T, rc *cachev1.RedisCluster) (history.Report, *cachev1.RedisCluster) {
+	t.Helper()
+	ctx := context.Background()
+	ips := map[string]string{}
+	for name, m := range pods(t, rc) {
+		ips[m.IP] = name
 	}
 	clients := map[string]history.Client{}
 	for i := range 3 {
-		clients[fmt.Sprintf("c%d", i)] = shardedClient{cc: newClient(), pods: ips}
+		clients[fmt.Sprintf("c%d", i)] = shardedClient{cc: clusterClient(t, rc), pods: ips}
 	}
 	rec := &history.Recorder{}
 	runCtx, stop := context.WithCancel(ctx)
@@ -459,30 +608,15 @@ func TestPartitionAShardsPrimaryCutOffFromTheRestOfTheCluster(t *testing.T) {
 	})
 
 	time.Sleep(time.Second)
-	isolated := rc.Status.Shards[0].Primary
-	others := []partition.Member{operatorMember(t)}
-	for name, m := range members {
-		if name != isolated {
-			others = append(others, m)
-		}
-	}
 	cut := partition.New(t)
-	require.NoError(t, cut.Cut([]partition.Member{members[isolated]}, others))
-	// Its replica takes over once the majority of primaries has flagged it failed
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := &cachev1.RedisCluster{}
-		require.NoError(c, cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), got))
-		require.Len(c, got.Status.Shards, 3)
-		assert.NotEqual(c, isolated, got.Status.Shards[0].Primary)
-	}, waitFor, tick, "shard 0's replica takes over")
-	time.Sleep(cutFor())
+	s.partition(t, cut)
 	require.NoError(t, cut.Heal())
 	time.Sleep(3 * time.Second)
 	stop()
 	wg.Wait()
 
 	after := readyAgain(t, rc)
-	reader := newClient()
+	reader := clusterClient(t, after)
 	final := map[string]string{}
 	for key := range rec.Acknowledged() {
 		v, err := reader.Get(ctx, key).Result()
@@ -493,7 +627,233 @@ func TestPartitionAShardsPrimaryCutOffFromTheRestOfTheCluster(t *testing.T) {
 		final[key] = v
 	}
 	report := history.Check(rec.Ops(), final, nil)
-	t.Logf("%s: shard 0's primary %s before, %s after; %s", t.Name(), isolated, after.Status.Shards[0].Primary, report)
-	assert.Empty(t, report.Lost, "acknowledged writes lost")
-	assert.Contains(t, after.Status.Shards[0].Replicas, isolated, "the old primary rejoins as a replica")
+	t.Logf("%s: primaries %v before, %v after; %s", t.Name(), primariesOf(rc), primariesOf(after), report)
+	return report, after
+}
+
+// primariesOf names each shard's primary, in shard order.
+func primariesOf(rc *cachev1.RedisCluster) []string {
+	var out []string
+	for _, s := range rc.Status.Shards {
+		out = append(out, s.Primary)
+	}
+	return out
+}
+
+// operatorDeployment is the operator's Deployment on the local cluster.
+const operatorDeployment = "redis-operator-controller-manager"
+
+// TestPartitionALeaderFrozenPastItsLeaseActsOnNothingWhenItResumes: two operator replicas with a
+// 4s lease. The leader's container is frozen (every process stopped where it is, unaware), the
+// primary is cut off from its replicas and both operators, the other replica takes the lease and
+// fails the primary over; once healed, the old leader is thawed with its reconciles half done
+// and its view from before the freeze. Every command each Redis node receives is watched
+// (MONITOR): from the thaw on, none comes from the old leader (the lease fence, see
+// controllers/operator/fence.go), while the new leader's keep coming; it exits, having lost the
+// lease; and no acknowledged write is lost.
+func TestPartitionALeaderFrozenPastItsLeaseActsOnNothingWhenItResumes(t *testing.T) {
+	needsLocalNode(t, "freezes the operator's container on the node")
+	ctx := context.Background()
+	rc := sharedCluster(t, 0)
+	twoShortLeasedReplicas(t)
+	lease := &coordinationv1.Lease{}
+	require.NoError(t, cluster.Client.Get(ctx, leaseKey, lease))
+	leader := ptr.Deref(lease.Spec.HolderIdentity, "")
+	operators := operatorMembers(t)
+	require.Len(t, operators, 2)
+	require.Contains(t, operators, leader)
+	leaderID, err := cluster.ContainerID(ctx, localcluster.OperatorNamespace, leader, "manager")
+	require.NoError(t, err)
+	restarts := containerRestarts(t, leader)
+
+	var fromOld, fromNew int
+	out := scenario{partition: func(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, _ partition.Member) {
+		// The leader is frozen; the primary is then cut off from its replicas and both operators
+		require.NoError(t, cluster.FreezeContainer(ctx, leaderID))
+		thawed := false
+		t.Cleanup(func() {
+			if !thawed {
+				_ = cluster.ThawContainer(ctx, leaderID)
+			}
+		})
+		others := []partition.Member{}
+		for name, m := range pods {
+			if name != primary {
+				others = append(others, m)
+			}
+		}
+		for _, m := range operators {
+			others = append(others, m)
+		}
+		require.NoError(t, net.Cut([]partition.Member{pods[primary]}, others))
+		// The other replica takes the lease and fails the primary over
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := &cachev1.RedisCluster{}
+			require.NoError(c, cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), got))
+			assert.NotEqual(c, primary, got.Status.Primary)
+		}, waitFor, tick)
+		require.NoError(t, cluster.Client.Get(ctx, leaseKey, lease))
+		require.NotEqual(t, leader, ptr.Deref(lease.Spec.HolderIdentity, ""), "another replica leads")
+		require.NoError(t, net.Heal())
+		readyAgain(t, rc)
+
+		// Every node's commands are watched while the old leader is thawed, for 10s
+		watch := monitorNodes(t, rc)
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, cluster.ThawContainer(ctx, leaderID))
+		thawed = true
+		time.Sleep(10 * time.Second)
+		byIP := watch()
+		fromOld = byIP[operators[leader].IP]
+		for name, m := range operators {
+			if name != leader {
+				fromNew = byIP[m.IP]
+			}
+		}
+	}}.run(t, rc)
+
+	assert.Empty(t, out.Lost, "acknowledged writes lost")
+	assert.Positive(t, out.primaryChanges, "the new leader failed the primary over")
+	assert.Positive(t, fromNew, "the watch sees the new leader's commands")
+	assert.Zero(t, fromOld, "commands the old leader sent after it was thawed")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Greater(c, containerRestarts(t, leader), restarts, "the old leader exited, having lost the lease")
+	}, waitFor, tick)
+	logs, _ := cluster.KubectlOutput("-n", localcluster.OperatorNamespace, "logs", leader, "-c", "manager", "--previous", "--tail=5")
+	t.Logf("old leader %s: %d commands after the thaw (new leader: %d); its last words:\n%s", leader, fromOld, fromNew, logs)
+}
+
+// twoShortLeasedReplicas runs the operator as two replicas with a 4s lease (3s renew deadline)
+// until the test ends, then as it was.
+func twoShortLeasedReplicas(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: operatorDeployment}
+	d := &appsv1.Deployment{}
+	require.NoError(t, cluster.Client.Get(ctx, key, d))
+	was := d.DeepCopy()
+	rollTo := func(spec appsv1.DeploymentSpec) {
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &appsv1.Deployment{}
+			if err := cluster.Client.Get(ctx, key, got); err != nil {
+				return err
+			}
+			got.Spec = spec
+			return cluster.Client.Update(ctx, got)
+		}))
+		require.NoError(t, cluster.Kubectl("-n", key.Namespace, "rollout", "status", "deployment/"+key.Name, "--timeout=120s"))
+	}
+	spec := *d.Spec.DeepCopy()
+	spec.Replicas = ptr.To[int32](2)
+	for i, c := range spec.Template.Spec.Containers {
+		if c.Name == "manager" {
+			spec.Template.Spec.Containers[i].Args = append(c.Args, "--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s")
+		}
+	}
+	rollTo(spec)
+	t.Cleanup(func() { rollTo(was.Spec) })
+	// Both run, and one of them leads (the old pod released the lease as it stopped)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		running := operatorMembersOrNone()
+		assert.Len(c, running, 2)
+		lease := &coordinationv1.Lease{}
+		require.NoError(c, cluster.Client.Get(ctx, leaseKey, lease))
+		assert.Contains(c, running, ptr.Deref(lease.Spec.HolderIdentity, ""))
+	}, waitFor, tick)
+}
+
+// leaseKey is the operator's leader election lease.
+var leaseKey = client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: "redis-operator.cache.example.com"}
+
+// operatorMembers are the operator's running pods as ends of a cut, by name.
+func operatorMembers(t *testing.T) map[string]partition.Member {
+	t.Helper()
+	out := map[string]partition.Member{}
+	for _, name := range operatorMembersOrNone() {
+		out[name] = member(t, localcluster.OperatorNamespace, name, "manager")
+	}
+	return out
+}
+
+// operatorMembersOrNone are the names of the operator's pods whose manager is running and ready.
+func operatorMembersOrNone() []string {
+	pods := &corev1.PodList{}
+	if err := cluster.Client.List(context.Background(), pods, client.InNamespace(localcluster.OperatorNamespace),
+		client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+		return nil
+	}
+	var names []string
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if p.DeletionTimestamp == nil && s.Name == "manager" && s.Ready {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return names
+}
+
+// containerRestarts is how often the kubelet restarted the manager container of pod.
+func containerRestarts(t require.TestingT, pod string) int32 {
+	p := &corev1.Pod{}
+	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: localcluster.OperatorNamespace, Name: pod}, p))
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == "manager" {
+			return s.RestartCount
+		}
+	}
+	return 0
+}
+
+// monitorNodes watches every command rc's nodes receive (MONITOR, over a connection of its own
+// per node) until the returned function is called, which says how many came from each client IP.
+func monitorNodes(t *testing.T, rc *cachev1.RedisCluster) func() map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	password, err := cluster.SecretValue(ctx, ns, rc.Name+"-auth", "password")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	for _, n := range pods(t, rc) {
+		conn, err := cluster.Dial(ctx, "tcp", net.JoinHostPort(n.IP, "6379"))
+		require.NoError(t, err)
+		conns = append(conns, conn)
+		_, err = fmt.Fprintf(conn, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$7\r\nMONITOR\r\n", len(password), password)
+		require.NoError(t, err)
+		lines := bufio.NewReader(conn)
+		for range 2 { // +OK to each
+			line, err := lines.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "+OK\r\n", line)
+		}
+		wg.Go(func() {
+			for {
+				// +1733200000.123456 [0 10.88.0.12:41234] "info" "replication"
+				line, err := lines.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if _, rest, ok := strings.Cut(line, "["); ok {
+					if f := strings.Fields(rest); len(f) >= 2 {
+						if host, _, err := net.SplitHostPort(strings.TrimSuffix(f[1], "]")); err == nil {
+							mu.Lock()
+							counts[host]++
+							mu.Unlock()
+						}
+					}
+				}
+			}
+		})
+	}
+	return func() map[string]int {
+		// What a node sent before this is read before the close ends the reader.
+		time.Sleep(200 * time.Millisecond)
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		wg.Wait()
+		return counts
+	}
 }

@@ -388,6 +388,25 @@ func (c *Cluster) KillContainer(ctx context.Context, id string) error {
 	return err
 }
 
+// FreezeContainer stops every process of a container where it is (the cgroup freezer, as a
+// paused VM or a long stop would), without its knowing; ThawContainer lets them run on.
+func (c *Cluster) FreezeContainer(ctx context.Context, id string) error {
+	return c.ctrTask(ctx, "pause", id)
+}
+
+// ThawContainer lets a frozen container's processes run on.
+func (c *Cluster) ThawContainer(ctx context.Context, id string) error {
+	return c.ctrTask(ctx, "resume", id)
+}
+
+func (c *Cluster) ctrTask(ctx context.Context, verb, id string) error {
+	if c.real == nil {
+		return errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
+	}
+	_, err := c.real.node.Containerd.Ctr(ctx, "tasks", verb, id)
+	return err
+}
+
 // PodNetns is the file of the network namespace of a pod's container (its process's
 // /proc/<pid>/ns/net), for a test to put packet filters there (test/partition).
 func (c *Cluster) PodNetns(ctx context.Context, namespace, pod, container string) (string, error) {
