@@ -91,7 +91,18 @@ func BenchmarkBackup1GiB(b *testing.B) {
 // writeLatencies sets keys on c one at a time until d passed or done closed, and returns each
 // write's latency.
 func writeLatencies(ctx context.Context, c goredis.Cmdable, d time.Duration, done chan struct{}) []time.Duration {
-	var out []time.Duration
+	return writeRunOf(ctx, c, d, done).latencies
+}
+
+// writeRun is what a writer saw: each acknowledged write's latency, and how many failed.
+type writeRun struct {
+	latencies []time.Duration
+	errors    int
+}
+
+// writeRunOf sets keys on c one at a time, a millisecond apart, until d passed or done closed.
+func writeRunOf(ctx context.Context, c goredis.Cmdable, d time.Duration, done chan struct{}) writeRun {
+	var out writeRun
 	end := time.Now().Add(d)
 	for i := 0; time.Now().Before(end); i++ {
 		select {
@@ -101,7 +112,9 @@ func writeLatencies(ctx context.Context, c goredis.Cmdable, d time.Duration, don
 		}
 		start := time.Now()
 		if err := c.Set(ctx, fmt.Sprintf("w:%d", i%10000), "0123456789012345678901234567890123456789", 0).Err(); err == nil {
-			out = append(out, time.Since(start))
+			out.latencies = append(out.latencies, time.Since(start))
+		} else {
+			out.errors++
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -3,6 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,92 +15,263 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )
 
-// scaleOutKeys is the dataset moved on a scale-out: 100k keys of 100 bytes.
-const scaleOutKeys = 100_000
+// dataset is what a scale-out moves: keys of size bytes.
+type dataset struct{ keys, size int }
 
-// BenchmarkScaleOutShards runs the operator binary over a RedisCluster in cluster mode of 3
-// shards x 2 real redis-server nodes holding 100k keys, grows it to 5 shards, and reports how
-// fast keys and slots move (from the patch until Ready with 5 shards, new pods' start
-// included), and a cluster client's write p99 before and during the move.
+func (d dataset) String() string { return fmt.Sprintf("%dx%dB", d.keys, d.size) }
+
+// scaleOutDatasets: 100k keys of 100 bytes; BENCH_FULL=1 adds 1M of 100 bytes and 10k of 10 KB.
+func scaleOutDatasets() []dataset {
+	sets := []dataset{{100_000, 100}}
+	if os.Getenv("BENCH_FULL") == "1" {
+		sets = append(sets, dataset{1_000_000, 100}, dataset{10_000, 10 << 10})
+	}
+	return sets
+}
+
+// scaleOut is one 3 -> 5 shard change under a writer.
+type scaleOut struct {
+	// moving is from the first slot moving until the last has moved; took adds what came
+	// before (the operator's new pods, or redis-cli's add-node).
+	moving, took  time.Duration
+	moved         int64
+	quiet, during writeRun
+}
+
+// BenchmarkScaleOutShards grows a cluster of 3 shards x 2 real redis-server nodes holding a
+// dataset to 5 shards under a cluster client writing one key a millisecond, twice in one run: by
+// the operator binary (a RedisCluster's spec.cluster.shards 3 -> 5), and by what users would
+// otherwise run, `redis-cli --cluster add-node` and `--cluster rebalance --cluster-use-empty-masters`
+// (Debian's redis-tools, the same Redis) over the same configuration. It prints keys and slots moved per second while slots
+// move, the writer's p99 and errors for both, and the ratio.
 func BenchmarkScaleOutShards(b *testing.B) {
 	cfg, c := apiServer(b)
-	ctx := context.Background()
-	for range b.N {
-		ns, err := testenv.CreateNamespace(ctx, c, "shards")
-		require.NoError(b, err)
-		node := runLocalNode(b, c, ns)
-		op := startOperatorProcess(b, cfg, ns)
-
-		rc := testenv.RedisCluster(ns, "orders", 2)
-		rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
-		require.NoError(b, c.Create(ctx, rc))
-		shardsReady := func(n int) func(context.Context) bool {
-			return func(ctx context.Context) bool {
-				got := &cachev1.RedisCluster{}
-				return c.Get(ctx, client.ObjectKeyFromObject(rc), got) == nil && got.Status.ObservedGeneration == got.Generation &&
-					meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady) && len(got.Status.Shards) == n
-			}
-		}
-		waitFor(b, op, "3 shards Ready", 5*time.Minute, 100*time.Millisecond, shardsReady(3))
-		require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
-		var addrs []string
-		for _, n := range rc.Status.Nodes {
-			addrs = append(addrs, node.Server(n.Name).Addr())
-		}
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password(b, ctx, c, ns, "orders"),
-			Protocol: 2, DisableIdentity: true, MaxRedirects: 8})
-		defer cc.Close()
-		value := "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
-		for i := 0; i < scaleOutKeys; i += 1000 {
-			_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for k := i; k < i+1000; k++ {
-					p.Set(ctx, fmt.Sprintf("key:%d", k), value, 0)
+	for _, ds := range scaleOutDatasets() {
+		b.Run(ds.String(), func(b *testing.B) {
+			for range b.N {
+				op := operatorScaleOut(b, cfg, c, ds)
+				ref := redisCliRebalance(b, ds)
+				slots := 2 * 16384 / 5
+				rate := func(s scaleOut) float64 { return float64(s.moved) / s.moving.Seconds() }
+				b.ReportMetric(op.took.Seconds(), "scale-out-s")
+				b.ReportMetric(rate(op), "keys-moved/s")
+				b.ReportMetric(float64(slots)/op.moving.Seconds(), "slots-moved/s")
+				b.ReportMetric(p99(op.during.latencies).Seconds()*1000, "moving-p99-ms")
+				b.ReportMetric(rate(ref), "redis-cli-keys-moved/s")
+				b.ReportMetric(p99(ref.during.latencies).Seconds()*1000, "redis-cli-moving-p99-ms")
+				b.ReportMetric(rate(op)/rate(ref), "keys/s-ratio")
+				fmt.Printf("\nslot moves, 3 -> 5 shards x 2 redis-server nodes, %d keys of %d bytes, a cluster client writing one key a millisecond (%s)\n",
+					ds.keys, ds.size, time.Now().Format(time.DateOnly))
+				fmt.Printf("| %-29s | %8s | %8s | %7s | %7s | %13s | %13s | %13s |\n", "", "moving s", "total s", "keys/s", "slots/s",
+					"writer p99 ms", "(before) ms", "writer errors")
+				for _, row := range []struct {
+					name string
+					s    scaleOut
+				}{{"operator", op}, {"redis-cli --cluster rebalance", ref}} {
+					fmt.Printf("| %-29s | %8.2f | %8.2f | %7.0f | %7.0f | %13.2f | %13.2f | %13d |\n", row.name, row.s.moving.Seconds(), row.s.took.Seconds(),
+						rate(row.s), float64(slots)/row.s.moving.Seconds(), p99(row.s.during.latencies).Seconds()*1000,
+						p99(row.s.quiet.latencies).Seconds()*1000, row.s.during.errors)
 				}
-				return nil
-			})
-			require.NoError(b, err)
-		}
-
-		quiet := writeLatencies(ctx, cc, 3*time.Second, nil)
-
-		done := make(chan struct{})
-		during := make(chan []time.Duration, 1)
-		go func() { during <- writeLatencies(ctx, cc, time.Hour, done) }()
-		start := time.Now()
-		patch := client.MergeFrom(rc.DeepCopy())
-		rc.Spec.Cluster.Shards = 5
-		require.NoError(b, c.Patch(ctx, rc, patch))
-		waitFor(b, op, "5 shards Ready", 10*time.Minute, 50*time.Millisecond, shardsReady(5))
-		took := time.Since(start)
-		close(done)
-		moving := <-during
-
-		require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
-		moved := int64(0)
-		for _, sh := range rc.Status.Shards[3:] {
-			n, err := goredis.NewClient(&goredis.Options{Addr: node.Server(sh.Primary).Addr(), Password: password(b, ctx, c, ns, "orders"),
-				Protocol: 2, DisableIdentity: true}).DBSize(ctx).Result()
-			require.NoError(b, err)
-			moved += n
-		}
-		total, err := cc.DBSize(ctx).Result()
-		require.NoError(b, err)
-		slots := 2 * 16384 / 5
-		b.ReportMetric(took.Seconds(), "scale-out-s")
-		b.ReportMetric(float64(moved)/took.Seconds(), "keys-moved/s")
-		b.ReportMetric(float64(slots)/took.Seconds(), "slots-moved/s")
-		b.ReportMetric(p99(quiet).Seconds()*1000, "quiet-p99-ms")
-		b.ReportMetric(p99(moving).Seconds()*1000, "moving-p99-ms")
-		fmt.Printf("\ncluster mode, 3 -> 5 shards x 2 redis-server nodes, %d keys of 100 bytes, operator binary: Ready with 5 shards %.1fs after the patch "+
-			"(new pods' start included); %d keys and about %d slots moved: %.0f keys/s, %.0f slots/s; %d keys after (%d before); "+
-			"cluster client SET p99 %.2f ms before (%d writes), %.2f ms during the move (%d writes)\n",
-			scaleOutKeys, took.Seconds(), moved, slots, float64(moved)/took.Seconds(), float64(slots)/took.Seconds(), total, scaleOutKeys,
-			p99(quiet).Seconds()*1000, len(quiet), p99(moving).Seconds()*1000, len(moving))
+				fmt.Printf("operator / redis-cli, keys per second while moving: %.2f; keys moved %d and %d\n", rate(op)/rate(ref), op.moved, ref.moved)
+			}
+		})
 	}
+}
+
+// load writes ds's keys through cc, 1,000 a pipeline.
+func load(b *testing.B, ctx context.Context, cc *goredis.ClusterClient, ds dataset) {
+	value := strings.Repeat("v", ds.size)
+	for i := 0; i < ds.keys; i += 1000 {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for k := i; k < min(i+1000, ds.keys); k++ {
+				p.Set(ctx, fmt.Sprintf("key:%d", k), value, 0)
+			}
+			return nil
+		})
+		require.NoError(b, err)
+	}
+}
+
+// operatorScaleOut runs the operator binary over a RedisCluster of 3 shards holding ds and grows
+// it to 5; moving is from the first status that says slots move until Ready with 5 shards.
+func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds dataset) scaleOut {
+	ctx := context.Background()
+	ns, err := testenv.CreateNamespace(ctx, c, "shards")
+	require.NoError(b, err)
+	node := runLocalNode(b, c, ns)
+	op := startOperatorProcess(b, cfg, ns)
+
+	rc := testenv.RedisCluster(ns, "orders", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
+	require.NoError(b, c.Create(ctx, rc))
+	var firstMove time.Time
+	shardsReady := func(n int) func(context.Context) bool {
+		return func(ctx context.Context) bool {
+			got := &cachev1.RedisCluster{}
+			if c.Get(ctx, client.ObjectKeyFromObject(rc), got) != nil {
+				return false
+			}
+			if p := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionProgressing); firstMove.IsZero() && p != nil &&
+				p.Reason == cachev1.ReasonSlotsMoving && p.ObservedGeneration == got.Generation {
+				firstMove = time.Now()
+			}
+			return got.Status.ObservedGeneration == got.Generation &&
+				meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady) && len(got.Status.Shards) == n
+		}
+	}
+	waitFor(b, op, "3 shards Ready", 5*time.Minute, 100*time.Millisecond, shardsReady(3))
+	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+	var addrs []string
+	for _, n := range rc.Status.Nodes {
+		addrs = append(addrs, node.Server(n.Name).Addr())
+	}
+	pw := password(b, ctx, c, ns, "orders")
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8})
+	defer cc.Close()
+	load(b, ctx, cc, ds)
+
+	var out scaleOut
+	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
+	done := make(chan struct{})
+	during := make(chan writeRun, 1)
+	go func() { during <- writeRunOf(ctx, cc, time.Hour, done) }()
+	start := time.Now()
+	patch := client.MergeFrom(rc.DeepCopy())
+	rc.Spec.Cluster.Shards = 5
+	require.NoError(b, c.Patch(ctx, rc, patch))
+	waitFor(b, op, "5 shards Ready", 20*time.Minute, 20*time.Millisecond, shardsReady(5))
+	out.took = time.Since(start)
+	require.False(b, firstMove.IsZero(), "no status said slots move")
+	out.moving = time.Since(firstMove)
+	close(done)
+	out.during = <-during
+
+	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+	for _, sh := range rc.Status.Shards[3:] {
+		primary := goredis.NewClient(&goredis.Options{Addr: node.Server(sh.Primary).Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
+		n, err := primary.DBSize(ctx).Result()
+		_ = primary.Close()
+		require.NoError(b, err)
+		out.moved += n
+	}
+	total, err := cc.DBSize(ctx).Result()
+	require.NoError(b, err)
+	require.GreaterOrEqual(b, total, int64(ds.keys), "every key is still there")
+	return out
+}
+
+// redisCliRebalance starts 10 redis-server nodes configured as the operator configures a
+// cluster's, makes 3 shards of 2 with `redis-cli --cluster create`, loads ds, adds 2 more shards
+// with `--cluster add-node` (their replicas with --cluster-slave) and moves slots to them with
+// `--cluster rebalance --cluster-use-empty-masters`, as a user without the operator would.
+func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
+	ctx := context.Background()
+	const pw = "bench-password"
+	conf := strings.Join([]string{"requirepass " + pw, "masterauth " + pw, "repl-diskless-sync yes", "repl-diskless-sync-delay 0",
+		"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 2000", "cluster-allow-replica-migration no"}, "\n") + "\n"
+	dir := b.TempDir()
+	var nodes []*redistest.Server
+	for i := range 10 {
+		s, err := redistest.StartIn(filepath.Join(dir, fmt.Sprint(i)), fmt.Sprintf("node-%d", i), conf)
+		require.NoError(b, err)
+		b.Cleanup(s.Kill)
+		nodes = append(nodes, s)
+	}
+	cli := func(args ...string) string {
+		cmd := exec.Command("redis-cli", append([]string{"--cluster"}, args...)...)
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+pw) // not in argv
+		out, err := cmd.CombinedOutput()
+		require.NoError(b, err, "redis-cli --cluster %s: %s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	addrs := func(ss []*redistest.Server) []string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, s.Addr())
+		}
+		return out
+	}
+	// Primaries 0-2 with replicas 3-5; later primaries 6-7 with replicas 8-9.
+	cli(append(append([]string{"create"}, addrs(nodes[:6])...), "--cluster-replicas", "1", "--cluster-yes")...)
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs(nodes[:6]), Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8})
+	defer cc.Close()
+	agreed(b, ctx, nodes[:6], pw)
+	load(b, ctx, cc, ds)
+
+	var out scaleOut
+	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
+	done := make(chan struct{})
+	during := make(chan writeRun, 1)
+	go func() { during <- writeRunOf(ctx, cc, time.Hour, done) }()
+	start := time.Now()
+	for i := 6; i < 8; i++ {
+		cli("add-node", nodes[i].Addr(), nodes[0].Addr())
+	}
+	agreed(b, ctx, nodes[:8], pw)
+	for i := 8; i < 10; i++ {
+		cli("add-node", nodes[i].Addr(), nodes[0].Addr(), "--cluster-slave", "--cluster-master-id", nodeID(b, ctx, nodes[i-2], pw))
+	}
+	agreed(b, ctx, nodes, pw)
+	moving := time.Now()
+	cli("rebalance", nodes[0].Addr(), "--cluster-use-empty-masters")
+	out.moving = time.Since(moving)
+	out.took = time.Since(start)
+	close(done)
+	out.during = <-during
+	for _, s := range nodes[6:8] {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
+		n, err := c.DBSize(ctx).Result()
+		_ = c.Close()
+		require.NoError(b, err)
+		out.moved += n
+	}
+	return out
+}
+
+// agreed waits until every node knows every other and all agree on the slots (what redis-cli's
+// own check asks before it moves anything).
+func agreed(b *testing.B, ctx context.Context, nodes []*redistest.Server, pw string) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		views := map[string]bool{}
+		complete := true
+		for _, s := range nodes {
+			c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
+			out, err := c.ClusterNodes(ctx).Result()
+			_ = c.Close()
+			require.NoError(b, err)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			complete = complete && len(lines) == len(nodes) && !strings.Contains(out, "handshake")
+			var slots []string
+			for _, l := range lines {
+				f := strings.Fields(l)
+				if len(f) > 8 {
+					slots = append(slots, f[0]+strings.Join(f[8:], ","))
+				}
+			}
+			slices.Sort(slots)
+			views[strings.Join(slots, ";")] = true
+		}
+		if complete && len(views) == 1 {
+			return
+		}
+		require.True(b, time.Now().Before(deadline), "the nodes did not agree on the cluster within a minute")
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func nodeID(b *testing.B, ctx context.Context, s *redistest.Server, pw string) string {
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	id, err := c.ClusterMyID(ctx).Result()
+	require.NoError(b, err)
+	return id
 }

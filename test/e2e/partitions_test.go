@@ -13,8 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -395,6 +397,85 @@ func TestPartitionAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T)
 	assert.Empty(t, out.Lost, "acknowledged writes lost")
 	assert.LessOrEqual(t, time.Duration(out.primaryChanges)*unreachableTimeout, flapFor,
 		"no faster than one failover per unreachableTimeout")
+}
+
+// TestPartitionRandomFaults (PARTITIONS_FULL=1 only): for 5 minutes, cuts chosen at random (the operator
+// from the primary, the primary from everyone but the clients, one replica from everyone, the operator
+// from the API server, one way from the primary to its replicas) held 1-8 s, healed for 2-5 s, under
+// the clients' workload throughout; no acknowledged write may be lost. PARTITIONS_SEED picks the
+// sequence (printed).
+func TestPartitionRandomFaults(t *testing.T) {
+	needsLocalNode(t, "cuts inside the pods' network namespaces")
+	if !full() {
+		t.Skip("PARTITIONS_FULL=1 runs it")
+	}
+	ctx := context.Background()
+	seed := time.Now().UnixNano()
+	if s, err := strconv.ParseInt(os.Getenv("PARTITIONS_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	t.Logf("PARTITIONS_SEED=%d", seed)
+	random := rand.New(rand.NewPCG(uint64(seed), 0))
+	api := &corev1.Service{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, api))
+	for i, setting := range settings {
+		t.Run(setting.name, func(t *testing.T) {
+			rc := sharedCluster(t, i)
+			counts := map[string]int{}
+			out := scenario{partition: func(t *testing.T, net *partition.Net, pods map[string]partition.Member, _ string, operator partition.Member) {
+				for end := time.Now().Add(5 * time.Minute); time.Now().Before(end); {
+					now := &cachev1.RedisCluster{}
+					require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), now))
+					primary := now.Status.Primary
+					if _, ok := pods[primary]; !ok {
+						time.Sleep(time.Second)
+						continue
+					}
+					counts[randomCut(t, net, random, pods, primary, operator, api.Spec.ClusterIP)]++
+					time.Sleep(time.Second + time.Duration(random.IntN(7000))*time.Millisecond)
+					require.NoError(t, net.Heal())
+					time.Sleep(2*time.Second + time.Duration(random.IntN(3000))*time.Millisecond)
+				}
+			}}.run(t, rc)
+			t.Logf("cuts: %v", counts)
+			assert.Empty(t, out.Lost, "acknowledged writes lost")
+		})
+	}
+}
+
+// randomCut makes one of five cuts, chosen by random, and names it.
+func randomCut(t *testing.T, net *partition.Net, random *rand.Rand, pods map[string]partition.Member, primary string,
+	operator partition.Member, apiServerIP string) string {
+	var replicas []partition.Member
+	for name, m := range pods {
+		if name != primary {
+			replicas = append(replicas, m)
+		}
+	}
+	switch random.IntN(5) {
+	case 0:
+		require.NoError(t, net.Cut([]partition.Member{operator}, []partition.Member{pods[primary]}))
+		return "operator-primary"
+	case 1:
+		require.NoError(t, net.Cut([]partition.Member{pods[primary]}, append(replicas, operator)))
+		return "primary-isolated"
+	case 2:
+		r := replicas[random.IntN(len(replicas))]
+		others := []partition.Member{operator}
+		for _, m := range pods {
+			if m.Name != r.Name {
+				others = append(others, m)
+			}
+		}
+		require.NoError(t, net.Cut([]partition.Member{r}, others))
+		return "replica-isolated"
+	case 3:
+		require.NoError(t, net.CutAddress([]partition.Member{operator}, apiServerIP, 443))
+		return "operator-apiserver"
+	default:
+		require.NoError(t, net.CutFrom([]partition.Member{pods[primary]}, replicas))
+		return "primary-to-replicas-one-way"
+	}
 }
 
 // shardedClient is a history.Client of a RedisCluster in cluster mode, as an application's
