@@ -86,7 +86,7 @@ test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw
 	go test ./... -count=1
 
 .PHONY: bench
-bench: localcluster node redis-image build versitygw ## Benchmarks that print figures: 500 new RedisClusters; the operator binary idle over 1000 and checking 100 x 3 real nodes; the local cluster on its real node (root); a 1 GiB backup and restore through the Versity S3 Gateway; 3 shards' backup and restore against one node's; cluster mode's scale-out from 3 to 5 shards.
+bench: localcluster node redis-image build versitygw ## Benchmarks that print figures, each beside what users would otherwise run where there is one: 500 new RedisClusters against a plain client (three rounds, median); the operator binary idle over 1000, and checking 100 x 3 real nodes against a bare Go loop; the local cluster on its real node (root); a 1 GiB backup and restore against redis-cli --rdb piped to rclone; 3 shards' backup and restore against one node's; cluster mode's scale-out from 3 to 5 shards against redis-cli --cluster rebalance. BENCH_FULL=1: also 1M keys and 10 KB values moved; BENCH_SMOKE=1: small (CI).
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster|Backup1GiB|BackupShardsAgainstOne|ScaleOutShards' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,10 +24,9 @@ import (
 )
 
 // The dataset: 1 GiB of random (incompressible) values of 64 KiB, so that the RDB is 1 GiB too.
-const (
-	backupKeys      = 1 << 14
-	backupValueSize = 64 << 10
-)
+var backupKeys = sized(1<<14, 1<<12)
+
+const backupValueSize = 64 << 10
 
 // BenchmarkBackup1GiB backs up 1 GiB of data from a real replica to a real S3 server (the Versity S3 Gateway)
 // as the operator does (internal/backup: the replication handshake, streamed into multipart
@@ -52,10 +53,10 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		require.NoError(b, rcl.Do(ctx, "REPLICAOF", primary.IP, "6379").Err())
 		require.Eventually(b, func() bool {
 			info, err := rcl.Info(ctx, "replication").Result()
-			return err == nil && strings.Contains(info, "master_link_status:up") && rcl.DBSize(ctx).Val() == backupKeys
+			return err == nil && strings.Contains(info, "master_link_status:up") && rcl.DBSize(ctx).Val() == int64(backupKeys)
 		}, 5*time.Minute, 200*time.Millisecond, "replica: %s", replica.LogTail(1500))
 
-		st := startBenchStore(b, dir)
+		st, endpoint := startBenchS3(b, dir)
 
 		quiet := writeLatencies(ctx, pc, 5*time.Second, nil)
 
@@ -76,15 +77,35 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		restoreTime := time.Since(start)
 		require.NoError(b, err)
 
+		// What users would otherwise run: redis-cli's own replication transfer piped to rclone,
+		// into the same bucket; downloaded with rclone and checked with redis-check-rdb.
+		pipe := referenceBackup(b, ctx, pc, replica.Addr(), endpoint, dir)
+
 		mb := float64(res.Size) / 1e6
 		b.ReportMetric(mb/backupTime.Seconds(), "backup-MB/s")
 		b.ReportMetric(mb/restoreTime.Seconds(), "restore-MB/s")
 		b.ReportMetric(p99(quiet).Seconds()*1000, "write-p99-ms")
 		b.ReportMetric(p99(during).Seconds()*1000, "write-p99-during-backup-ms")
-		fmt.Printf("\nbackup of %d keys (RDB %.0f MB) from a replica to the Versity S3 Gateway: %.1fs, %.0f MB/s; restore (download, SHA-256, lay out): %.1fs, %.0f MB/s\n",
-			backupKeys, mb, backupTime.Seconds(), mb/backupTime.Seconds(), restoreTime.Seconds(), mb/restoreTime.Seconds())
-		fmt.Printf("primary's SET latency: p99 %.2fms without a backup (%d writes), %.2fms during it (%d writes)\n",
-			p99(quiet).Seconds()*1000, len(quiet), p99(during).Seconds()*1000, len(during))
+		b.ReportMetric(float64(pipe.size)/1e6/pipe.backup.Seconds(), "pipe-backup-MB/s")
+		b.ReportMetric(float64(pipe.size)/1e6/pipe.restore.Seconds(), "pipe-restore-MB/s")
+		b.ReportMetric(backupTime.Seconds()/pipe.backup.Seconds(), "backup-time-ratio")
+		b.ReportMetric(restoreTime.Seconds()/pipe.restore.Seconds(), "restore-time-ratio")
+		fmt.Printf("\nbackup and restore of %d keys of %d KiB, random, from a replica to the Versity S3 Gateway (%s)\n", backupKeys, backupValueSize>>10,
+			time.Now().Format(time.DateOnly))
+		fmt.Printf("| %-62s | %6s | %9s | %7s | %16s |\n", "", "MB", "seconds", "MB/s", "primary p99 ms")
+		row := func(name string, bytes int64, d time.Duration, lat []time.Duration) {
+			p := "-"
+			if lat != nil {
+				p = fmt.Sprintf("%.2f", p99(lat).Seconds()*1000)
+			}
+			fmt.Printf("| %-62s | %6.0f | %9.2f | %7.0f | %16s |\n", name, float64(bytes)/1e6, d.Seconds(), float64(bytes)/1e6/d.Seconds(), p)
+		}
+		row("backup, operator (internal/backup: SYNC, SHA-256, multipart)", res.Size, backupTime, during)
+		row("backup, redis-cli --rdb - | rclone rcat", pipe.size, pipe.backup, pipe.during)
+		row("restore, operator (download, SHA-256, lay out)", res.Size, restoreTime, nil)
+		row("restore, rclone cat > dump.rdb && redis-check-rdb", pipe.size, pipe.restore, nil)
+		fmt.Printf("operator / pipe, time: backup %.2f, restore %.2f (goal: at most 1.10); primary's SET p99 with no backup: %.2f ms (%d writes)\n",
+			backupTime.Seconds()/pipe.backup.Seconds(), restoreTime.Seconds()/pipe.restore.Seconds(), p99(quiet).Seconds()*1000, len(quiet))
 	}
 }
 
@@ -133,6 +154,12 @@ func p99(d []time.Duration) time.Duration {
 // startBenchStore starts a real S3 server (the Versity S3 Gateway) under dir, stopped when the
 // benchmark ends, and returns its bucket "bench" as the operator's backups use it.
 func startBenchStore(b *testing.B, dir string) *backup.Store {
+	st, _ := startBenchS3(b, dir)
+	return st
+}
+
+// startBenchS3 is startBenchStore, and the S3 server's endpoint.
+func startBenchS3(b *testing.B, dir string) (*backup.Store, string) {
 	b.Helper()
 	require.NoError(b, os.MkdirAll(filepath.Join(dir, "s3"), 0o755))
 	store, err := s3server.StartIn(filepath.Join(dir, "s3"))
@@ -141,7 +168,7 @@ func startBenchStore(b *testing.B, dir string) *backup.Store {
 	store.CreateBucket(b, "bench")
 	st, err := backup.NewStore(*store.Destination("bench", "").S3, backup.Credentials{AccessKeyID: s3server.AccessKeyID, SecretAccessKey: s3server.SecretAccessKey}, nil)
 	require.NoError(b, err)
-	return st
+	return st, store.Endpoint
 }
 
 // writeRandomValues sets key:0..key:<keys-1> to incompressible values of backupValueSize, drawn
@@ -174,4 +201,49 @@ func mkdir(b *testing.B, dir, name string) string {
 	p := filepath.Join(dir, name)
 	require.NoError(b, os.MkdirAll(p, 0o755))
 	return p
+}
+
+// piped is the reference backup's and restore's figures.
+type piped struct {
+	size            int64
+	backup, restore time.Duration
+	during          []time.Duration
+}
+
+// referenceBackup backs the replica at addr up as a user without the operator would, `redis-cli
+// --rdb - | rclone rcat` into the bench bucket at endpoint, with a writer on pc meanwhile; then
+// restores it: `rclone cat` into a file and `redis-check-rdb` on it.
+func referenceBackup(b *testing.B, ctx context.Context, pc goredis.Cmdable, addr, endpoint, dir string) piped {
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(b, err)
+	// rclone's remote "bench" from the environment, not a config file; the keys stay out of argv.
+	env := append(os.Environ(), "RCLONE_CONFIG_BENCH_TYPE=s3", "RCLONE_CONFIG_BENCH_PROVIDER=Other",
+		"RCLONE_CONFIG_BENCH_ENDPOINT="+endpoint, "RCLONE_CONFIG_BENCH_REGION=us-east-1",
+		"RCLONE_CONFIG_BENCH_ACCESS_KEY_ID="+s3server.AccessKeyID, "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY="+s3server.SecretAccessKey,
+		"RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE=true", "RCLONE_CONFIG="+filepath.Join(dir, "rclone.conf"))
+	var out piped
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { out.during = writeLatencies(ctx, pc, time.Hour, done) })
+	start := time.Now()
+	backupCmd := exec.Command("sh", "-c", `redis-cli -h "$1" -p "$2" --rdb - | rclone rcat bench:bench/pipe.rdb`, "sh", host, port)
+	backupCmd.Env = env
+	msg, err := backupCmd.CombinedOutput()
+	out.backup = time.Since(start)
+	close(done)
+	wg.Wait()
+	require.NoError(b, err, "%s", msg)
+
+	file := filepath.Join(mkdir(b, dir, "pipe-restored"), "dump.rdb")
+	start = time.Now()
+	restoreCmd := exec.Command("sh", "-c", `rclone cat bench:bench/pipe.rdb > "$1" && redis-check-rdb "$1"`, "sh", file)
+	restoreCmd.Env = env
+	msg, err = restoreCmd.CombinedOutput()
+	out.restore = time.Since(start)
+	require.NoError(b, err, "%s", msg)
+	require.Contains(b, string(msg), "RDB looks OK")
+	st, err := os.Stat(file)
+	require.NoError(b, err)
+	out.size = st.Size()
+	return out
 }

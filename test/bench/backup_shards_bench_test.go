@@ -20,7 +20,7 @@ import (
 )
 
 // The dataset of the shards' benchmark: 384 MiB of incompressible values of 64 KiB.
-const shardedBackupKeys = 6 << 10
+var shardedBackupKeys = sized(6<<10, 1<<10)
 
 // BenchmarkBackupShardsAgainstOne backs up the same data held by one node, as in replication
 // mode, and by the three primaries of a cluster-mode cluster (a third each), as the operator

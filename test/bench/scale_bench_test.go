@@ -3,7 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,16 +21,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/test/testenv"
 )
 
-const (
-	idleClusters    = 1000
-	idleWindow      = 30 * time.Second
-	watchedClusters = 100
-	watchedWindow   = 30 * time.Second
-	watchedRounds   = 6
-	aloneRounds     = 3
+var (
+	idleClusters    = sized(1000, 200)
+	idleWindow      = sized(30*time.Second, 10*time.Second)
+	watchedClusters = sized(100, 20)
+	watchedWindow   = sized(30*time.Second, 10*time.Second)
+	watchedRounds   = sized(6, 2)
+	aloneRounds     = sized(3, 1)
 )
 
 // BenchmarkIdle1000 runs the operator binary with its defaults over 1000 RedisClusters of 3
@@ -111,13 +119,21 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 		})
 		ready := time.Since(start)
 		time.Sleep(5 * time.Second)
+		nodes := watchedNodes(b, ctx, c, node, ns)
 		openedBefore, err := op.metric("redis_operator_redis_connections_opened_total")
 		require.NoError(b, err)
+		sentBefore := commandStats(b, ctx, nodes)
 		share := op.cpuShare(b, watchedWindow)
+		sent := commandStats(b, ctx, nodes).since(sentBefore)
 		openedAfter, err := op.metric("redis_operator_redis_connections_opened_total")
 		require.NoError(b, err)
 		rss, _ := op.memory(b)
-		perNodeSecond := (openedAfter - openedBefore) / (3 * watchedClusters) / watchedWindow.Seconds()
+		perNodeSecond := (openedAfter - openedBefore) / float64(3*watchedClusters) / watchedWindow.Seconds()
+
+		// The same commands to the same nodes at the same rate from a bare loop, the operator stopped.
+		require.NoError(b, op.cmd.Process.Signal(syscall.SIGSTOP))
+		bare, bareSent := bareLoopShare(b, ctx, nodes, sent.perNodeCheck(len(nodes), watchedWindow/controllers.DefaultCheckInterval))
+		require.NoError(b, op.cmd.Process.Signal(syscall.SIGCONT))
 
 		var failovers []time.Duration
 		for i := range watchedRounds {
@@ -128,6 +144,8 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 
 		b.ReportMetric(ready.Seconds(), "all-ready-s")
 		b.ReportMetric(100*share, "check-cpu-%")
+		b.ReportMetric(100*bare, "bare-loop-cpu-%")
+		b.ReportMetric(share/bare, "check-cpu-ratio")
 		b.ReportMetric(perNodeSecond, "conns/node/s")
 		b.ReportMetric(rss, "rss-MiB")
 		b.ReportMetric(p50.Seconds(), "failover-p50-s")
@@ -138,6 +156,11 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 			watchedClusters, ready.Seconds(), 100*share, watchedWindow, perNodeSecond, rss,
 			len(failovers), p50.Seconds(), failovers[len(failovers)-1].Seconds(),
 			len(alone), percentile(alone, 50).Seconds(), alone[len(alone)-1].Seconds())
+		fmt.Printf("\nhealth checks of %d redis-server nodes, every %s (%s)\n", len(nodes), controllers.DefaultCheckInterval, time.Now().Format(time.DateOnly))
+		fmt.Printf("| %-52s | %13s | %-40s |\n", "", "CPU of a core", "commands per node per second")
+		fmt.Printf("| %-52s | %12.1f%% | %-40s |\n", "operator (status, metrics, decisions, watches)", 100*share, sent.perNodeSecond(len(nodes), watchedWindow))
+		fmt.Printf("| %-52s | %12.1f%% | %-40s |\n", "bare Go loop (same commands, held connections)", 100*bare, bareSent.perNodeSecond(len(nodes), watchedWindow))
+		fmt.Printf("operator / bare loop: %.2f (goal: at most 1.5, and at most 10%% of a core)\n", share/bare)
 	}
 }
 
@@ -202,4 +225,112 @@ func countReady(b *testing.B, ctx context.Context, c client.Client, ns string) i
 		}
 	}
 	return n
+}
+
+// redisNode is a node's address and password, as a client of it needs them.
+type redisNode struct{ addr, password string }
+
+// watchedNodes are every node of every RedisCluster in ns.
+func watchedNodes(b *testing.B, ctx context.Context, c client.Client, node *testenv.LocalNode, ns string) []redisNode {
+	rcs := &cachev1.RedisClusterList{}
+	require.NoError(b, c.List(ctx, rcs, client.InNamespace(ns)))
+	var out []redisNode
+	for _, rc := range rcs.Items {
+		pw := password(b, ctx, c, ns, rc.Name)
+		for _, n := range rc.Status.Nodes {
+			out = append(out, redisNode{addr: node.Server(n.Name).Addr(), password: pw})
+		}
+	}
+	return out
+}
+
+// commandCounts are calls by command name (INFO commandstats, summed over nodes).
+type commandCounts map[string]int64
+
+// commandStats reads every node's INFO commandstats; its own INFO is not counted.
+func commandStats(b *testing.B, ctx context.Context, nodes []redisNode) commandCounts {
+	out := commandCounts{}
+	for _, n := range nodes {
+		c := goredis.NewClient(&goredis.Options{Addr: n.addr, Password: n.password, Protocol: 2, DisableIdentity: true})
+		raw, err := c.Info(ctx, "commandstats").Result()
+		_ = c.Close()
+		require.NoError(b, err)
+		for _, line := range strings.Split(raw, "\n") {
+			// cmdstat_info:calls=123,usec=...
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+			if !ok {
+				continue
+			}
+			calls, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(calls, 10, 64)
+			require.NoError(b, err)
+			out[name] += v
+		}
+		out["auth"]-- // this read's own
+		out["info"]--
+	}
+	return out
+}
+
+func (c commandCounts) since(before commandCounts) commandCounts {
+	out := commandCounts{}
+	for name, v := range c {
+		if d := v - before[name]; d > 0 {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// perNodeCheck is each command's calls per node per check, as bareloop's -rates takes them.
+func (c commandCounts) perNodeCheck(nodes int, checks time.Duration) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(c)) {
+		parts = append(parts, fmt.Sprintf("%s=%.3f", name, float64(c[name])/float64(nodes)/float64(checks)))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (c commandCounts) perNodeSecond(nodes int, window time.Duration) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(c)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(c[name])/float64(nodes)/window.Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// bareLoopShare runs test/bench/cmd/bareloop over nodes with rates (per node per check) and
+// returns its share of a core over watchedWindow and the commands the nodes received meanwhile.
+func bareLoopShare(b *testing.B, ctx context.Context, nodes []redisNode, rates string) (float64, commandCounts) {
+	root, err := testenv.RepoRoot()
+	require.NoError(b, err)
+	dir := b.TempDir()
+	binary := filepath.Join(dir, "bareloop")
+	build := exec.Command("go", "build", "-o", binary, "./test/bench/cmd/bareloop")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	var list strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&list, "%s %s\n", n.addr, n.password)
+	}
+	nodesFile := filepath.Join(dir, "nodes")
+	require.NoError(b, os.WriteFile(nodesFile, []byte(list.String()), 0o600))
+	cmd := exec.Command(binary, "-nodes", nodesFile, "-rates", rates, "-interval", controllers.DefaultCheckInterval.String())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(b, cmd.Start())
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	time.Sleep(3 * time.Second) // connected, and each node's checks spread over the interval
+	before := commandStats(b, ctx, nodes)
+	start := time.Now()
+	cpuBefore, err := cpuTime(cmd.Process.Pid)
+	require.NoError(b, err)
+	time.Sleep(watchedWindow)
+	cpuAfter, err := cpuTime(cmd.Process.Pid)
+	require.NoError(b, err)
+	share := float64(cpuAfter-cpuBefore) / float64(time.Since(start))
+	return share, commandStats(b, ctx, nodes).since(before)
 }

@@ -28,9 +28,9 @@ type dataset struct{ keys, size int }
 
 func (d dataset) String() string { return fmt.Sprintf("%dx%dB", d.keys, d.size) }
 
-// scaleOutDatasets: 100k keys of 100 bytes; BENCH_FULL=1 adds 1M of 100 bytes and 10k of 10 KB.
+// scaleOutDatasets: 100k keys of 100 bytes (20k with BENCH_SMOKE=1); BENCH_FULL=1 adds 1M of 100 bytes and 10k of 10 KB.
 func scaleOutDatasets() []dataset {
-	sets := []dataset{{100_000, 100}}
+	sets := []dataset{{sized(100_000, 20_000), 100}}
 	if os.Getenv("BENCH_FULL") == "1" {
 		sets = append(sets, dataset{1_000_000, 100}, dataset{10_000, 10 << 10})
 	}
