@@ -217,7 +217,9 @@ func referenceBackup(b *testing.B, ctx context.Context, pc goredis.Cmdable, addr
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(b, err)
 	// rclone's remote "bench" from the environment, not a config file; the keys stay out of argv.
-	env := append(os.Environ(), "RCLONE_CONFIG_BENCH_TYPE=s3", "RCLONE_CONFIG_BENCH_PROVIDER=Other",
+	// AWS_CA_BUNDLE, where a machine sets one, makes rclone's SDK fail on a plain-HTTP endpoint.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "AWS_") })
+	env = append(env, "RCLONE_CONFIG_BENCH_TYPE=s3", "RCLONE_CONFIG_BENCH_PROVIDER=Other",
 		"RCLONE_CONFIG_BENCH_ENDPOINT="+endpoint, "RCLONE_CONFIG_BENCH_REGION=us-east-1",
 		"RCLONE_CONFIG_BENCH_ACCESS_KEY_ID="+s3server.AccessKeyID, "RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY="+s3server.SecretAccessKey,
 		"RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE=true", "RCLONE_CONFIG="+filepath.Join(dir, "rclone.conf"))
