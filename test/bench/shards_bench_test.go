@@ -140,9 +140,7 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 
 	var out scaleOut
 	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
-	done := make(chan struct{})
-	during := make(chan writeRun, 1)
-	go func() { during <- writeRunOf(ctx, cc, time.Hour, done) }()
+	stopWriter := backgroundWriter(ctx, cc)
 	start := time.Now()
 	patch := client.MergeFrom(rc.DeepCopy())
 	rc.Spec.Cluster.Shards = 5
@@ -151,8 +149,7 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 	out.took = time.Since(start)
 	require.False(b, firstMove.IsZero(), "no status said slots move")
 	out.moving = time.Since(firstMove)
-	close(done)
-	out.during = <-during
+	out.during = stopWriter()
 
 	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 	for _, sh := range rc.Status.Shards[3:] {
@@ -208,9 +205,7 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 
 	var out scaleOut
 	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
-	done := make(chan struct{})
-	during := make(chan writeRun, 1)
-	go func() { during <- writeRunOf(ctx, cc, time.Hour, done) }()
+	stopWriter := backgroundWriter(ctx, cc)
 	start := time.Now()
 	for i := 6; i < 8; i++ {
 		cli("add-node", nodes[i].Addr(), nodes[0].Addr())
@@ -224,8 +219,7 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	cli("rebalance", nodes[0].Addr(), "--cluster-use-empty-masters")
 	out.moving = time.Since(moving)
 	out.took = time.Since(start)
-	close(done)
-	out.during = <-during
+	out.during = stopWriter()
 	for _, s := range nodes[6:8] {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
 		n, err := c.DBSize(ctx).Result()
