@@ -88,13 +88,13 @@ func BenchmarkBackup1GiB(b *testing.B) {
 		b.ReportMetric(restoreTime.Seconds()/pipe.restoreSynced.Seconds(), "restore-synced-time-ratio")
 		fmt.Printf("\nbackup and restore of %d keys of %d KiB, random, from a replica to the Versity S3 Gateway (%s)\n", backupKeys, backupValueSize>>10,
 			time.Now().Format(time.DateOnly))
-		fmt.Printf("| %-62s | %6s | %9s | %7s | %16s |\n", "", "MB", "seconds", "MB/s", "primary p99 ms")
+		fmt.Printf("| %-64s | %6s | %9s | %7s | %16s |\n", "", "MB", "seconds", "MB/s", "primary p99 ms")
 		row := func(name string, bytes int64, d time.Duration, lat []time.Duration) {
 			p := "-"
 			if lat != nil {
 				p = fmt.Sprintf("%.2f", p99(lat).Seconds()*1000)
 			}
-			fmt.Printf("| %-62s | %6.0f | %9.2f | %7.0f | %16s |\n", name, float64(bytes)/1e6, d.Seconds(), float64(bytes)/1e6/d.Seconds(), p)
+			fmt.Printf("| %-64s | %6.0f | %9.2f | %7.0f | %16s |\n", name, float64(bytes)/1e6, d.Seconds(), float64(bytes)/1e6/d.Seconds(), p)
 		}
 		row("backup, operator (internal/backup: SYNC, SHA-256, multipart)", res.Size, backupTime, during)
 		row("backup, redis-cli --rdb - | rclone rcat", pipe.size, pipe.backup, pipe.during)
