@@ -140,6 +140,39 @@ func (p *operatorProcess) cpuShare(b *testing.B, window time.Duration) float64 {
 	return float64(p.cpu(b)-before) / float64(time.Since(start))
 }
 
+// profileCPU, when BENCH_PPROF is set, takes a CPU profile of the operator over the next window;
+// the function it returns waits for it and prints where the time went (go tool pprof -top).
+func (p *operatorProcess) profileCPU(b *testing.B, window time.Duration) func() {
+	addr := os.Getenv("BENCH_PPROF")
+	if addr == "" {
+		return func() {}
+	}
+	path := filepath.Join(b.TempDir(), "operator.pprof")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(window.Seconds())))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		done <- err
+	}()
+	return func() {
+		require.NoError(b, <-done)
+		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=30", p.cmd.Path, path).CombinedOutput()
+		require.NoError(b, err, "%s", out)
+		fmt.Printf("\nthe operator's CPU profile over %s:\n%s", window, out)
+	}
+}
+
 // metric reads one unlabelled sample from the operator's metrics endpoint.
 func (p *operatorProcess) metric(name string) (float64, error) {
 	resp, err := http.Get("http://" + p.metrics + "/metrics")

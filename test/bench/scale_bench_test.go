@@ -126,7 +126,9 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 		// between the two reads' starts.
 		counted := time.Now()
 		sentBefore := commandStats(b, ctx, nodes)
+		profiled := op.profileCPU(b, watchedWindow)
 		share := op.cpuShare(b, watchedWindow)
+		profiled()
 		sentWindow := time.Since(counted)
 		sentCounts := commandStats(b, ctx, nodes).since(sentBefore)
 		openedAfter, err := op.metric("redis_operator_redis_connections_opened_total")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,34 @@ type scaleOut struct {
 	moving, took  time.Duration
 	moved         int64
 	quiet, during writeRun
+	// redirects are the MOVED and ASK replies the writer's client met while slots moved.
+	redirects int64
+}
+
+// redirectCounter counts the MOVED and ASK replies a cluster client's nodes give (each costs the
+// writer a round trip more, a MOVED also a reload of the client's slot map).
+type redirectCounter struct{ n atomic.Int64 }
+
+func (r *redirectCounter) newClient(o *goredis.Options) *goredis.Client {
+	c := goredis.NewClient(o)
+	c.AddHook(r)
+	return c
+}
+
+func (r *redirectCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (r *redirectCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
+			r.n.Add(1)
+		}
+		return err
+	}
+}
+
+func (r *redirectCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
 }
 
 // BenchmarkScaleOutShards grows a cluster of 3 shards x 2 real redis-server nodes holding a
@@ -70,15 +99,16 @@ func BenchmarkScaleOutShards(b *testing.B) {
 				b.ReportMetric(rate(op)/rate(ref), "keys/s-ratio")
 				fmt.Printf("\nslot moves, 3 -> 5 shards x 2 redis-server nodes, %d keys of %d bytes, a cluster client writing one key a millisecond (%s)\n",
 					ds.keys, ds.size, time.Now().Format(time.DateOnly))
-				fmt.Printf("| %-29s | %8s | %8s | %7s | %7s | %13s | %13s | %13s |\n", "", "moving s", "total s", "keys/s", "slots/s",
-					"writer p99 ms", "(before) ms", "writer errors")
+				fmt.Printf("| %-29s | %8s | %8s | %7s | %7s | %13s | %11s | %13s | %22s |\n", "", "moving s", "total s", "keys/s", "slots/s",
+					"writer p99 ms", "(before) ms", "writer errors", "redirects / 1000 SETs")
 				for _, row := range []struct {
 					name string
 					s    scaleOut
 				}{{"operator", op}, {"redis-cli --cluster rebalance", ref}} {
-					fmt.Printf("| %-29s | %8.2f | %8.2f | %7.0f | %7.0f | %13.2f | %13.2f | %13d |\n", row.name, row.s.moving.Seconds(), row.s.took.Seconds(),
+					fmt.Printf("| %-29s | %8.2f | %8.2f | %7.0f | %7.0f | %13.2f | %11.2f | %13d | %22.1f |\n", row.name, row.s.moving.Seconds(), row.s.took.Seconds(),
 						rate(row.s), float64(slots)/row.s.moving.Seconds(), p99(row.s.during.latencies).Seconds()*1000,
-						p99(row.s.quiet.latencies).Seconds()*1000, row.s.during.errors)
+						p99(row.s.quiet.latencies).Seconds()*1000, row.s.during.errors,
+						1000*float64(row.s.redirects)/float64(max(1, len(row.s.during.latencies)+row.s.during.errors)))
 				}
 				fmt.Printf("operator / redis-cli, keys per second while moving: %.2f; keys moved %d and %d\n", rate(op)/rate(ref), op.moved, ref.moved)
 			}
@@ -134,12 +164,15 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 		addrs = append(addrs, node.Server(n.Name).Addr())
 	}
 	pw := password(b, ctx, c, ns, "orders")
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8})
+	redirects := &redirectCounter{}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8,
+		NewClient: redirects.newClient})
 	defer cc.Close()
 	load(b, ctx, cc, ds)
 
 	var out scaleOut
 	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
+	redirectsBefore := redirects.n.Load()
 	stopWriter := backgroundWriter(ctx, cc)
 	start := time.Now()
 	patch := client.MergeFrom(rc.DeepCopy())
@@ -150,6 +183,7 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 	require.False(b, firstMove.IsZero(), "no status said slots move")
 	out.moving = time.Since(firstMove)
 	out.during = stopWriter()
+	out.redirects = redirects.n.Load() - redirectsBefore
 
 	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 	for _, sh := range rc.Status.Shards[3:] {
@@ -198,13 +232,16 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	}
 	// Primaries 0-2 with replicas 3-5; later primaries 6-7 with replicas 8-9.
 	cli(append(append([]string{"create"}, addrs(nodes[:6])...), "--cluster-replicas", "1", "--cluster-yes")...)
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs(nodes[:6]), Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8})
+	redirects := &redirectCounter{}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs(nodes[:6]), Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8,
+		NewClient: redirects.newClient})
 	defer cc.Close()
 	agreed(b, ctx, nodes[:6], pw)
 	load(b, ctx, cc, ds)
 
 	var out scaleOut
 	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
+	redirectsBefore := redirects.n.Load()
 	stopWriter := backgroundWriter(ctx, cc)
 	start := time.Now()
 	for i := 6; i < 8; i++ {
@@ -220,6 +257,7 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	out.moving = time.Since(moving)
 	out.took = time.Since(start)
 	out.during = stopWriter()
+	out.redirects = redirects.n.Load() - redirectsBefore
 	for _, s := range nodes[6:8] {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
 		n, err := c.DBSize(ctx).Result()
