@@ -49,6 +49,25 @@ type scaleOut struct {
 	redirects int64
 }
 
+// countingClusterClient is a cluster client of addrs whose redirects are counted.
+func countingClusterClient(addrs []string, password string) (*goredis.ClusterClient, *redirectCounter) {
+	redirects := &redirectCounter{}
+	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password, Protocol: 2, DisableIdentity: true,
+		MaxRedirects: 8, NewClient: redirects.newClient}), redirects
+}
+
+// startWriter measures cc's writer for 3 s with nothing moving (s.quiet), then starts it; the
+// function it returns stops it and records what it saw meanwhile (s.during, s.redirects).
+func (s *scaleOut) startWriter(ctx context.Context, cc *goredis.ClusterClient, redirects *redirectCounter) func() {
+	s.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
+	before := redirects.n.Load()
+	stop := backgroundWriter(ctx, cc)
+	return func() {
+		s.during = stop()
+		s.redirects = redirects.n.Load() - before
+	}
+}
+
 // redirectCounter counts the MOVED and ASK replies a cluster client's nodes give (each costs the
 // writer a round trip more, a MOVED also a reload of the client's slot map).
 type redirectCounter struct{ n atomic.Int64 }
@@ -164,16 +183,12 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 		addrs = append(addrs, node.Server(n.Name).Addr())
 	}
 	pw := password(b, ctx, c, ns, "orders")
-	redirects := &redirectCounter{}
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8,
-		NewClient: redirects.newClient})
+	cc, redirects := countingClusterClient(addrs, pw)
 	defer cc.Close()
 	load(b, ctx, cc, ds)
 
 	var out scaleOut
-	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
-	redirectsBefore := redirects.n.Load()
-	stopWriter := backgroundWriter(ctx, cc)
+	stopWriter := out.startWriter(ctx, cc, redirects)
 	start := time.Now()
 	patch := client.MergeFrom(rc.DeepCopy())
 	rc.Spec.Cluster.Shards = 5
@@ -182,8 +197,7 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 	out.took = time.Since(start)
 	require.False(b, firstMove.IsZero(), "no status said slots move")
 	out.moving = time.Since(firstMove)
-	out.during = stopWriter()
-	out.redirects = redirects.n.Load() - redirectsBefore
+	stopWriter()
 
 	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
 	for _, sh := range rc.Status.Shards[3:] {
@@ -232,17 +246,13 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	}
 	// Primaries 0-2 with replicas 3-5; later primaries 6-7 with replicas 8-9.
 	cli(append(append([]string{"create"}, addrs(nodes[:6])...), "--cluster-replicas", "1", "--cluster-yes")...)
-	redirects := &redirectCounter{}
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs(nodes[:6]), Password: pw, Protocol: 2, DisableIdentity: true, MaxRedirects: 8,
-		NewClient: redirects.newClient})
+	cc, redirects := countingClusterClient(addrs(nodes[:6]), pw)
 	defer cc.Close()
 	agreed(b, ctx, nodes[:6], pw)
 	load(b, ctx, cc, ds)
 
 	var out scaleOut
-	out.quiet = writeRunOf(ctx, cc, 3*time.Second, nil)
-	redirectsBefore := redirects.n.Load()
-	stopWriter := backgroundWriter(ctx, cc)
+	stopWriter := out.startWriter(ctx, cc, redirects)
 	start := time.Now()
 	for i := 6; i < 8; i++ {
 		cli("add-node", nodes[i].Addr(), nodes[0].Addr())
@@ -256,8 +266,7 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	cli("rebalance", nodes[0].Addr(), "--cluster-use-empty-masters")
 	out.moving = time.Since(moving)
 	out.took = time.Since(start)
-	out.during = stopWriter()
-	out.redirects = redirects.n.Load() - redirectsBefore
+	stopWriter()
 	for _, s := range nodes[6:8] {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
 		n, err := c.DBSize(ctx).Result()
