@@ -254,14 +254,16 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	var out scaleOut
 	stopWriter := out.startWriter(ctx, cc, redirects)
 	start := time.Now()
+	// Each add-node first checks that the nodes agree, and fails when the node added just before
+	// is not yet known to all of them: a user waits for agreement after each, and so do we.
 	for i := 6; i < 8; i++ {
 		cli("add-node", nodes[i].Addr(), nodes[0].Addr())
+		agreed(b, ctx, nodes[:i+1], pw)
 	}
-	agreed(b, ctx, nodes[:8], pw)
 	for i := 8; i < 10; i++ {
 		cli("add-node", nodes[i].Addr(), nodes[0].Addr(), "--cluster-slave", "--cluster-master-id", nodeID(b, ctx, nodes[i-2], pw))
+		agreed(b, ctx, nodes[:i+1], pw)
 	}
-	agreed(b, ctx, nodes, pw)
 	moving := time.Now()
 	cli("rebalance", nodes[0].Addr(), "--cluster-use-empty-masters")
 	out.moving = time.Since(moving)
