@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -138,8 +139,12 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	case plan.Waiting != "" || len(plan.Actions) > 0 || state.shards.clusterDown != "":
 		why := plan.Waiting
-		if why == "" {
-			why = "cluster commands were sent; the nodes are agreeing"
+		switch {
+		case why != "":
+		case len(plan.Actions) > 0:
+			why = fmt.Sprintf("cluster commands were sent (%s); the nodes are agreeing", sentActions(plan.Actions))
+		default:
+			why = fmt.Sprintf("%s says the cluster does not serve every slot yet", state.shards.clusterDown)
 		}
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, why)
 	}
@@ -151,6 +156,20 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 	}
 	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
 		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, shards.SlotCount, rc.Spec.Replicas))
+}
+
+// sentActions names the first cluster commands sent, and how many more: what a cluster that
+// does not settle keeps being told.
+func sentActions(actions []shards.Action) string {
+	const shown = 2
+	var names []string
+	for _, a := range actions[:min(shown, len(actions))] {
+		names = append(names, a.String())
+	}
+	if len(actions) > shown {
+		names = append(names, fmt.Sprintf("%d more", len(actions)-shown))
+	}
+	return strings.Join(names, ", ")
 }
 
 // slotsMoving says how far a change of spec.cluster.shards is: the slots left to move, or the

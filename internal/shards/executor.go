@@ -120,19 +120,27 @@ func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[st
 	from, to := dial(addrs[first.From]), dial(addrs[first.To])
 	defer from.Close()
 	defer to.Close()
-	var importing, migrating, open, all []int
+	var unseen, importing, migrating, open, all []int
 	for _, m := range moves {
 		all = append(all, m.Slot)
 		if m.Owned {
 			continue
 		}
 		open = append(open, m.Slot)
+		if !m.ToSeesFrom {
+			unseen = append(unseen, m.Slot)
+		}
 		if !m.Importing {
 			importing = append(importing, m.Slot)
 		}
 		if !m.Migrating {
 			migrating = append(migrating, m.Slot)
 		}
+	}
+	// The receiver refuses the keys of a slot it sees nobody serve: it is told the giver's
+	// claim first (SETSLOT NODE of another node keeps its importing state).
+	if err := setSlots(ctx, to, redis.SlotNode, first.FromID, unseen); err != nil {
+		return 0, fmt.Errorf("%s takes %s as the owner of slots %v: %w", first.To, first.From, unseen, err)
 	}
 	if err := setSlots(ctx, to, redis.SlotImporting, first.FromID, importing); err != nil {
 		return 0, fmt.Errorf("%s imports slots %v from %s: %w", first.To, importing, first.From, err)

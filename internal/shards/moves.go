@@ -38,6 +38,11 @@ type Move struct {
 	Importing, Migrating bool
 	// Owned: To serves the slot already; only the others' SETSLOT NODE is left.
 	Owned bool
+	// ToSeesFrom: To's own view has From serving the slot. A node refuses the keys of a slot it
+	// sees nobody serve, importing it or not (CLUSTERDOWN Hash slot not served); a receiver
+	// loses sight of the owner when the giver fails over mid-move (it ignores claims to a slot
+	// it imports, and drops the old giver's slots when that one turns replica).
+	ToSeesFrom bool
 }
 
 func (m Move) String() string {
@@ -127,7 +132,7 @@ func decideMoves(plan Plan, answering []Member, shards int) (moves []Move, stabl
 			}
 			from, to := primaries[d], primaries[receivers[r]]
 			moves = append(moves, Move{Slot: s, FromShard: d, ToShard: receivers[r], From: from.Pod, To: to.Pod,
-				FromID: selfOf(from).ID, ToID: selfOf(to).ID})
+				FromID: selfOf(from).ID, ToID: selfOf(to).ID, ToSeesFrom: to.sees(selfOf(from).ID, s)})
 			need--
 		}
 	}
@@ -222,9 +227,19 @@ func openMoves(primaries map[int]Member, shardOfID map[string]int) ([]Move, []Ac
 		}
 		f, t := selfOf(from), selfOf(to)
 		moves = append(moves, Move{Slot: slot, FromShard: o.from, ToShard: o.to, From: from.Pod, To: to.Pod, FromID: f.ID, ToID: t.ID,
-			Importing: t.Importing[slot] == f.ID, Migrating: f.Migrating[slot] == t.ID, Owned: t.Serves(slot)})
+			Importing: t.Importing[slot] == f.ID, Migrating: f.Migrating[slot] == t.ID, Owned: t.Serves(slot), ToSeesFrom: to.sees(f.ID, slot)})
 	}
 	return moves, stable, ""
+}
+
+// sees is true when the member's view has the node id serving the slot.
+func (m Member) sees(id string, slot int) bool {
+	for _, n := range m.Nodes {
+		if n.ID == id {
+			return n.Serves(slot)
+		}
+	}
+	return false
 }
 
 // Describe says what the moves do, for the status: the shard being drained or filled, and how

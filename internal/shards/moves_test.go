@@ -142,23 +142,39 @@ func TestAnOpenSlotIsFinishedBeforeAnyOtherMove(t *testing.T) {
 	tests := []struct {
 		name string
 		open func(c *cluster)
+		// seen changes what the nodes see of each other, once they have joined.
+		seen func(c *cluster)
 		want shards.Move
 	}{{
 		"stopped after IMPORTING", func(c *cluster) {
 			c.withOpenSlot("rc-shard3-0", map[int]string{5460: "n00"}, nil)
-		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true},
+		}, nil, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true, ToSeesFrom: true},
 	}, {
 		"stopped after MIGRATING, keys moving", func(c *cluster) {
 			c.withOpenSlot("rc-shard3-0", map[int]string{5460: "n00"}, nil).withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
-		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true, Migrating: true},
+		}, nil, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Importing: true, Migrating: true, ToSeesFrom: true},
 	}, {
 		"stopped after the receiver took the slot", func(c *cluster) {
 			c.set("rc-shard3-0", "master", "", r(5460, 5460)).withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
-		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Migrating: true, Owned: true},
+		}, nil, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-0", FromID: "n00", ToID: "n30", Migrating: true, Owned: true, ToSeesFrom: true},
 	}, {
 		"the receiver failed over: the move goes on to its shard's new primary", func(c *cluster) {
-			c.set("rc-shard3-0", "slave", "n31").withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
-		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-1", FromID: "n00", ToID: "n31"},
+			c.set("rc-shard3-0", "slave", "n31").set("rc-shard3-1", "master", "").withOpenSlot("rc-shard0-0", nil, map[int]string{5460: "n30"})
+		}, nil, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-0", To: "rc-shard3-1", FromID: "n00", ToID: "n31", ToSeesFrom: true},
+	}, {
+		// The receiver ignored the new primary's claim to the slot it imports, and dropped the
+		// old one's slots when it turned replica: it must be told the owner before the keys come.
+		"the giver failed over while the receiver imports, which sees nobody serve the slot", func(c *cluster) {
+			c.set("rc-shard0-0", "slave", "n01").set("rc-shard0-1", "master", "", r(0, 5460)).
+				withOpenSlot("rc-shard3-0", map[int]string{5460: "n00"}, nil)
+		}, func(c *cluster) {
+			receiver := c.member("rc-shard3-0")
+			for i, n := range receiver.Nodes {
+				if n.ID == "n01" {
+					receiver.Nodes[i].Slots = []redis.SlotRange{r(0, 5459)}
+				}
+			}
+		}, shards.Move{Slot: 5460, ToShard: 3, From: "rc-shard0-1", To: "rc-shard3-0", FromID: "n01", ToID: "n30"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,10 +183,11 @@ func TestAnOpenSlotIsFinishedBeforeAnyOtherMove(t *testing.T) {
 				c.set(fmt.Sprintf("rc-shard%d-1", i), "slave", fmt.Sprintf("n%d0", i))
 			}
 			tt.open(c)
-			if c.member("rc-shard3-0").Nodes[0].PrimaryID == "n31" {
-				c.set("rc-shard3-1", "master", "")
+			c.joined()
+			if tt.seen != nil {
+				tt.seen(c)
 			}
-			p := shards.Decide(c.joined().members, 4)
+			p := shards.Decide(c.members, 4)
 			require.Empty(t, p.Actions)
 			require.NotEmpty(t, p.Moves)
 			assert.Equal(t, tt.want, p.Moves[0])

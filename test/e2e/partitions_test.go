@@ -526,17 +526,14 @@ func TestPartitionAShardsPrimaryCutOffFromTheRestOfTheCluster(t *testing.T) {
 // migrating state, the receiving primary still imports it: the operator finishes the move from
 // the new primary once healed (or as soon as it reaches it), and no acknowledged write is lost.
 //
-// It fails in some runs (2026-12-03, CI at b7712a8): the receiving primary, still importing the slot
-// from the old primary, took the old primary's change to replica as the slot's owner leaving (Redis
-// skips slots it imports when it learns the new primary's claim), so it serves nobody for the slot
-// and refuses the new primary's MIGRATE ("CLUSTERDOWN Hash slot not served"); the move never ends.
-// The operator must tell the receiver the slot's owner (SETSLOT NODE) before it migrates. Until that
-// is built and shown, it runs with PARTITIONS_FULL=1 only, so that CI does not fail on a known bug.
+// It failed in some runs before the operator told the receiver the slot's owner (CI at b7712a8): the
+// receiving primary, still importing the slot from the old primary, ignored the new primary's claim
+// to it (Redis skips slots it imports), then dropped the old primary's slots when that one turned
+// replica; it served nobody for the slot and refused the new primary's MIGRATE ("CLUSTERDOWN Hash
+// slot not served"). A move now carries whether the receiver sees the giver serve the slot, and the
+// executor tells it (SETSLOT NODE) before the keys move.
 func TestPartitionASlotMovesGivingPrimaryCutOffMidMove(t *testing.T) {
 	needsLocalNode(t, "cuts inside the pods' network namespaces")
-	if !full() {
-		t.Skip("a known bug (see the comment): PARTITIONS_FULL=1 runs it")
-	}
 	ctx := context.Background()
 	rc := shardedCluster(t, "resharded")
 	preload(t, rc, 50_000)

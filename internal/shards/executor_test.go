@@ -1,0 +1,111 @@
+package shards_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/shards"
+	"github.com/org/redis-operator/test/redistest"
+)
+
+// twoNodes is a cluster of two real redis-server primaries: giver serves every slot, receiver
+// none, and each knows the other.
+func twoNodes(t *testing.T) (giver, receiver *redistest.Server, ids map[*redistest.Server]string) {
+	t.Helper()
+	ctx := context.Background()
+	conf := "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 2000\n"
+	dir := t.TempDir()
+	ids = map[*redistest.Server]string{}
+	var servers []*redistest.Server
+	for _, name := range []string{"giver", "receiver"} {
+		s, err := redistest.StartIn(filepath.Join(dir, name), name, conf)
+		require.NoError(t, err)
+		t.Cleanup(s.Kill)
+		ids[s], err = client(s).ClusterMyID(ctx).Result()
+		require.NoError(t, err)
+		servers = append(servers, s)
+	}
+	giver, receiver = servers[0], servers[1]
+	require.NoError(t, client(giver).ClusterAddSlotsRange(ctx, 0, redis.SlotCount-1).Err())
+	require.NoError(t, client(giver).ClusterMeet(ctx, receiver.IP, fmt.Sprint(redistest.Port)).Err())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		view, err := redis.NewDialer(redis.Options{})(receiver.Addr()).ClusterNodes(ctx)
+		require.NoError(c, err)
+		require.Len(c, view, 2)
+		assert.True(c, sees(view, ids[giver], 0), "the receiver sees the giver serve the slots")
+		for _, s := range servers {
+			info, err := redis.NewDialer(redis.Options{})(s.Addr()).ClusterInfo(ctx)
+			require.NoError(c, err)
+			assert.Equal(c, "ok", info.State, s.Name)
+		}
+	}, 20*time.Second, 50*time.Millisecond)
+	return giver, receiver, ids
+}
+
+func client(s *redistest.Server) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: s.Addr(), Protocol: 2, DisableIdentity: true})
+}
+
+func sees(view []redis.ClusterNode, id string, slot int) bool {
+	i := slices.IndexFunc(view, func(n redis.ClusterNode) bool { return n.ID == id })
+	return i >= 0 && view[i].Serves(slot)
+}
+
+func TestAMoveWhoseReceiverSeesNobodyServeTheSlotTellsItTheOwnerFirst(t *testing.T) {
+	// Given a slot with 150 keys, that the receiver imports from the giver but sees nobody
+	// serve: what a receiver sees once the primary it imported from failed over and turned
+	// replica (it ignores claims to a slot it imports, and drops a replica's slots)
+	ctx := context.Background()
+	giver, receiver, ids := twoNodes(t)
+	const tag = "{orders}"
+	keySlot, err := client(giver).ClusterKeySlot(ctx, tag).Result()
+	require.NoError(t, err)
+	slot := int(keySlot)
+	for i := range 150 {
+		require.NoError(t, client(giver).Set(ctx, fmt.Sprintf("%s:%d", tag, i), i, 0).Err())
+	}
+	// (DELSLOTS drops the importing state: both in one transaction, before any gossip binds it again)
+	_, err = client(receiver).TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Do(ctx, "CLUSTER", "DELSLOTS", slot)
+		p.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[giver])
+		return nil
+	})
+	require.NoError(t, err)
+	dial := redis.NewDialer(redis.Options{Timeout: time.Second})
+	addrs := map[string]string{"giver": giver.Addr(), "receiver": receiver.Addr()}
+	// The giver's gossip does not bind it again while the receiver imports it.
+	time.Sleep(time.Second)
+	view, err := dial(receiver.Addr()).ClusterNodes(ctx)
+	require.NoError(t, err)
+	require.False(t, sees(view, ids[giver], slot), "the receiver sees nobody serve the slot")
+	move := shards.Move{Slot: slot, From: "giver", To: "receiver", FromID: ids[giver], ToID: ids[receiver], Importing: true}
+
+	// Were it taken to see the giver serve it, the receiver would refuse the keys for ever
+	blind := move
+	blind.ToSeesFrom = true
+	_, err = shards.MoveSlots(ctx, dial, []shards.Move{blind}, addrs, []string{"giver", "receiver"}, time.Minute)
+	require.ErrorContains(t, err, "Hash slot not served")
+	require.NoError(t, client(giver).Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err())
+
+	// When the move is made as Decide makes it, knowing the receiver does not see the giver serve the slot
+	moved, err := shards.MoveSlots(ctx, dial, []shards.Move{move}, addrs, []string{"giver", "receiver"}, time.Minute)
+
+	// Then every key moved, and the receiver serves the slot, no longer importing it
+	require.NoError(t, err)
+	assert.Equal(t, 150, moved.Keys)
+	assert.Equal(t, int64(150), client(receiver).ClusterCountKeysInSlot(ctx, slot).Val())
+	view, err = dial(receiver.Addr()).ClusterNodes(ctx)
+	require.NoError(t, err)
+	assert.True(t, sees(view, ids[receiver], slot))
+	self, _ := (shards.Member{Nodes: view}).Self()
+	assert.False(t, self.OpenSlot(slot))
+}
