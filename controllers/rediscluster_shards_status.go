@@ -158,18 +158,22 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, shards.SlotCount, rc.Spec.Replicas))
 }
 
-// sentActions names the first cluster commands sent, and how many more: what a cluster that
-// does not settle keeps being told.
+// sentActions counts the cluster commands sent, by kind ("Forget x3"): what a cluster that does
+// not settle keeps being told. Not the commands themselves: they name pod addresses, which would
+// make the status change with them.
 func sentActions(actions []shards.Action) string {
-	const shown = 2
-	var names []string
-	for _, a := range actions[:min(shown, len(actions))] {
-		names = append(names, a.String())
+	var kinds []string
+	count := map[shards.ActionKind]int{}
+	for _, a := range actions {
+		if count[a.Kind] == 0 {
+			kinds = append(kinds, string(a.Kind))
+		}
+		count[a.Kind]++
 	}
-	if len(actions) > shown {
-		names = append(names, fmt.Sprintf("%d more", len(actions)-shown))
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%s x%d", k, count[shards.ActionKind(k)])
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(kinds, ", ")
 }
 
 // slotsMoving says how far a change of spec.cluster.shards is: the slots left to move, or the

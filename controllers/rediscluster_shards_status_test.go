@@ -22,6 +22,9 @@ func TestShardsReadyAndDegradedConditions(t *testing.T) {
 	oneReplicaShort := formed
 	oneReplicaShort.Shards = append([]shards.Shard{{Index: 0, Primary: "p"}}, formed.Shards[1:]...)
 	forming := shards.Plan{Waiting: "nodes are meeting"}
+	told := formed
+	told.Actions = []shards.Action{{Kind: shards.Forget, On: "a", NodeID: "x"}, {Kind: shards.Replicate, On: "b", NodeID: "p"},
+		{Kind: shards.Forget, On: "b", NodeID: "x"}}
 	tests := []struct {
 		name        string
 		ready       int32
@@ -30,13 +33,17 @@ func TestShardsReadyAndDegradedConditions(t *testing.T) {
 		wasReady    bool
 		wantReady   string
 		wantDegrade string
+		wantMessage string // checked when set
 	}{
-		{"formed", 6, &formed, "", false, cachev1.ReasonAllReplicasReady, cachev1.ReasonAsExpected},
-		{"pods not ready", 4, &formed, "", false, cachev1.ReasonReplicasNotReady, cachev1.ReasonAsExpected},
-		{"forming", 6, &forming, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected},
-		{"a shard without its replica", 6, &oneReplicaShort, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected},
-		{"a new cluster says fail while it forms: not degraded", 6, &formed, "n-0", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected},
-		{"a formed cluster says fail: down", 6, &formed, "n-0", true, cachev1.ReasonClusterDown, cachev1.ReasonClusterDown},
+		{"formed", 6, &formed, "", false, cachev1.ReasonAllReplicasReady, cachev1.ReasonAsExpected, ""},
+		{"pods not ready", 4, &formed, "", false, cachev1.ReasonReplicasNotReady, cachev1.ReasonAsExpected, ""},
+		{"forming", 6, &forming, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected, ""},
+		{"a shard without its replica", 6, &oneReplicaShort, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected, ""},
+		{"commands sent: it says which", 6, &told, "", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected,
+			"cluster commands were sent (Forget x2, Replicate x1); the nodes are agreeing"},
+		{"a new cluster says fail while it forms: not degraded", 6, &formed, "n-0", false, cachev1.ReasonShardsForming, cachev1.ReasonAsExpected,
+			"n-0 says the cluster does not serve every slot yet"},
+		{"a formed cluster says fail: down", 6, &formed, "n-0", true, cachev1.ReasonClusterDown, cachev1.ReasonClusterDown, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +59,9 @@ func TestShardsReadyAndDegradedConditions(t *testing.T) {
 			assert.Equal(t, tt.wantDegrade, degraded.Reason)
 			ready := shardsReadyCondition(rc, state, degraded)
 			assert.Equal(t, tt.wantReady, ready.Reason, ready.Message)
+			if tt.wantMessage != "" {
+				assert.Equal(t, tt.wantMessage, ready.Message)
+			}
 			assert.Equal(t, tt.wantReady == cachev1.ReasonAllReplicasReady, ready.Status == metav1.ConditionTrue)
 		})
 	}
