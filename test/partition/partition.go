@@ -9,8 +9,8 @@
 // added: a pod whose container restarts keeps its namespace (the sandbox holds it), and its rules
 // can still be removed through the descriptor when the container's process is gone.
 //
-// Not here: delays. The kernel of this machine has no sch_netem (tc's netem qdisc is unknown), so
-// a slow link cannot be made with tc; a flapping link (cut, heal, cut) can.
+// A delay holds packets before they go (delay.go): the kernel of this machine has no sch_netem
+// (tc's netem qdisc is unknown), so packets are queued to this process (NFQUEUE) and let go late.
 package partition
 
 import (
@@ -45,11 +45,13 @@ type Net struct {
 	// open are the namespaces this Net has a chain in, by the path it was given, each held
 	// open (its file) so that it can be reached for as long as the test runs.
 	open map[string]*os.File
+	// queues are the namespaces' delaying queues, by the same path.
+	queues map[string]*delayQueue
 }
 
 // New is a Net whose cuts and chains are removed when tb ends.
 func New(tb testing.TB) *Net {
-	n := &Net{open: map[string]*os.File{}}
+	n := &Net{open: map[string]*os.File{}, queues: map[string]*delayQueue{}}
 	tb.Cleanup(func() {
 		if err := n.Close(); err != nil {
 			tb.Errorf("removing the partition's rules: %v", err)
@@ -103,7 +105,7 @@ func (n *Net) CutAddress(a []Member, ip string, port int) error {
 	return nil
 }
 
-// Heal removes every cut; the chains stay, empty.
+// Heal removes every cut and delay; the chains stay, empty.
 func (n *Net) Heal() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -127,6 +129,14 @@ func (n *Net) Close() error {
 				errs = append(errs, fmt.Errorf("closing %s: %w", path, err))
 			}
 		}
+	}
+	// Once nothing is queued any more: a packet queued to a queue that is gone would be dropped
+	// (or, --queue-bypass, let through at once).
+	for path, q := range n.queues {
+		q.close()
+		delete(n.queues, path)
+	}
+	for path, f := range n.open {
 		f.Close()
 		delete(n.open, path)
 	}

@@ -159,3 +159,75 @@ func TestACutIsRemovedWhenTheProcessItWasMadeThroughIsGone(t *testing.T) {
 	require.NoError(t, net.Close())
 	assert.True(t, reaches(a, "10.250.0.2:7000"), "the rule is gone with the process it was made through")
 }
+
+// oneWay is how long datagrams take from ns to the listener at addr: the time until each of n,
+// sent together, arrived, in order of arrival, with their payloads.
+func oneWay(t *testing.T, from *node.Netns, to net.PacketConn, addr string, n int) (time.Duration, []string) {
+	t.Helper()
+	c, err := from.Dial(context.Background(), "udp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	for i := range n {
+		_, err := c.Write([]byte(fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	var got []string
+	require.NoError(t, to.SetReadDeadline(time.Now().Add(3*time.Second)))
+	buf := make([]byte, 16)
+	for range n {
+		k, _, err := to.ReadFrom(buf)
+		require.NoError(t, err, "datagram %d of %d", len(got)+1, n)
+		got = append(got, string(buf[:k]))
+	}
+	return time.Since(start), got
+}
+
+func TestADelayHoldsWhatOneNamespaceSendsToTheOtherUntilHealed(t *testing.T) {
+	a, b, ma, mb := pair(t)
+	inA, err := a.ListenPacket("udp", "10.250.0.1:7002")
+	require.NoError(t, err)
+	defer inA.Close()
+	inB, err := b.ListenPacket("udp", "10.250.0.2:7002")
+	require.NoError(t, err)
+	defer inB.Close()
+	before, _ := oneWay(t, a, inB, "10.250.0.2:7002", 1)
+	require.Less(t, before, 100*time.Millisecond, "undelayed")
+	net := partition.New(t)
+
+	// When what a sends to b is delayed by 300ms
+	const delay = 300 * time.Millisecond
+	require.NoError(t, net.Delay([]partition.Member{ma}, []partition.Member{mb}, delay))
+
+	// Then 20 datagrams from a take at least that long, and arrive in the order sent
+	took, got := oneWay(t, a, inB, "10.250.0.2:7002", 20)
+	t.Logf("20 datagrams delayed by %s arrived after %s (undelayed: %s)", delay, took, before)
+	assert.GreaterOrEqual(t, took, delay)
+	assert.Less(t, took, delay+time.Second)
+	for i, g := range got {
+		assert.Equal(t, fmt.Sprint(i), g)
+	}
+	// And what b sends to a is not delayed
+	back, _ := oneWay(t, b, inA, "10.250.0.1:7002", 1)
+	assert.Less(t, back, delay/2)
+	rules, err := net.Rules(ma)
+	require.NoError(t, err)
+	assert.Len(t, rules, 1, "%v", rules)
+	// Another delay of the same namespace is refused: one queue per namespace
+	require.ErrorContains(t, net.Delay([]partition.Member{ma}, []partition.Member{mb}, time.Second), "one delay per namespace")
+
+	// When healed, nothing is delayed
+	require.NoError(t, net.Heal())
+	healed, _ := oneWay(t, a, inB, "10.250.0.2:7002", 1)
+	assert.Less(t, healed, delay/2)
+
+	// Closed: no chain, no rule left, no queue bound (a datagram queued now would go through at
+	// once, --queue-bypass, but there is no rule to queue it)
+	require.NoError(t, net.Delay([]partition.Member{ma}, []partition.Member{mb}, delay))
+	require.NoError(t, net.Close())
+	closed, _ := oneWay(t, a, inB, "10.250.0.2:7002", 1)
+	assert.Less(t, closed, delay/2)
+	out, err := a.Command(context.Background(), "iptables", "-w", "-S").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.NotContains(t, string(out), "NFQUEUE")
+}
