@@ -399,6 +399,40 @@ func TestPartitionAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T)
 		"no faster than one failover per unreachableTimeout")
 }
 
+// slowFor is how long the primary's packets wait in the slow-link scenario: longer than the
+// operator's Redis timeout (500ms), so that none of its checks of the primary is answered in time,
+// and shorter than the clients' (1s).
+const slowFor = 700 * time.Millisecond
+
+// slowPrimary: what the primary sends to its replicas and the operator waits slowFor before it
+// goes (the clients on the node are not slowed).
+func slowPrimary(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, operator partition.Member) {
+	others := []partition.Member{operator}
+	for name, m := range pods {
+		if name != primary {
+			others = append(others, m)
+		}
+	}
+	require.NoError(t, net.Delay([]partition.Member{pods[primary]}, others, slowFor))
+}
+
+// TestPartitionASlowPrimaryIsNotReplaced: for 2 unreachable timeouts the primary's link to its
+// replicas and the operator is slow, not cut: the operator's checks of it time out, its replicas
+// still hear from it. A slow primary is not a dead one: it is not replaced, and each write waits
+// out the delay for its replica's acknowledgement (WAIT 1).
+func TestPartitionASlowPrimaryIsNotReplaced(t *testing.T) {
+	needsLocalNode(t, "delays inside the pods' network namespaces")
+	for i, setting := range settings {
+		t.Run(setting.name, func(t *testing.T) {
+			rc := sharedCluster(t, i)
+			out := scenario{partition: holding(cutFor(), slowPrimary)}.run(t, rc)
+			assert.Empty(t, out.Lost, "acknowledged writes lost")
+			assert.GreaterOrEqual(t, out.SlowestAcknowledged, slowFor, "the delay is real: a write waited for its replica through it")
+			assert.Zero(t, out.primaryChanges, "a primary that its replicas hear from, slowly, is not replaced")
+		})
+	}
+}
+
 // TestPartitionRandomFaults (PARTITIONS_FULL=1 only): for 5 minutes, cuts chosen at random (the operator
 // from the primary, the primary from everyone but the clients, one replica from everyone, the operator
 // from the API server, one way from the primary to its replicas) held 1-8 s, healed for 2-5 s, under

@@ -112,6 +112,8 @@ type Report struct {
 	// NoWritablePrimary is the longest time no write was acknowledged while writes were tried:
 	// from the last acknowledgement before a failed write to the first one after it.
 	NoWritablePrimary time.Duration
+	// SlowestAcknowledged is the longest an acknowledged write took (a slow link shows here).
+	SlowestAcknowledged time.Duration
 }
 
 // Check judges ops against final, what the healed cluster holds of the keys written (key to
@@ -131,6 +133,7 @@ func Check(ops []Op, final map[string]string, terms []Term) Report {
 		}
 		r.Acknowledged++
 		acked[op.Key] = op
+		r.SlowestAcknowledged = max(r.SlowestAcknowledged, op.End.Sub(op.Start))
 		if v, ok := final[op.Key]; !ok || v != op.Value {
 			r.Lost = append(r.Lost, op.Key)
 		}
@@ -199,9 +202,9 @@ func longestWithoutWrite(writes []Op) time.Duration {
 
 // String is the report as one line of figures.
 func (r Report) String() string {
-	return fmt.Sprintf("writes %d, acknowledged %d, lost %d, acknowledged by a non-primary %d; reads %d, stale %d (window %s); longest without a writable primary %s",
-		r.Writes, r.Acknowledged, len(r.Lost), len(r.ByNonPrimary), r.Reads, r.StaleReads, r.StaleWindow.Round(time.Millisecond),
-		r.NoWritablePrimary.Round(time.Millisecond))
+	return fmt.Sprintf("writes %d, acknowledged %d (slowest %s), lost %d, acknowledged by a non-primary %d; reads %d, stale %d (window %s); longest without a writable primary %s",
+		r.Writes, r.Acknowledged, r.SlowestAcknowledged.Round(time.Millisecond), len(r.Lost), len(r.ByNonPrimary), r.Reads, r.StaleReads,
+		r.StaleWindow.Round(time.Millisecond), r.NoWritablePrimary.Round(time.Millisecond))
 }
 
 // Client is what a workload needs of one client of the cluster.

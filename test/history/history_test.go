@@ -38,6 +38,7 @@ func TestAnAcknowledgedWriteTheHealedClusterLacksIsLost(t *testing.T) {
 	assert.Equal(t, 3, r.Writes)
 	assert.Equal(t, 2, r.Acknowledged)
 	assert.Equal(t, []string{"b"}, r.Lost, "b was acknowledged and is gone; c never was")
+	assert.Equal(t, 5*time.Millisecond, r.SlowestAcknowledged, "c took longer, and was never acknowledged")
 
 	r = history.Check(ops, map[string]string{"a": "va", "b": "other"}, nil)
 	assert.Equal(t, []string{"b"}, r.Lost, "another value is not the write")
