@@ -399,35 +399,47 @@ func TestPartitionAFlappingLinkDoesNotFailOverFasterThanTheTimeout(t *testing.T)
 		"no faster than one failover per unreachableTimeout")
 }
 
-// slowFor is how long the primary's packets wait in the slow-link scenario: longer than the
-// operator's Redis timeout (500ms), so that none of its checks of the primary is answered in time,
-// and shorter than the clients' (1s).
-const slowFor = 700 * time.Millisecond
+// The slow-link scenario's two delays of the primary's packets: slowBelow is under the operator's
+// Redis timeout and the clients' WAIT timeout (500 ms each); slowAbove is over both, and under the
+// clients' read timeout (1 s).
+const (
+	slowBelow = 300 * time.Millisecond
+	slowAbove = 700 * time.Millisecond
+)
 
-// slowPrimary: what the primary sends to its replicas and the operator waits slowFor before it
-// goes (the clients on the node are not slowed).
-func slowPrimary(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, operator partition.Member) {
+// slowPrimary: what the primary sends to its replicas and the operator waits d before it goes (the
+// clients on the node are not slowed).
+func slowPrimary(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, operator partition.Member, d time.Duration) {
 	others := []partition.Member{operator}
 	for name, m := range pods {
 		if name != primary {
 			others = append(others, m)
 		}
 	}
-	require.NoError(t, net.Delay([]partition.Member{pods[primary]}, others, slowFor))
+	require.NoError(t, net.Delay([]partition.Member{pods[primary]}, others, d))
 }
 
-// TestPartitionASlowPrimaryIsNotReplaced: for 2 unreachable timeouts the primary's link to its
-// replicas and the operator is slow, not cut: the operator's checks of it time out, its replicas
-// still hear from it. A slow primary is not a dead one: it is not replaced, and each write waits
-// out the delay for its replica's acknowledgement (WAIT 1).
+// TestPartitionASlowPrimaryIsNotReplaced: the primary's link to its replicas and the operator is
+// slow, not cut, for 2 unreachable timeouts: first by slowBelow (each write waits that much longer
+// for its replica's acknowledgement), then by slowAbove (the operator's checks of the primary time
+// out, and so does each client's WAIT: no write is acknowledged, though each reaches the
+// replica). Its replicas hear from it all along: a slow primary is not a dead one, and it is not
+// replaced.
 func TestPartitionASlowPrimaryIsNotReplaced(t *testing.T) {
 	needsLocalNode(t, "delays inside the pods' network namespaces")
 	for i, setting := range settings {
 		t.Run(setting.name, func(t *testing.T) {
 			rc := sharedCluster(t, i)
-			out := scenario{partition: holding(cutFor(), slowPrimary)}.run(t, rc)
+			out := scenario{partition: func(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, operator partition.Member) {
+				for _, d := range []time.Duration{slowBelow, slowAbove} {
+					slowPrimary(t, net, pods, primary, operator, d)
+					time.Sleep(cutFor() / 2)
+					require.NoError(t, net.Heal())
+				}
+			}}.run(t, rc)
 			assert.Empty(t, out.Lost, "acknowledged writes lost")
-			assert.GreaterOrEqual(t, out.SlowestAcknowledged, slowFor, "the delay is real: a write waited for its replica through it")
+			assert.GreaterOrEqual(t, out.SlowestAcknowledged, slowBelow, "the first delay is real: writes waited for their replica through it")
+			assert.Greater(t, out.NoWritablePrimary, slowAbove, "the second is real: WAIT timed out through it")
 			assert.Zero(t, out.primaryChanges, "a primary that its replicas hear from, slowly, is not replaced")
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,7 +26,8 @@ const queueNum = 7
 
 // Delay holds each packet each member of a sends to each member of b for d before it goes: one
 // way, as a slow link delays (a round trip between them takes d longer). Heal ends it; packets
-// already held go when their time comes.
+// already held go when their time comes. A namespace has one delay at a time: another, until
+// healed, is refused.
 func (n *Net) Delay(a, b []Member, d time.Duration) error {
 	for _, m := range a {
 		q, err := n.queue(m, d)
@@ -41,7 +43,7 @@ func (n *Net) Delay(a, b []Member, d time.Duration) error {
 	return nil
 }
 
-// queue is m's namespace's delaying queue, made once; a namespace has one delay at a time.
+// queue is m's namespace's delaying queue, made once, set to delay by d.
 func (n *Net) queue(m Member, d time.Duration) (*delayQueue, error) {
 	ns, err := n.enter(m)
 	if err != nil {
@@ -50,15 +52,18 @@ func (n *Net) queue(m Member, d time.Duration) (*delayQueue, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if q, ok := n.queues[m.Netns]; ok {
-		if q.delay != d {
-			return nil, fmt.Errorf("%s delays by %s already: one delay per namespace", m.Name, q.delay)
+		if q.active && time.Duration(q.delay.Load()) != d {
+			return nil, fmt.Errorf("%s delays by %s already: one delay per namespace until healed", m.Name, time.Duration(q.delay.Load()))
 		}
+		q.delay.Store(int64(d))
+		q.active = true
 		return q, nil
 	}
 	q, err := openQueue(ns, d)
 	if err != nil {
 		return nil, fmt.Errorf("opening a packet queue in the namespace of %s: %w", m.Name, err)
 	}
+	q.active = true
 	n.queues[m.Netns] = q
 	return q, nil
 }
@@ -66,11 +71,13 @@ func (n *Net) queue(m Member, d time.Duration) (*delayQueue, error) {
 // delayQueue reads a namespace's queued packets and lets each go after delay.
 type delayQueue struct {
 	ns    *os.File
-	delay time.Duration
-	sock  *os.File
-	held  chan heldPacket
-	stop  chan struct{}
-	done  sync.WaitGroup
+	delay atomic.Int64 // a time.Duration
+	// active: rules queue packets to it (since a Delay, until healed); Net.mu guards it.
+	active bool
+	sock   *os.File
+	held   chan heldPacket
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
 type heldPacket struct {
@@ -120,7 +127,8 @@ func openQueue(ns *os.File, delay time.Duration) (*delayQueue, error) {
 		return nil, err
 	}
 	_ = unix.SetsockoptInt(r.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-	q := &delayQueue{ns: ns, delay: delay, sock: os.NewFile(uintptr(r.fd), "nfqueue"), held: make(chan heldPacket, 1<<16), stop: make(chan struct{})}
+	q := &delayQueue{ns: ns, sock: os.NewFile(uintptr(r.fd), "nfqueue"), held: make(chan heldPacket, 1<<16), stop: make(chan struct{})}
+	q.delay.Store(int64(delay))
 	bind := attr(nfqaCfgCmd, []byte{nfqnlCfgCmdBind, 0, 0, 0})
 	params := attr(nfqaCfgParams, append(binary.BigEndian.AppendUint32(nil, 0), nfqnlCopyMeta)) // copy no payload
 	maxlen := attr(nfqaCfgQueueMaxlen, binary.BigEndian.AppendUint32(nil, 1<<16))
@@ -222,7 +230,7 @@ func (q *delayQueue) read() {
 				continue
 			}
 			if id, ok := packetID(m.Data[4:]); ok {
-				q.held <- heldPacket{id: id, due: time.Now().Add(q.delay)}
+				q.held <- heldPacket{id: id, due: time.Now().Add(time.Duration(q.delay.Load()))}
 			}
 		}
 	}

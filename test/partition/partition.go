@@ -115,6 +115,9 @@ func (n *Net) Heal() error {
 			errs = append(errs, fmt.Errorf("healing %s: %w", path, err))
 		}
 	}
+	for _, q := range n.queues {
+		q.active = false
+	}
 	return errors.Join(errs...)
 }
 

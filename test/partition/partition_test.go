@@ -214,12 +214,18 @@ func TestADelayHoldsWhatOneNamespaceSendsToTheOtherUntilHealed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, rules, 1, "%v", rules)
 	// Another delay of the same namespace is refused: one queue per namespace
-	require.ErrorContains(t, net.Delay([]partition.Member{ma}, []partition.Member{mb}, time.Second), "one delay per namespace")
+	require.ErrorContains(t, net.Delay([]partition.Member{ma}, []partition.Member{mb}, time.Second), "one delay per namespace until healed")
 
 	// When healed, nothing is delayed
 	require.NoError(t, net.Heal())
 	healed, _ := oneWay(t, a, inB, "10.250.0.2:7002", 1)
 	assert.Less(t, healed, delay/2)
+	// And a new delay may differ from the healed one
+	require.NoError(t, net.Delay([]partition.Member{ma}, []partition.Member{mb}, delay/3))
+	took, _ = oneWay(t, a, inB, "10.250.0.2:7002", 1)
+	assert.GreaterOrEqual(t, took, delay/3)
+	assert.Less(t, took, delay)
+	require.NoError(t, net.Heal())
 
 	// Closed: no chain, no rule left, no queue bound (a datagram queued now would go through at
 	// once, --queue-bypass, but there is no rule to queue it)
