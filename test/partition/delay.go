@@ -123,7 +123,7 @@ func openQueue(ns *os.File, delay time.Duration) (*delayQueue, error) {
 		return nil, r.err
 	}
 	if err := unix.Bind(r.fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(r.fd)
+		_ = unix.Close(r.fd)
 		return nil, err
 	}
 	_ = unix.SetsockoptInt(r.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
@@ -196,7 +196,7 @@ func (q *delayQueue) ack() error {
 	if err := q.sock.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		return err
 	}
-	defer q.sock.SetReadDeadline(time.Time{})
+	defer func() { _ = q.sock.SetReadDeadline(time.Time{}) }()
 	msgs, err := q.receive(make([]byte, 4096))
 	if err != nil {
 		return err

@@ -169,7 +169,7 @@ func oneWay(t *testing.T, from *node.Netns, to net.PacketConn, addr string, n in
 	defer c.Close()
 	start := time.Now()
 	for i := range n {
-		_, err := c.Write([]byte(fmt.Sprint(i)))
+		_, err := fmt.Fprint(c, i)
 		require.NoError(t, err)
 	}
 	var got []string
