@@ -67,6 +67,18 @@ func reaches(ns *node.Netns, addr string) bool {
 	return err == nil
 }
 
+// datagramListeners listen for UDP datagrams at port 7002 of a and b, until the test ends.
+func datagramListeners(t *testing.T, a, b *node.Netns) (inA, inB net.PacketConn) {
+	t.Helper()
+	inA, err := a.ListenPacket("udp", "10.250.0.1:7002")
+	require.NoError(t, err)
+	t.Cleanup(func() { inA.Close() })
+	inB, err = b.ListenPacket("udp", "10.250.0.2:7002")
+	require.NoError(t, err)
+	t.Cleanup(func() { inB.Close() })
+	return inA, inB
+}
+
 // datagramArrives is true when a UDP datagram sent from ns to the listener's address arrives.
 func datagramArrives(t *testing.T, from *node.Netns, to net.PacketConn, addr string) bool {
 	t.Helper()
@@ -99,12 +111,7 @@ func TestACutDropsTheTrafficBetweenTwoNamespacesUntilHealed(t *testing.T) {
 	assert.True(t, reaches(b, "10.250.0.1:7000"), "healed")
 
 	// One way: what a sends to b is dropped, what b sends to a arrives
-	inA, err := a.ListenPacket("udp", "10.250.0.1:7002")
-	require.NoError(t, err)
-	defer inA.Close()
-	inB, err := b.ListenPacket("udp", "10.250.0.2:7002")
-	require.NoError(t, err)
-	defer inB.Close()
+	inA, inB := datagramListeners(t, a, b)
 	require.NoError(t, net.CutFrom([]partition.Member{ma}, []partition.Member{mb}))
 	assert.False(t, datagramArrives(t, a, inB, "10.250.0.2:7002"), "a's datagram to b is dropped")
 	assert.True(t, datagramArrives(t, b, inA, "10.250.0.1:7002"), "b's datagram to a arrives")
@@ -185,12 +192,7 @@ func oneWay(t *testing.T, from *node.Netns, to net.PacketConn, addr string, n in
 
 func TestADelayHoldsWhatOneNamespaceSendsToTheOtherUntilHealed(t *testing.T) {
 	a, b, ma, mb := pair(t)
-	inA, err := a.ListenPacket("udp", "10.250.0.1:7002")
-	require.NoError(t, err)
-	defer inA.Close()
-	inB, err := b.ListenPacket("udp", "10.250.0.2:7002")
-	require.NoError(t, err)
-	defer inB.Close()
+	inA, inB := datagramListeners(t, a, b)
 	before, _ := oneWay(t, a, inB, "10.250.0.2:7002", 1)
 	require.Less(t, before, 100*time.Millisecond, "undelayed")
 	net := partition.New(t)
