@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,13 +311,19 @@ func cutOperatorFromPrimary(t *testing.T, net *partition.Net, pods map[string]pa
 // isolatePrimary: the primary cannot reach its replicas nor the operator; the clients (on the
 // node) still reach it.
 func isolatePrimary(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, operator partition.Member) {
+	require.NoError(t, net.Cut([]partition.Member{pods[primary]}, allBut(pods, primary, operator)))
+}
+
+// allBut are the members but the one named, and the operator: what a member cut off from
+// everything is cut off from.
+func allBut(pods map[string]partition.Member, name string, operator partition.Member) []partition.Member {
 	others := []partition.Member{operator}
-	for name, m := range pods {
-		if name != primary {
+	for n, m := range pods {
+		if n != name {
 			others = append(others, m)
 		}
 	}
-	require.NoError(t, net.Cut([]partition.Member{pods[primary]}, others))
+	return others
 }
 
 func TestPartitionTheOperatorCutOffFromThePrimary(t *testing.T) {
@@ -410,13 +417,7 @@ const (
 // slowPrimary: what the primary sends to its replicas and the operator waits d before it goes (the
 // clients on the node are not slowed).
 func slowPrimary(t *testing.T, net *partition.Net, pods map[string]partition.Member, primary string, operator partition.Member, d time.Duration) {
-	others := []partition.Member{operator}
-	for name, m := range pods {
-		if name != primary {
-			others = append(others, m)
-		}
-	}
-	require.NoError(t, net.Delay([]partition.Member{pods[primary]}, others, d))
+	require.NoError(t, net.Delay([]partition.Member{pods[primary]}, allBut(pods, primary, operator), d))
 }
 
 // TestPartitionASlowPrimaryIsNotReplaced: the primary's link to its replicas and the operator is
@@ -503,17 +504,18 @@ func randomCut(t *testing.T, net *partition.Net, random *rand.Rand, pods map[str
 		require.NoError(t, net.Cut([]partition.Member{operator}, []partition.Member{pods[primary]}))
 		return "operator-primary"
 	case 1:
-		require.NoError(t, net.Cut([]partition.Member{pods[primary]}, append(replicas, operator)))
+		require.NoError(t, net.Cut([]partition.Member{pods[primary]}, allBut(pods, primary, operator)))
 		return "primary-isolated"
 	case 2:
-		r := replicas[random.IntN(len(replicas))]
-		others := []partition.Member{operator}
-		for _, m := range pods {
-			if m.Name != r.Name {
-				others = append(others, m)
+		var names []string
+		for name := range pods {
+			if name != primary {
+				names = append(names, name)
 			}
 		}
-		require.NoError(t, net.Cut([]partition.Member{r}, others))
+		slices.Sort(names)
+		r := names[random.IntN(len(names))]
+		require.NoError(t, net.Cut([]partition.Member{pods[r]}, allBut(pods, r, operator)))
 		return "replica-isolated"
 	case 3:
 		require.NoError(t, net.CutAddress([]partition.Member{operator}, apiServerIP, 443))
@@ -695,13 +697,7 @@ func isolate(t *testing.T, cut *partition.Net, rc *cachev1.RedisCluster, isolate
 	now := &cachev1.RedisCluster{}
 	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), now))
 	members := pods(t, now)
-	others := []partition.Member{operatorMember(t)}
-	for name, m := range members {
-		if name != isolated {
-			others = append(others, m)
-		}
-	}
-	require.NoError(t, cut.Cut([]partition.Member{members[isolated]}, others))
+	require.NoError(t, cut.Cut([]partition.Member{members[isolated]}, allBut(members, isolated, operatorMember(t))))
 }
 
 // replaced waits until Redis Cluster has replaced primary: no shard names it its primary.
