@@ -93,22 +93,47 @@ func (p *operatorProcess) memory(b *testing.B) (rss, peak float64) {
 
 // cpuTime is the CPU time process pid used so far (user and system).
 func cpuTime(pid int) (time.Duration, error) {
+	st, err := readStat(pid)
+	return st.cpu, err
+}
+
+// processStat is what /proc/<pid>/stat says of a process: its command name, its parent, and the
+// CPU time it used so far (user and system).
+type processStat struct {
+	comm string
+	ppid int
+	cpu  time.Duration
+}
+
+func readStat(pid int) (processStat, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return processStat{}, err
 	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	// pid (comm) state ppid ...: the command name is in parentheses and may hold spaces.
+	text := string(raw)
+	open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
+	if open < 0 || end < open || end+2 > len(text) {
+		return processStat{}, fmt.Errorf("/proc/%d/stat: %q", pid, text)
+	}
+	fields := strings.Fields(text[end+2:])
+	if len(fields) < 13 {
+		return processStat{}, fmt.Errorf("/proc/%d/stat: %q", pid, text)
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return processStat{}, err
+	}
 	utime, err := strconv.ParseInt(fields[11], 10, 64)
 	if err != nil {
-		return 0, err
+		return processStat{}, err
 	}
 	stime, err := strconv.ParseInt(fields[12], 10, 64)
 	if err != nil {
-		return 0, err
+		return processStat{}, err
 	}
 	const clockTicks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return processStat{comm: text[open+1 : end], ppid: ppid, cpu: time.Duration(utime+stime) * time.Second / clockTicks}, nil
 }
 
 // residentMiB is process pid's resident set now and at its peak, in MiB.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,25 +172,15 @@ func measureCPU(b *testing.B, fn func()) controlPlaneCPU {
 			if err != nil {
 				continue
 			}
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil {
+			st, err := readStat(pid)
+			if err != nil || st.ppid != os.Getpid() {
 				continue
 			}
-			// pid (comm) state ppid ...
-			comm := string(stat[strings.IndexByte(string(stat), '(')+1 : strings.LastIndexByte(string(stat), ')')])
-			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-			if ppid, _ := strconv.Atoi(fields[1]); ppid != os.Getpid() {
-				continue
-			}
-			cpu, err := cpuTime(pid)
-			if err != nil {
-				continue
-			}
-			switch comm {
+			switch st.comm {
 			case "kube-apiserver":
-				out.apiserver += cpu
+				out.apiserver += st.cpu
 			case "etcd":
-				out.etcd += cpu
+				out.etcd += st.cpu
 			}
 		}
 		self, err := cpuTime(os.Getpid())
