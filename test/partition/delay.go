@@ -101,7 +101,7 @@ const (
 	nfAccept           = 1
 )
 
-// openQueue opens a netlink socket inside ns (on a thread that enters it and then ends: a socket
+// openQueue opens a netlink socket inside ns (on a thread that enters it and comes back: a socket
 // stays in the namespace it was made in) and binds it to queueNum.
 func openQueue(ns *os.File, delay time.Duration) (*delayQueue, error) {
 	type result struct {
@@ -110,16 +110,35 @@ func openQueue(ns *os.File, delay time.Duration) (*delayQueue, error) {
 	}
 	made := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		// The thread must come back, not end: a process this one started from it with a
+		// parent-death signal (the node's kubelet, every test's redis-server) would be killed
+		// with it. Only a thread that cannot come back is left locked, to end with this goroutine.
+		runtime.LockOSThread()
+		origin, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			made <- result{err: err}
+			return
+		}
+		defer origin.Close()
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			made <- result{err: err}
 			return
 		}
 		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		if backErr := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); backErr != nil {
+			made <- result{fd, errors.Join(err, fmt.Errorf("leaving the namespace: %w", backErr))}
+			return
+		}
+		runtime.UnlockOSThread()
 		made <- result{fd, err}
 	}()
 	r := <-made
 	if r.err != nil {
+		if r.fd > 0 {
+			_ = unix.Close(r.fd)
+		}
 		return nil, r.err
 	}
 	if err := unix.Bind(r.fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
