@@ -163,35 +163,41 @@ func (c controlPlaneCPU) String() string {
 // measureCPU runs fn and says what CPU the benchmark's kube-apiserver, its etcd (children of this
 // process) and this process used meanwhile.
 func measureCPU(b *testing.B, fn func()) controlPlaneCPU {
-	read := func() controlPlaneCPU {
-		var out controlPlaneCPU
-		entries, err := os.ReadDir("/proc")
-		require.NoError(b, err)
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			st, err := readStat(pid)
-			if err != nil || st.ppid != os.Getpid() {
-				continue
-			}
-			switch st.comm {
-			case "kube-apiserver":
-				out.apiserver += st.cpu
-			case "etcd":
-				out.etcd += st.cpu
-			}
-		}
-		self, err := cpuTime(os.Getpid())
-		require.NoError(b, err)
-		out.self = self
-		return out
-	}
-	before := read()
+	before := controlPlaneCPUNow(b)
 	fn()
-	after := read()
-	return controlPlaneCPU{apiserver: after.apiserver - before.apiserver, etcd: after.etcd - before.etcd, self: after.self - before.self}
+	return controlPlaneCPUNow(b).since(before)
+}
+
+// controlPlaneCPUNow is the CPU the benchmark's kube-apiserver and etcd (children of this
+// process) and this process used so far.
+func controlPlaneCPUNow(b *testing.B) controlPlaneCPU {
+	var out controlPlaneCPU
+	entries, err := os.ReadDir("/proc")
+	require.NoError(b, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil || st.ppid != os.Getpid() {
+			continue
+		}
+		switch st.comm {
+		case "kube-apiserver":
+			out.apiserver += st.cpu
+		case "etcd":
+			out.etcd += st.cpu
+		}
+	}
+	self, err := cpuTime(os.Getpid())
+	require.NoError(b, err)
+	out.self = self
+	return out
+}
+
+func (c controlPlaneCPU) since(before controlPlaneCPU) controlPlaneCPU {
+	return controlPlaneCPU{apiserver: c.apiserver - before.apiserver, etcd: c.etcd - before.etcd, self: c.self - before.self}
 }
 
 // plainClientApply does, with no operator, what the operator's timed run sends to the API

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,10 @@ type scaleOut struct {
 	quiet, during writeRun
 	// redirects are the MOVED and ASK replies the writer's client met while slots moved.
 	redirects int64
+	// servers is what the redis-servers spent from the change's start to its end; tools, the CPU
+	// of what drove the change meanwhile (the operator, the API server and etcd; redis-cli).
+	servers serverTime
+	tools   map[string]time.Duration
 }
 
 // countingClusterClient is a cluster client of addrs whose redirects are counted.
@@ -130,6 +135,14 @@ func BenchmarkScaleOutShards(b *testing.B) {
 						1000*float64(row.s.redirects)/float64(max(1, len(row.s.during.latencies)+row.s.during.errors)))
 				}
 				fmt.Printf("operator / redis-cli, keys per second while moving: %.2f; keys moved %d and %d\n", rate(op)/rate(ref), op.moved, ref.moved)
+				// Where the writer waits: the redis-servers' work, whose main threads its SETs queue behind.
+				for _, side := range []struct {
+					name string
+					s    scaleOut
+				}{{"the operator's", op}, {"redis-cli's", ref}} {
+					fmt.Printf("during %s %.2f s: redis-servers %s; %s\n", side.name, side.s.took.Seconds(), side.s.servers.over(side.s.took),
+						cores(side.s.tools, side.s.took))
+				}
 			}
 		})
 	}
@@ -189,6 +202,8 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 
 	var out scaleOut
 	stopWriter := out.startWriter(ctx, cc, redirects)
+	before := readServerTime(b, ctx, addrs, pw)
+	operatorBefore, controlPlaneBefore := op.cpu(b), controlPlaneCPUNow(b)
 	start := time.Now()
 	patch := client.MergeFrom(rc.DeepCopy())
 	rc.Spec.Cluster.Shards = 5
@@ -200,6 +215,13 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 	stopWriter()
 
 	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+	addrs = nil
+	for _, n := range rc.Status.Nodes {
+		addrs = append(addrs, node.Server(n.Name).Addr())
+	}
+	out.servers = readServerTime(b, ctx, addrs, pw).since(before)
+	controlPlane := controlPlaneCPUNow(b).since(controlPlaneBefore)
+	out.tools = map[string]time.Duration{"operator": op.cpu(b) - operatorBefore, "API server and etcd": controlPlane.apiserver + controlPlane.etcd}
 	for _, sh := range rc.Status.Shards[3:] {
 		primary := goredis.NewClient(&goredis.Options{Addr: node.Server(sh.Primary).Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
 		n, err := primary.DBSize(ctx).Result()
@@ -230,11 +252,13 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 		b.Cleanup(s.Kill)
 		nodes = append(nodes, s)
 	}
+	var cliCPU time.Duration
 	cli := func(args ...string) string {
 		cmd := exec.Command("redis-cli", append([]string{"--cluster"}, args...)...)
 		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+pw) // not in argv
 		out, err := cmd.CombinedOutput()
 		require.NoError(b, err, "redis-cli --cluster %s: %s", strings.Join(args, " "), out)
+		cliCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return string(out)
 	}
 	addrs := func(ss []*redistest.Server) []string {
@@ -253,6 +277,8 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 
 	var out scaleOut
 	stopWriter := out.startWriter(ctx, cc, redirects)
+	before := readServerTime(b, ctx, addrs(nodes), pw)
+	cliCPU = 0
 	start := time.Now()
 	// Each add-node first checks that the nodes agree, and fails when the node added just before
 	// is not yet known to all of them: a user waits for agreement after each, and so do we.
@@ -269,6 +295,8 @@ func redisCliRebalance(b *testing.B, ds dataset) scaleOut {
 	out.moving = time.Since(moving)
 	out.took = time.Since(start)
 	stopWriter()
+	out.servers = readServerTime(b, ctx, addrs(nodes), pw).since(before)
+	out.tools = map[string]time.Duration{"redis-cli": cliCPU}
 	for _, s := range nodes[6:8] {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Password: pw, Protocol: 2, DisableIdentity: true})
 		n, err := c.DBSize(ctx).Result()
@@ -317,4 +345,13 @@ func nodeID(b *testing.B, ctx context.Context, s *redistest.Server, pw string) s
 	id, err := c.ClusterMyID(ctx).Result()
 	require.NoError(b, err)
 	return id
+}
+
+// cores says each process's CPU over a window of d, in cores.
+func cores(cpu map[string]time.Duration, d time.Duration) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cpu)) {
+		out = append(out, fmt.Sprintf("%s %.2f cores", name, cpu[name].Seconds()/d.Seconds()))
+	}
+	return strings.Join(out, ", ")
 }
