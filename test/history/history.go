@@ -11,9 +11,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -114,6 +116,9 @@ type Report struct {
 	NoWritablePrimary time.Duration
 	// SlowestAcknowledged is the longest an acknowledged write took (a slow link shows here).
 	SlowestAcknowledged time.Duration
+	// Unacknowledged counts the writes not acknowledged by why: the error's first word (a
+	// Redis error's code, such as NOREPLICAS), or the whole error when it has no code.
+	Unacknowledged map[string]int
 }
 
 // Check judges ops against final, what the healed cluster holds of the keys written (key to
@@ -129,6 +134,10 @@ func Check(ops []Op, final map[string]string, terms []Term) Report {
 		r.Writes++
 		writes = append(writes, op)
 		if op.Err != nil {
+			if r.Unacknowledged == nil {
+				r.Unacknowledged = map[string]int{}
+			}
+			r.Unacknowledged[why(op.Err)]++
 			continue
 		}
 		r.Acknowledged++
@@ -200,11 +209,24 @@ func longestWithoutWrite(writes []Op) time.Duration {
 	return longest
 }
 
+// why names an error for counting: a Redis error by its code (its first word, in capitals, such as
+// NOREPLICAS), any other by what follows its last colon (an i/o timeout, without the addresses).
+func why(err error) string {
+	msg := err.Error()
+	if code, _, _ := strings.Cut(msg, " "); code != "" && strings.Trim(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+		return code
+	}
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
+}
+
 // String is the report as one line of figures.
 func (r Report) String() string {
 	return fmt.Sprintf("writes %d, acknowledged %d (slowest %s), lost %d, acknowledged by a non-primary %d; reads %d, stale %d (window %s); longest without a writable primary %s",
 		r.Writes, r.Acknowledged, r.SlowestAcknowledged.Round(time.Millisecond), len(r.Lost), len(r.ByNonPrimary), r.Reads, r.StaleReads,
-		r.StaleWindow.Round(time.Millisecond), r.NoWritablePrimary.Round(time.Millisecond))
+		r.StaleWindow.Round(time.Millisecond), r.NoWritablePrimary.Round(time.Millisecond)) + r.unacknowledged()
 }
 
 // Client is what a workload needs of one client of the cluster.
@@ -262,4 +284,19 @@ func (w Workload) Run(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// unacknowledged lists the reasons writes were not acknowledged, the commonest first.
+func (r Report) unacknowledged() string {
+	if len(r.Unacknowledged) == 0 {
+		return ""
+	}
+	reasons := slices.SortedFunc(maps.Keys(r.Unacknowledged), func(a, b string) int {
+		return cmp.Or(cmp.Compare(r.Unacknowledged[b], r.Unacknowledged[a]), cmp.Compare(a, b))
+	})
+	var parts []string
+	for _, reason := range reasons {
+		parts = append(parts, fmt.Sprintf("%s x%d", reason, r.Unacknowledged[reason]))
+	}
+	return "; not acknowledged: " + strings.Join(parts, ", ")
 }

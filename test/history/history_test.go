@@ -30,7 +30,19 @@ func read(key string, start, end int, found bool) history.Op {
 	return op
 }
 
-var errCut = errors.New("i/o timeout")
+var errCut = errors.New("read tcp 10.0.0.9:41000->10.0.0.1:6379: i/o timeout")
+
+func TestWritesNotAcknowledgedAreCountedByWhy(t *testing.T) {
+	ops := []history.Op{
+		write("a", 0, 5, "n0", errors.New("NOREPLICAS Not enough good replicas to write.")),
+		write("b", 10, 15, "n0", errors.New("NOREPLICAS Not enough good replicas to write.")),
+		write("c", 20, 1020, "n0", errCut),
+		write("d", 30, 530, "n0", errors.New("no replica acknowledged the write")),
+	}
+	r := history.Check(ops, nil, nil)
+	assert.Equal(t, map[string]int{"NOREPLICAS": 2, "i/o timeout": 1, "no replica acknowledged the write": 1}, r.Unacknowledged)
+	assert.Contains(t, r.String(), "not acknowledged: NOREPLICAS x2, i/o timeout x1, no replica acknowledged the write x1")
+}
 
 func TestAnAcknowledgedWriteTheHealedClusterLacksIsLost(t *testing.T) {
 	ops := []history.Op{write("a", 0, 5, "n0", nil), write("b", 10, 15, "n0", nil), write("c", 20, 1020, "n0", errCut)}
@@ -39,6 +51,8 @@ func TestAnAcknowledgedWriteTheHealedClusterLacksIsLost(t *testing.T) {
 	assert.Equal(t, 2, r.Acknowledged)
 	assert.Equal(t, []string{"b"}, r.Lost, "b was acknowledged and is gone; c never was")
 	assert.Equal(t, 5*time.Millisecond, r.SlowestAcknowledged, "c took longer, and was never acknowledged")
+	assert.Equal(t, map[string]int{"i/o timeout": 1}, r.Unacknowledged)
+	assert.Contains(t, r.String(), "not acknowledged: i/o timeout x1")
 
 	r = history.Check(ops, map[string]string{"a": "va", "b": "other"}, nil)
 	assert.Equal(t, []string{"b"}, r.Lost, "another value is not the write")
