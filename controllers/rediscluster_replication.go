@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,14 +209,20 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 	exec := topology.Executor{Dial: state.dial}
 	steps, err := exec.Switchover(ctx, step.From, step.To, state.replication.view, maxSwitchoverPause)
 	r.recordSteps(rc, steps)
-	if err != nil {
+	promoted := slices.ContainsFunc(steps, func(s topology.Step) bool { return s.Action == topology.ActionPromoted && s.Node == to })
+	if !promoted {
 		return fmt.Errorf("switchover from %s to %s: %w", from, to, err)
 	}
+	// Once the target is promoted the switchover has happened, even if another replica was not
+	// repointed yet (it timed out, or its pod is going): the next round repoints it.
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventSwitchedOver, "Switchover", "%s", strings.ToUpper(msg[:1])+msg[1:])
 	state.replication.move.done = true
 	state.rolled = true
 	// The labels follow on the next reconcile, from what the nodes then say.
 	state.replication.view = state.replication.view.WithPrimary(to)
+	if err != nil {
+		return fmt.Errorf("after the switchover from %s to %s: %w", from, to, err)
+	}
 	return nil
 }
 

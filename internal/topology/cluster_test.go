@@ -368,6 +368,34 @@ func TestSwitchoverLosesNoAcknowledgedWrite(t *testing.T) {
 	assert.Equal(t, 1, mostPrimaries(), "writable primaries at the same moment")
 }
 
+// The controller reports a switchover done once its target is promoted, whatever became of the
+// other replicas (each is repointed by a later round): the steps say so even when one failed.
+func TestASwitchoverThatCouldNotRepointAReplicaStillSaysItPromoted(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 3, "")
+	c.converge(ctx)
+	view := topology.Observe(ctx, c.exec.Dial, c.members(), c.currentPrimary())
+	from, to := view.Nodes[0], view.Nodes[2]
+	require.Equal(t, c.currentPrimary(), from.Name)
+
+	// Given the third node gone after the view was taken (its pod deleted by a scale-in)
+	c.server(view.Nodes[1].Name).Kill()
+
+	// When the primary switches over
+	steps, err := c.exec.Switchover(ctx, from, to, view, 5*time.Second)
+
+	// Then the error names the replica not repointed, and the steps say the target was promoted
+	require.ErrorContains(t, err, "pointing "+view.Nodes[1].Name+" at "+to.Name)
+	var actions []string
+	for _, s := range steps {
+		actions = append(actions, string(s.Action)+" "+s.Node)
+	}
+	assert.Equal(t, []string{"Paused sessions-0", "Repointed sessions-0", "Promoted sessions-2"}, actions)
+	info, err := c.exec.Dial(c.server(to.Name).Addr()).Replication(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, redis.RolePrimary, info.Role)
+}
+
 func TestWrongPasswordIsAnAuthErrorThatDoesNotCarryThePassword(t *testing.T) {
 	const password = "s3cret-Pa55 with spaces \"and\" quotes"
 	c := newCluster(t, 1, password)
