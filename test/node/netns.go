@@ -113,9 +113,25 @@ func inside[T any](n *Netns, open func() (T, error)) (T, error) {
 	return t, err
 }
 
-// do runs f on an OS thread switched into the namespace, then switches it back. A thread that
-// cannot be switched back is left locked, so that it ends with its goroutine.
+// do runs f on an OS thread switched into the namespace, then switches it back (InNamespace).
 func (n *Netns) do(f func() error) error {
+	target, err := os.Open(n.Path())
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	if err := InNamespace(target, f); err != nil {
+		return fmt.Errorf("network namespace %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// InNamespace runs f on an OS thread switched into the network namespace ns holds open (a socket
+// made there stays there), then switches the thread back. The thread must come back, not end: a
+// process started from it with a parent-death signal (the node's kubelet, a test's redis-server)
+// would die with it. Only a thread that cannot be switched back is left locked, to end with its
+// goroutine.
+func InNamespace(ns *os.File, f func() error) error {
 	errs := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -126,21 +142,14 @@ func (n *Netns) do(f func() error) error {
 			return
 		}
 		defer origin.Close()
-		target, err := os.Open(n.Path())
-		if err != nil {
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			errs <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errs <- fmt.Errorf("entering network namespace %s: %w", n.Name, err)
+			errs <- fmt.Errorf("entering: %w", err)
 			return
 		}
 		ferr := f()
 		if err := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); err != nil {
-			errs <- errors.Join(ferr, fmt.Errorf("leaving network namespace %s: %w", n.Name, err))
+			errs <- errors.Join(ferr, fmt.Errorf("leaving: %w", err))
 			return // the thread stays locked and dies with this goroutine
 		}
 		runtime.UnlockOSThread()

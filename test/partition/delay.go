@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/org/redis-operator/test/node"
 )
 
 // Delays: this machine's kernel has no sch_netem, but it has nfnetlink_queue. A delayed packet is
@@ -101,52 +102,27 @@ const (
 	nfAccept           = 1
 )
 
-// openQueue opens a netlink socket inside ns (on a thread that enters it and comes back: a socket
-// stays in the namespace it was made in) and binds it to queueNum.
+// openQueue opens a netlink socket inside ns (a socket stays in the namespace it was made in) and
+// binds it to queueNum.
 func openQueue(ns *os.File, delay time.Duration) (*delayQueue, error) {
-	type result struct {
-		fd  int
-		err error
-	}
-	made := make(chan result, 1)
-	go func() {
-		// The thread must come back, not end: a process this one started from it with a
-		// parent-death signal (the node's kubelet, every test's redis-server) would be killed
-		// with it. Only a thread that cannot come back is left locked, to end with this goroutine.
-		runtime.LockOSThread()
-		origin, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			runtime.UnlockOSThread()
-			made <- result{err: err}
-			return
+	fd := -1
+	err := node.InNamespace(ns, func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		return err
+	})
+	if err != nil {
+		if fd >= 0 {
+			_ = unix.Close(fd)
 		}
-		defer origin.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			made <- result{err: err}
-			return
-		}
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
-		if backErr := unix.Setns(int(origin.Fd()), unix.CLONE_NEWNET); backErr != nil {
-			made <- result{fd, errors.Join(err, fmt.Errorf("leaving the namespace: %w", backErr))}
-			return
-		}
-		runtime.UnlockOSThread()
-		made <- result{fd, err}
-	}()
-	r := <-made
-	if r.err != nil {
-		if r.fd > 0 {
-			_ = unix.Close(r.fd)
-		}
-		return nil, r.err
-	}
-	if err := unix.Bind(r.fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		_ = unix.Close(r.fd)
 		return nil, err
 	}
-	_ = unix.SetsockoptInt(r.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-	q := &delayQueue{ns: ns, sock: os.NewFile(uintptr(r.fd), "nfqueue"), held: make(chan heldPacket, 1<<16), stop: make(chan struct{})}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	q := &delayQueue{ns: ns, sock: os.NewFile(uintptr(fd), "nfqueue"), held: make(chan heldPacket, 1<<16), stop: make(chan struct{})}
 	q.delay.Store(int64(delay))
 	bind := attr(nfqaCfgCmd, []byte{nfqnlCfgCmdBind, 0, 0, 0})
 	params := attr(nfqaCfgParams, append(binary.BigEndian.AppendUint32(nil, 0), nfqnlCopyMeta)) // copy no payload
