@@ -53,7 +53,26 @@ func readyCluster(t *testing.T, name string, minReplicasToWrite *int32) *cachev1
 	rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout},
 		MinReplicasToWrite: minReplicasToWrite}
 	require.NoError(t, cluster.Client.Create(context.Background(), rc))
-	return readyAgain(t, rc)
+	rc = readyAgain(t, rc)
+	serviceAnswers(t, rc)
+	return rc
+}
+
+// serviceAnswers waits until rc's primary Service takes connections: a new Service's rules may
+// come a moment after the pods are Ready, and a scenario's figures count only its partition.
+func serviceAnswers(t *testing.T, rc *cachev1.RedisCluster) {
+	t.Helper()
+	ctx := context.Background()
+	addr, err := cluster.ServiceAddress(ctx, ns, rc.Name)
+	require.NoError(t, err)
+	password, err := cluster.SecretValue(ctx, ns, rc.Name+"-auth", "password")
+	require.NoError(t, err)
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.Dial, MaxRetries: -1,
+		DialTimeout: 300 * time.Millisecond})
+	defer c.Close()
+	require.EventuallyWithT(t, func(col *assert.CollectT) {
+		assert.NoError(col, c.Ping(ctx).Err())
+	}, waitFor, tick)
 }
 
 var (
