@@ -234,12 +234,8 @@ func openMoves(primaries map[int]Member, shardOfID map[string]int) ([]Move, []Ac
 
 // sees is true when the member's view has the node id serving the slot.
 func (m Member) sees(id string, slot int) bool {
-	for _, n := range m.Nodes {
-		if n.ID == id {
-			return n.Serves(slot)
-		}
-	}
-	return false
+	n, ok := m.node(id)
+	return ok && n.Serves(slot)
 }
 
 // Describe says what the moves do, for the status: the shard being drained or filled, and how

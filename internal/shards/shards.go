@@ -44,14 +44,20 @@ func (m Member) Self() (redis.ClusterNode, bool) {
 	return redis.ClusterNode{}, false
 }
 
-// knows is true when the member's node has the node id in its table, past the handshake.
-func (m Member) knows(id string) bool {
+// node is the member's entry for the node id; false when its table has none.
+func (m Member) node(id string) (redis.ClusterNode, bool) {
 	for _, n := range m.Nodes {
-		if n.ID == id && !n.Handshake() {
-			return true
+		if n.ID == id {
+			return n, true
 		}
 	}
-	return false
+	return redis.ClusterNode{}, false
+}
+
+// knows is true when the member's node has the node id in its table, past the handshake.
+func (m Member) knows(id string) bool {
+	n, ok := m.node(id)
+	return ok && !n.Handshake()
 }
 
 // ActionKind is a cluster command.

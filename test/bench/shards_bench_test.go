@@ -190,11 +190,16 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 		}
 	}
 	waitFor(b, op, "3 shards Ready", 5*time.Minute, 100*time.Millisecond, shardsReady(3))
-	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
-	var addrs []string
-	for _, n := range rc.Status.Nodes {
-		addrs = append(addrs, node.Server(n.Name).Addr())
+	// nodeAddrs are the addresses of the nodes rc's status lists, as it says now.
+	nodeAddrs := func() []string {
+		require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
+		var addrs []string
+		for _, n := range rc.Status.Nodes {
+			addrs = append(addrs, node.Server(n.Name).Addr())
+		}
+		return addrs
 	}
+	addrs := nodeAddrs()
 	pw := password(b, ctx, c, ns, "orders")
 	cc, redirects := countingClusterClient(addrs, pw)
 	defer cc.Close()
@@ -214,12 +219,7 @@ func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds datase
 	out.moving = time.Since(firstMove)
 	stopWriter()
 
-	require.NoError(b, c.Get(ctx, client.ObjectKeyFromObject(rc), rc))
-	addrs = nil
-	for _, n := range rc.Status.Nodes {
-		addrs = append(addrs, node.Server(n.Name).Addr())
-	}
-	out.servers = readServerTime(b, ctx, addrs, pw).since(before)
+	out.servers = readServerTime(b, ctx, nodeAddrs(), pw).since(before)
 	controlPlane := controlPlaneCPUNow(b).since(controlPlaneBefore)
 	out.tools = map[string]time.Duration{"operator": op.cpu(b) - operatorBefore, "API server and etcd": controlPlane.apiserver + controlPlane.etcd}
 	for _, sh := range rc.Status.Shards[3:] {
