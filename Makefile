@@ -71,9 +71,13 @@ generate: controller-gen admission-rules ## Generate DeepCopy methods.
 fmt: ## Run go fmt.
 	go fmt ./...
 
+# The build tags of the suites that need more than make test gives them (each suite's make target
+# says which): vet and the linters read their files too.
+SUITE_TAGS = e2e,faults,node,olm
+
 .PHONY: vet
-vet: ## Run go vet.
-	go vet ./...
+vet: ## Run go vet, on the suites' files too (SUITE_TAGS). It compiles every package the tests import, once: CI runs it before the suites that run side by side, which would otherwise each compile them.
+	go vet -tags $(SUITE_TAGS) ./...
 
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 
@@ -85,9 +89,18 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
+# make bench is two halves, by what they run on: the local cluster's real node (root), or an envtest
+# API server and redis-server processes. CI runs each beside the suites that use the same.
 .PHONY: bench
-bench: localcluster node redis-image build versitygw ## Benchmarks that print figures, each beside what users would otherwise run where there is one: 500 new RedisClusters against a plain client (three rounds, median); the operator binary idle over 1000, and checking 100 x 3 real nodes against a bare Go loop; the local cluster on its real node (root); a 1 GiB backup and restore against redis-cli --rdb piped to rclone; 3 shards' backup and restore against one node's; cluster mode's scale-out from 3 to 5 shards against redis-cli --cluster rebalance. BENCH_FULL=1: also 1M keys and 10 KB values moved; BENCH_SMOKE=1: small (CI).
-	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|LocalCluster|Backup1GiB|BackupShardsAgainstOne|ScaleOutShards' -benchtime 1x -count 1 -timeout 40m
+bench: bench-node bench-envtest ## Benchmarks that print figures, each beside what users would otherwise run where there is one (make bench-node, then make bench-envtest). BENCH_FULL=1: also 1M keys and 10 KB values moved; BENCH_SMOKE=1: small (CI).
+
+.PHONY: bench-node
+bench-node: localcluster node redis-image ## The local cluster on its real node (root): apply-to-Ready, failover through the ClusterIP, and the node's own cost.
+	go test ./test/bench/... -run '^$$' -bench 'LocalCluster' -benchtime 1x -count 1 -timeout 20m
+
+.PHONY: bench-envtest
+bench-envtest: envtest build versitygw ## On envtest and redis-server processes: 500 new RedisClusters against a plain client (three rounds, median); the operator binary idle over 1000, and checking 100 x 3 real nodes against a bare Go loop; a 1 GiB backup and restore against redis-cli --rdb piped to rclone; 3 shards' backup and restore against one node's; cluster mode's scale-out from 3 to 5 shards against redis-cli --cluster rebalance.
+	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|Backup1GiB|BackupShardsAgainstOne|ScaleOutShards' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1
 PARTITIONS_FULL ?=
