@@ -104,6 +104,8 @@ bench-envtest: envtest build versitygw ## On envtest and redis-server processes:
 
 FAULTS_SEED ?= 1
 PARTITIONS_FULL ?=
+# PARTITIONS_FULL=1 holds each cut 60 s and adds 5 minutes of random cuts per setting.
+PARTITIONS_TIMEOUT = $(if $(filter 1,$(PARTITIONS_FULL)),90m,30m)
 # Crash points tried at once. They wait on Redis and the API server more than they use the CPU:
 # 147 points take 3.5 minutes here 6 at a time, 4.1 minutes 4 at a time, and about 6 at go
 # test's default of one per core.
@@ -135,7 +137,7 @@ test-e2e: localcluster node redis-image versitygw ## End-to-end on the local clu
 
 .PHONY: test-partitions
 test-partitions: localcluster node redis-image ## Network partitions alone (make test-e2e runs them too, on its cluster), on the local cluster's real node (root): cuts between the operator, the primary, the replicas and the API server under a workload of clients; fails on any acknowledged write lost. PARTITIONS_FULL=1: longer cuts.
-	PARTITIONS_FULL=$(PARTITIONS_FULL) go test -tags e2e ./test/e2e/... -run '^TestPartition' -count=1 -timeout 30m -v
+	PARTITIONS_FULL=$(PARTITIONS_FULL) go test -tags e2e ./test/e2e/... -run '^TestPartition' -count=1 -timeout $(PARTITIONS_TIMEOUT) -v
 
 .PHONY: demo
 demo: node redis-image ## Start a local cluster on a real node (root), run the operator from its image, apply the sample and show it working; Ctrl-C ends it.
