@@ -23,7 +23,7 @@ import (
 )
 
 // The dataset: 1 GiB of random (incompressible) values of 64 KiB, so that the RDB is 1 GiB too.
-var backupKeys = sized(1<<14, 1<<12)
+var backupKeys = sized(1<<14, 1<<10)
 
 const backupValueSize = 64 << 10
 

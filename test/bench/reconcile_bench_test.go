@@ -31,10 +31,10 @@ import (
 	"github.com/org/redis-operator/test/testenv"
 )
 
-const (
-	clusters = 500
-	workers  = operator.DefaultMaxConcurrentReconciles // the baseline's parallelism, and the creating client's
-)
+// clusters is 500 (100 with BENCH_SMOKE=1).
+var clusters = sized(500, 100)
+
+const workers = operator.DefaultMaxConcurrentReconciles // the baseline's parallelism, and the creating client's
 
 // BenchmarkReconcile500 creates 500 RedisClusters at once and reports:
 //   - operator-s: time from the first create until every child exists and every status is written;
@@ -116,14 +116,14 @@ func BenchmarkReconcile500(b *testing.B) {
 		b.ReportMetric(slices.Max(ratios), "max-ratio")
 		b.ReportMetric(childrenOnly.Seconds(), "children-only-s")
 		b.ReportMetric(median(childrenRatios), "children-ratio")
-		b.ReportMetric(float64(requests.total)/clusters, "requests/cluster")
+		b.ReportMetric(float64(requests.total)/float64(clusters), "requests/cluster")
 		b.ReportMetric(float64(resyncWrites), "resync-writes")
 		fmt.Printf("ratio operator / plain client: median %.2f (rounds %.2f); against the children-only client: median %.2f; "+
 			"%.1f API requests per cluster, %d writes during a resync\n",
-			ratio, ratios, median(childrenRatios), float64(requests.total)/clusters, resyncWrites)
-		fmt.Printf("per cluster: %.1f reconciles;", requests.reconciles/clusters)
+			ratio, ratios, median(childrenRatios), float64(requests.total)/float64(clusters), resyncWrites)
+		fmt.Printf("per cluster: %.1f reconciles;", requests.reconciles/float64(clusters))
 		for _, kind := range slices.Sorted(maps.Keys(requests.byKind)) {
-			if n := float64(requests.byKind[kind]) / clusters; n >= 0.01 {
+			if n := float64(requests.byKind[kind]) / float64(clusters); n >= 0.01 {
 				fmt.Printf(" %s %.2f;", kind, n)
 			}
 		}
@@ -274,7 +274,7 @@ func operatorConverges(b *testing.B, ctx context.Context, c client.Client, cfg *
 	})
 	// Listing 1000 objects every 100ms would load the API server the operator is timed
 	// against: list only once every RedisCluster's status was written once.
-	for counter.ByKind()["PATCH redisclusters/status"] < clusters || !converged(b, ctx, c, ns) {
+	for counter.ByKind()["PATCH redisclusters/status"] < int64(clusters) || !converged(b, ctx, c, ns) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return time.Since(start), operatorRequests{namespace: ns, total: counter.Total(), byKind: counter.ByKind(), reconciles: reconciles() - before}
@@ -301,7 +301,7 @@ func resync(b *testing.B, ctx context.Context, cfg *rest.Config, ns string) int6
 	before := reconciles()
 	stop := runOperator(b, counter.Wrap(cfg), ns)
 	defer stop()
-	require.Eventually(b, func() bool { return reconciles()-before >= clusters }, 5*time.Minute, 100*time.Millisecond)
+	require.Eventually(b, func() bool { return reconciles()-before >= float64(clusters) }, 5*time.Minute, 100*time.Millisecond)
 	return counter.Writes()
 }
 
