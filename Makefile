@@ -72,7 +72,8 @@ fmt: ## Run go fmt.
 	go fmt ./...
 
 # The build tags of the suites that need more than make test gives them (each suite's make target
-# says which): vet and the linters read their files too.
+# says which): vet reads their files too, as the linters do (.golangci.yml's run.build-tags, which
+# lists the same tags: keep the two alike).
 SUITE_TAGS = e2e,faults,node,olm
 
 .PHONY: vet

@@ -100,7 +100,7 @@ func eventuallyReady(t *testing.T, replicas int) *cachev1.RedisCluster {
 }
 
 // serviceClient connects to the Service's ClusterIP from the node, once it has want ready
-// endpoints, with the password in secret (sessions-auth when "").
+// endpoints, with the password an option gives (withPassword), else sessions-auth's.
 func serviceClient(t require.TestingT, service string, want int, opts ...func(*goredis.Options)) *goredis.Client {
 	_, err := cluster.WaitServiceEndpoints(context.Background(), ns, service, want)
 	require.NoError(t, err)
@@ -115,12 +115,15 @@ func serviceClient(t require.TestingT, service string, want int, opts ...func(*g
 		}
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond, "kube-proxy routes %s's ClusterIP", service)
-	pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
-	require.NoError(t, err)
-	o := &goredis.Options{Addr: addr, Password: pw, MaxRetries: -1, Dialer: cluster.Dial,
+	o := &goredis.Options{Addr: addr, MaxRetries: -1, Dialer: cluster.Dial,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}
 	for _, f := range opts {
 		f(o)
+	}
+	if o.Password == "" {
+		pw, err := cluster.SecretValue(context.Background(), ns, "sessions-auth", "password")
+		require.NoError(t, err)
+		o.Password = pw
 	}
 	if cfg := o.TLSConfig; cfg != nil {
 		// go-redis adds TLS only to its own dialer.

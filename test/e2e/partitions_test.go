@@ -58,17 +58,13 @@ func readyCluster(t *testing.T, name string, minReplicasToWrite *int32) *cachev1
 	return rc
 }
 
-// serviceAnswers waits until rc's primary Service takes connections: a new Service's rules may
-// come a moment after the pods are Ready, and a scenario's figures count only its partition.
+// serviceAnswers waits until rc's primary Service takes connections (serviceClient waits for
+// kube-proxy's rules) and answers: a new Service's rules may come a moment after the pods are Ready,
+// and a scenario's figures count only its partition.
 func serviceAnswers(t *testing.T, rc *cachev1.RedisCluster) {
 	t.Helper()
 	ctx := context.Background()
-	addr, err := cluster.ServiceAddress(ctx, ns, rc.Name)
-	require.NoError(t, err)
-	password, err := cluster.SecretValue(ctx, ns, rc.Name+"-auth", "password")
-	require.NoError(t, err)
-	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.Dial, MaxRetries: -1,
-		DialTimeout: 300 * time.Millisecond})
+	c := serviceClient(t, rc.Name, 1, withPassword(t, rc.Name+"-auth"))
 	defer c.Close()
 	require.EventuallyWithT(t, func(col *assert.CollectT) {
 		assert.NoError(col, c.Ping(ctx).Err())
