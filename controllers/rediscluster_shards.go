@@ -214,6 +214,7 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 	plan := shards.DecideLayout(state.shards.members, int(rc.Spec.Cluster.Shards), restoredLayout(state.restore))
 	state.shards.plan = &plan
 	var errs []error
+	rejoined := map[string]bool{}
 	for _, a := range plan.Actions {
 		n := state.dial(state.shards.addrs[a.On])
 		err := shards.Act(ctx, n, a)
@@ -223,7 +224,15 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 			continue
 		}
 		state.changed = true
+		if a.Kind == shards.Rejoin {
+			rejoined[a.NodeID] = true // one Event for them all: a whole restart sends n x (n-1)
+			continue
+		}
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, string(a.Kind), "%s", a.String())
+	}
+	if len(rejoined) > 0 {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, string(shards.Rejoin),
+			"%d Redis nodes came back with their node IDs at new addresses: every node was told where they are now (CLUSTER MEET), their slots and roles unchanged", len(rejoined))
 	}
 	if len(plan.Actions) > 0 {
 		// Slots move on a view taken after these commands.

@@ -27,7 +27,7 @@ type ClusterNode interface {
 // Act sends one action's cluster command to its node.
 func Act(ctx context.Context, n ClusterNode, a Action) error {
 	switch a.Kind {
-	case Meet:
+	case Meet, Rejoin:
 		return n.ClusterMeet(ctx, a.Addr)
 	case AddSlots:
 		return n.ClusterAddSlots(ctx, a.Ranges)

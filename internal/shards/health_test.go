@@ -14,10 +14,6 @@ func formed() *cluster {
 	c.set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard1-0", "master", "", r(5461, 10921)).
 		set("rc-shard2-0", "master", "", r(10922, 16383))
 	c.set("rc-shard0-1", "slave", "n00").set("rc-shard1-1", "slave", "n10").set("rc-shard2-1", "slave", "n20")
-	// Each entry with its node's address, as the nodes' tables have them.
-	for i := range c.members {
-		c.members[i].Nodes[0].Addr = c.members[i].Addr
-	}
 	return c.joined()
 }
 

@@ -9,7 +9,10 @@
 // every node is in one cluster; it never makes a node that serves slots a replica (Redis would
 // drop its keys; Redis refuses it too); it forgets only a node that serves no slot, that the
 // cluster agreed has failed, and only while every pod's node answers, so that a node that is
-// only restarting is never dropped. It never resets a node or flushes data.
+// only restarting is never dropped. It never resets a node or flushes data. A node that came
+// back with its node ID at a new address (a restarted pod keeps nodes.conf on its volume, not
+// its IP) is introduced again at that address, and nothing else is sent until every node knows
+// every other where it is (rejoin.go).
 package shards
 
 import (
@@ -72,6 +75,9 @@ const (
 	Replicate ActionKind = "Replicate"
 	// Forget: CLUSTER FORGET NodeID, sent to On (to every node, within a minute).
 	Forget ActionKind = "Forget"
+	// Rejoin: CLUSTER MEET Addr, sent to On, whose table has the node NodeID at another
+	// address: the handshake finds an ID it knows, and Redis moves that node to the new address.
+	Rejoin ActionKind = "Rejoin"
 )
 
 // Action is one command to one node.
@@ -96,6 +102,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s replicates %s", a.On, a.NodeID)
 	case Stable:
 		return fmt.Sprintf("%s closes slot %d, whose other end is gone", a.On, a.Slot)
+	case Rejoin:
+		return fmt.Sprintf("%s meets %s at its new address %s", a.On, a.NodeID, a.Addr)
 	}
 	return fmt.Sprintf("%s forgets %s", a.On, a.NodeID)
 }
@@ -188,6 +196,11 @@ func DecideLayout(members []Member, shards int, layout Layout) Plan {
 		plan.Waiting = "no Redis node answers yet"
 		return plan
 	}
+	if twice := claimedTwice(answering); twice != "" {
+		// Which of them the others mean by that ID is unknown: nothing is sent.
+		plan.Waiting = twice
+		return plan
+	}
 	all := len(answering) == len(members)
 
 	// Every node meets the first: gossip then introduces them all to each other.
@@ -234,6 +247,12 @@ func DecideLayout(members []Member, shards int, layout Layout) Plan {
 	}
 	if !joined && plan.Waiting == "" {
 		plan.Waiting = "nodes are meeting"
+	}
+	if rejoin := rejoinMoved(answering); len(rejoin) > 0 {
+		// Every other command waits for a view in which the nodes reach each other.
+		plan.Actions = rejoin
+		plan.Waiting = movedWaiting(rejoin)
+		return plan
 	}
 	if plan.Waiting == "" && len(plan.Actions) == 0 {
 		var stable []Action

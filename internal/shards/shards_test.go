@@ -27,9 +27,11 @@ func newCluster(n, per int) *cluster {
 	for i := range n {
 		for k := range per {
 			id := fmt.Sprintf("n%d%d", i, k)
+			addr := fmt.Sprintf("127.0.0.%d:6379", 10*i+k+1)
+			self := node(id, "myself,master", "")
+			self.Addr = addr
 			c.members = append(c.members, shards.Member{Pod: fmt.Sprintf("rc-shard%d-%d", i, k), Shard: i, Ordinal: k,
-				Addr:  fmt.Sprintf("127.0.0.%d:6379", 10*i+k+1),
-				Nodes: []redis.ClusterNode{node(id, "myself,master", "")}})
+				Addr: addr, Nodes: []redis.ClusterNode{self}})
 		}
 	}
 	return c
@@ -49,6 +51,16 @@ func (c *cluster) set(pod, flags, primary string, slots ...redis.SlotRange) *clu
 	m := c.member(pod)
 	self := m.Nodes[0]
 	m.Nodes[0] = node(self.ID, "myself,"+flags, primary, slots...)
+	m.Nodes[0].Addr = self.Addr
+	return c
+}
+
+// moved gives the pod a new address: its own entry says it (cluster-announce-ip), the other
+// nodes' tables keep the old one until told.
+func (c *cluster) moved(pod, addr string) *cluster {
+	m := c.member(pod)
+	m.Addr = addr
+	m.Nodes[0].Addr = addr
 	return c
 }
 
