@@ -16,7 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -171,4 +174,86 @@ func TestAPodBackWithANewIPAndItsNodesConfRejoinsWithItsSlots(t *testing.T) {
 	assert.Len(t, got.Status.Nodes, 6)
 	assertNoSlotOpen(t, node, got, password)
 	assertKeysRead(t, clusterClient(t, node, got, password), 3000)
+}
+
+// primariesByID are the node IDs that serve slots, with their slots, as pod's node sees them.
+func primariesByID(t require.TestingT, node *testenv.LocalNode, pod, password string) map[string]string {
+	raw, err := redisClientOf(t, node, pod, password).ClusterNodes(context.Background()).Result()
+	require.NoError(t, err)
+	nodes, err := redis.ParseClusterNodes(raw)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, n := range nodes {
+		if n.SlotCount() > 0 {
+			out[n.ID] = fmt.Sprint(n.Slots)
+		}
+	}
+	return out
+}
+
+// redisClientOf is redisClient for a check inside an Eventually: no cleanup, closed by the caller's GC.
+func redisClientOf(t require.TestingT, node *testenv.LocalNode, pod, password string) *goredis.Client {
+	server := node.Server(pod)
+	require.NotNil(t, server, "pod %s runs no Redis", pod)
+	return goredis.NewClient(&goredis.Options{Addr: server.Addr(), Password: password, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+}
+
+func TestEveryPodBackAtNewAddressesRejoinsWithItsSlotsRoundAfterRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys on each shard's
+	// primary and replica
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	node := runLocalNode(t, ns)
+	rc := testenv.RedisCluster(ns, "reboot", 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(ctx, rc))
+	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
+	password := secretValue(t, ns, "reboot-auth", "password")
+	writeShardedKeys(t, clusterClient(t, node, ready, password), "k:", 3000, 0)
+	slotsByID := primariesByID(t, node, ready.Status.Shards[0].Primary, password)
+	require.Len(t, slotsByID, 3)
+
+	for round := 1; round <= 3; round++ {
+		// When every pod is deleted at once (a node reboot): each comes back with its volume,
+		// so its nodes.conf and its data, at an address no node knows
+		// (every process ends first: the local node replaces one StatefulSet's pods after
+		// another, and a node that came back while others still ran would find them)
+		ips := map[string]string{}
+		node.NoRestart.Store(true)
+		for _, n := range ready.Status.Nodes {
+			ips[n.Name] = node.Server(n.Name).IP
+			node.Server(n.Name).Kill()
+		}
+		require.NoError(t, k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for name, ip := range ips {
+				s := node.Server(name)
+				require.NotNil(c, s, name)
+				assert.NotEqual(c, ip, s.IP, "%s has a new address", name)
+				assert.True(c, s.Listening(), "%s listens", name)
+			}
+		}, waitFor, tick)
+		node.NoRestart.Store(false)
+		running := time.Now()
+
+		// Then every node says the cluster serves every slot again, the same node IDs serving
+		// the same slots, and every key reads back
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for name := range ips {
+				info, err := redisClientOf(c, node, name, password).ClusterInfo(ctx).Result()
+				require.NoError(c, err)
+				assert.Contains(c, info, "cluster_state:ok", name)
+			}
+		}, 2*waitFor, tick, "round %d: the cluster serves again", round)
+		t.Logf("round %d: every node says cluster_state:ok %s after the pods run", round, time.Since(running).Round(10*time.Millisecond))
+		ready = eventuallyShards(t, rc, 3, 2*waitFor)
+		assert.Equal(t, slotsByID, primariesByID(t, node, ready.Status.Shards[0].Primary, password), "round %d: the same nodes serve the same slots", round)
+		assertKeysRead(t, clusterClient(t, node, ready, password), 3000)
+		assert.Nil(t, meta.FindStatusCondition(ready.Status.Conditions, cachev1.ConditionDataLost), "nothing is said lost")
+	}
+	assert.Positive(t, countEvents(t, rc, cachev1.EventClusterChanged))
 }
