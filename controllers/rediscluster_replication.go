@@ -77,34 +77,6 @@ func observeReplication(ctx context.Context, rc *cachev1.RedisCluster, state *re
 	return v
 }
 
-// reconcileLiveSettings sets the LiveSettings on every node that answers, once per node by this
-// operator process: a node started by an earlier build, whose redis.conf lacked one, gets it
-// without a restart (a node that starts reads them from redis.conf).
-func (r *RedisClusterReconciler) reconcileLiveSettings(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	var pairs []string
-	for _, s := range resources.LiveSettings(rc) {
-		pairs = append(pairs, s.Directive, s.Value)
-	}
-	if len(pairs) == 0 {
-		return nil
-	}
-	want := strings.Join(pairs, " ")
-	cs := r.clusterState(rc)
-	for _, o := range state.replication.view.Nodes {
-		if !o.Reachable() || cs.settings.givenTo(o.Name) == want {
-			continue
-		}
-		n := state.dial(o.Addr)
-		err := n.SetConfig(ctx, pairs...)
-		n.Close()
-		if err != nil {
-			return fmt.Errorf("setting %s on %s: %w", want, o.Name, err)
-		}
-		cs.settings.gave(o.Name, want)
-	}
-	return nil
-}
-
 // reconcileFailover chooses the primary and makes every other node its replica: bootstrap,
 // and failover when the primary is gone (internal/topology decides; this records it).
 func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {

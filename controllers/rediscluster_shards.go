@@ -41,6 +41,7 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
 			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
 			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
+			{"LiveSettings", cachev1.ReasonSettingsFailed, r.reconcileLiveSettings, servesRedis},
 			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
 			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},

@@ -489,6 +489,29 @@ func TestResourcesAreWhatAPodTakes(t *testing.T) {
 	})
 }
 
+// A maxmemory at or above the container's memory limit gets Redis killed by the kernel before
+// Redis refuses a write or evicts a key: refused, in each of Redis's units.
+func TestMaxMemoryIsBelowTheMemoryLimit(t *testing.T) {
+	spec := func(maxmemory, limit string) string {
+		return "replicas: 3\nconfig: {maxmemory: '" + maxmemory + "'}\nresources: {limits: {memory: " + limit + "}}"
+	}
+	const refused = "spec.config.maxmemory must be below spec.resources.limits.memory"
+	runCases(t, "RedisCluster", []admissionCase{
+		{"below the limit", spec("200mb", "256Mi"), ""},
+		{"below the limit, in bytes", spec("268435455", "256Mi"), ""},
+		{"below the limit, in Redis's thousands", spec("268435k", "256Mi"), ""},
+		{"below the limit, upper case", spec("255MB", "256Mi"), ""},
+		{"no limit: any maxmemory", "replicas: 3\nconfig: {maxmemory: 64gb}", ""},
+		{"equal to the limit", spec("256mb", "256Mi"), refused},
+		{"above the limit", spec("1gb", "256Mi"), refused},
+		{"above the limit, in bytes", spec("268435457", "256Mi"), refused},
+		{"above the limit, in Redis's millions (1m = 1000000)", spec("300m", "256Mi"), refused},
+		{"above a limit in decimal units", spec("1G", "512M"), refused},
+		{"no limit of its own (0) under a memory limit", spec("0", "256Mi"), refused},
+		{"a size Redis cannot read is said so, not compared", spec("a lot", "256Mi"), "spec.config.maxmemory is a size in bytes"},
+	})
+}
+
 func TestPodPlacementIsWhatAPodTakes(t *testing.T) {
 	spread := func(s string) string { return "replicas: 3\ntopologySpreadConstraints: [" + s + "]" }
 	runCases(t, "RedisCluster", []admissionCase{

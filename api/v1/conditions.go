@@ -86,7 +86,8 @@ const (
 	// primary: what the primary before it held is gone.
 	ReasonNodesRestartedWithoutData = "NodesRestartedWithoutData"
 	// ReasonSettingsFailed (Degraded=True): a node refused a setting the operator keeps live on
-	// running nodes (CONFIG SET of repl-ping-replica-period); the message names the node.
+	// running nodes (CONFIG SET of repl-ping-replica-period, or of the maxmemory derived from
+	// the memory limit); the message names the node.
 	ReasonSettingsFailed = "SettingsFailed"
 	// ReasonNoPrimary (Degraded=True, Ready=False): no node can be primary yet.
 	ReasonNoPrimary = "NoPrimary"

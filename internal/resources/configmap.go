@@ -149,11 +149,18 @@ type LiveSetting struct {
 // spec.config says otherwise, Redis's default being 10). A replica that heard from its primary
 // within that period vouches that it lives when the operator cannot reach it
 // (topology.View.HeardWithin), and the replicas of a primary gone silent stop vouching after it.
+//
+// In both modes, maxmemory when spec.config sets none (MaxMemory): a share of the container's
+// memory limit, changed with the limit without a restart.
 func LiveSettings(rc *cachev1.RedisCluster) []LiveSetting {
-	if rc.Spec.Cluster != nil {
-		return nil
+	var out []LiveSetting
+	if rc.Spec.Cluster == nil {
+		out = append(out, LiveSetting{"repl-ping-replica-period", strconv.FormatInt(ReplicaPingPeriod(rc), 10)})
 	}
-	return []LiveSetting{{"repl-ping-replica-period", strconv.FormatInt(ReplicaPingPeriod(rc), 10)}}
+	if v, ok := MaxMemory(rc); ok {
+		out = append(out, LiveSetting{"maxmemory", v})
+	}
+	return out
 }
 
 // ReplicaPingPeriod is the seconds between a primary's pings to its replicas in replication

@@ -2,6 +2,7 @@ package resources_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +177,8 @@ func TestConfigHash(t *testing.T) {
 func TestALiveSettingIsInRedisConfButRollsNoPod(t *testing.T) {
 	rc := redisCluster(nil)
 	assert.Contains(t, resources.RedisConf(rc), "\nrepl-ping-replica-period 1\n")
-	assert.Equal(t, []resources.LiveSetting{{Directive: "repl-ping-replica-period", Value: "1"}}, resources.LiveSettings(rc))
+	assert.Equal(t, []resources.LiveSetting{{Directive: "repl-ping-replica-period", Value: "1"}, {Directive: "maxmemory", Value: "0"}},
+		resources.LiveSettings(rc))
 
 	slower := redisCluster(func(rc *cachev1.RedisCluster) {
 		rc.Spec.Config = map[string]cachev1.ConfigValue{"repl-ping-replica-period": "5"}
@@ -188,7 +190,8 @@ func TestALiveSettingIsInRedisConfButRollsNoPod(t *testing.T) {
 	assert.Equal(t, resources.ConfigHash(rc), resources.ConfigHash(slower), "a live setting's change rolls nothing")
 
 	sharded := redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3} })
-	assert.Empty(t, resources.LiveSettings(sharded), "Redis Cluster fails over by itself: no vouching")
+	assert.Equal(t, []resources.LiveSetting{{Directive: "maxmemory", Value: "0"}}, resources.LiveSettings(sharded),
+		"Redis Cluster fails over by itself: no vouching")
 	assert.NotContains(t, resources.RedisConf(sharded), "repl-ping-replica-period")
 }
 
@@ -558,4 +561,39 @@ func TestOperatorRulesAreOfTheUsersGrammar(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, u.Rules, args)
 	}
+}
+
+// Redis gets a share of the container's memory limit as its maxmemory when spec.config gives
+// none: set live (the limit changes, no pod rolls), and back to no limit when the limit goes.
+func TestMaxMemoryIsAShareOfTheMemoryLimitUnlessTheConfigSetsIt(t *testing.T) {
+	limited := func(limit string, config map[string]cachev1.ConfigValue) *cachev1.RedisCluster {
+		return redisCluster(func(rc *cachev1.RedisCluster) {
+			rc.Spec.Config = config
+			if limit != "" {
+				rc.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}}
+			}
+		})
+	}
+	tests := []struct {
+		name, limit string
+		config      map[string]cachev1.ConfigValue
+		want        string
+		live        bool
+	}{
+		{"no limit: no maxmemory of its own (Redis's default)", "", nil, "0", true},
+		{"a limit of 100Mi", "100Mi", nil, fmt.Sprint(100 * 1024 * 1024 / 100 * resources.MaxMemoryPercent), true},
+		{"a limit of 48Mi", "48Mi", nil, fmt.Sprint(48 * 1024 * 1024 / 100 * resources.MaxMemoryPercent), true},
+		{"the user's maxmemory stands", "100Mi", map[string]cachev1.ConfigValue{"maxmemory": "50mb"}, "50mb", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := limited(tt.limit, tt.config)
+			conf := resources.RedisConf(rc)
+			assert.Equal(t, 1, strings.Count(conf, "\nmaxmemory "), conf)
+			assert.Contains(t, conf, "\nmaxmemory "+tt.want+"\n")
+			assert.Equal(t, tt.live, slices.Contains(resources.LiveSettings(rc), resources.LiveSetting{Directive: "maxmemory", Value: tt.want}))
+		})
+	}
+	assert.Equal(t, resources.ConfigHash(limited("", nil)), resources.ConfigHash(limited("100Mi", nil)),
+		"a new limit changes maxmemory live: no pod rolls for it (the StatefulSet's resources roll them)")
 }
