@@ -21,10 +21,15 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -78,7 +83,7 @@ func TestAlertRulesParseAndEachHasItsRunbookInTheDocs(t *testing.T) {
 	assert.ElementsMatch(t, []string{
 		"RedisClusterNoWritablePrimary", "RedisClusterFailover", "RedisReplicaLagging", "RedisNodeNotServing",
 		"RedisMemoryNearMax", "RedisEvictingKeys", "RedisClusterPasswordRejected", "RedisClusterDegraded",
-		"RedisClusterDown", "RedisClusterSlotsWithoutPrimary",
+		"RedisClusterDown", "RedisClusterSlotsWithoutPrimary", "RedisRefusingWrites", "RedisOOMKilled",
 	}, names)
 }
 
@@ -320,6 +325,57 @@ func TestAlertsFireOnWhatTheyDescribe(t *testing.T) {
 			assert.Equal(c, []string{"sharded"}, series.firing(c, "RedisClusterNoWritablePrimary"))
 			assert.Equal(c, slices.Sorted(slices.Values([]string{victim.Primary, victim.Replicas[0]})), series.firing(c, "RedisNodeNotServing"))
 		}, waitFor, tick)
+	})
+
+	t.Run("a node that refuses writes at its maxmemory", func(t *testing.T) {
+		t.Parallel()
+		// Given a node with a memory limit and no maxmemory of the user's, that evicts nothing
+		ns := newNamespace(t)
+		startOperator(t, adminCfg, ns)
+		rc := testenv.RedisCluster(ns, "sessions", 1)
+		rc.Spec.Config = map[string]cachev1.ConfigValue{"maxmemory-policy": "noeviction"}
+		rc.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}}
+		require.NoError(t, k8sClient.Create(context.Background(), rc))
+		node := runLocalNode(t, ns)
+		rc = eventuallyReady(t, rc)
+		series := recordSeries(t, ns)
+		healthy := time.Now()
+		time.Sleep(2 * time.Second)
+		series.quiet(t, healthy)
+		c := redisClient(t, node, "sessions-0", secretValue(t, ns, "sessions-auth", "password"))
+		require.EventuallyWithT(t, func(co *assert.CollectT) {
+			got, err := c.ConfigGet(context.Background(), "maxmemory").Result()
+			require.NoError(co, err)
+			assert.Equal(co, fmt.Sprint(16*1024*1024/100*resources.MaxMemoryPercent), got["maxmemory"], "a share of the limit")
+		}, waitFor, tick)
+
+		// When more is written than maxmemory holds: Redis refuses the writes past it
+		value := strings.Repeat("v", 10_000)
+		var refused error
+		for i := 0; i < 5000 && refused == nil; i++ {
+			refused = c.Set(context.Background(), fmt.Sprintf("key-%d", i), value, 0).Err()
+		}
+		require.ErrorContains(t, refused, "OOM command not allowed when used memory > 'maxmemory'")
+
+		// Then, at the next load reading, the status says the node refuses writes at maxmemory,
+		// naming its policy, and the alert fires
+		require.EventuallyWithT(t, func(co *assert.CollectT) {
+			got := getRC(co, rc)
+			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionOutOfMemory)
+			require.NotNil(co, cond)
+			assert.Equal(co, cachev1.ReasonMaxMemoryReached, cond.Reason)
+			assert.Contains(co, cond.Message, "sessions-0 (maxmemory ")
+			assert.Contains(co, cond.Message, ", noeviction)")
+			assert.Equal(co, []string{"sessions"}, series.firing(co, "RedisRefusingWrites"))
+		}, 30*time.Second, time.Second)
+
+		// When keys are deleted: writes are taken again, and the condition clears
+		require.NoError(t, c.FlushAll(context.Background()).Err())
+		require.EventuallyWithT(t, func(co *assert.CollectT) {
+			cond := meta.FindStatusCondition(getRC(co, rc).Status.Conditions, cachev1.ConditionOutOfMemory)
+			require.NotNil(co, cond)
+			assert.Equal(co, metav1.ConditionFalse, cond.Status)
+		}, 30*time.Second, time.Second)
 	})
 
 	t.Run("a node at its maxmemory, then stopped", func(t *testing.T) {

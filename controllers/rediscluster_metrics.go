@@ -68,6 +68,10 @@ var (
 		Name: "redis_operator_data_lost_total",
 		Help: "Times a node holding no data was made primary while the primary before it held some: every node that answered had restarted without its data (the DataLost condition).",
 	}, clusterLabels)
+	oomKillsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redis_operator_oom_kills_total",
+		Help: "Times the kernel killed a node's Redis out of memory (its container's termination said OOMKilled), as the operator saw them (the OutOfMemory condition).",
+	}, clusterLabels)
 	noWritablePrimary = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redis_operator_no_writable_primary_seconds_total",
 		Help: "Time the RedisCluster's checks found no writable primary, summed between checks.",
@@ -87,7 +91,7 @@ var (
 
 // Metrics are the collectors this package fills, for the manager to serve.
 func Metrics() []prometheus.Collector {
-	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary, dataLost}
+	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary, dataLost, oomKillsTotal}
 	for _, g := range slices.Concat(nodeGauges, clusterGauges) {
 		out = append(out, g)
 	}
@@ -367,6 +371,7 @@ func forgetMetrics(key types.NamespacedName) {
 	primaryChangeDuration.DeletePartialMatch(labels)
 	noWritablePrimary.DeletePartialMatch(labels)
 	dataLost.DeletePartialMatch(labels)
+	oomKillsTotal.DeletePartialMatch(labels)
 	for _, g := range clusterGauges {
 		g.DeletePartialMatch(labels)
 	}

@@ -129,7 +129,9 @@ func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
 		phase{"Services", cachev1.ReasonApplyFailed, r.reconcileServices, appliesChild},
 		phase{"PodDisruptionBudget", cachev1.ReasonApplyFailed, r.reconcilePodDisruptionBudget, appliesChild},
 	)
-	return append(out, m.phases...)
+	out = append(out, m.phases...)
+	// After the mode's phases, which read the nodes' memory.
+	return append(out, phase{"Memory", cachev1.ReasonApplyFailed, r.reconcileMemory, servesRedis})
 }
 
 // replicationMode is one primary and its replicas: a StatefulSet whose nodes the operator keeps

@@ -100,8 +100,10 @@ type clusterState struct {
 	operatorUser userMemory
 	// tls is each node's certificate (rediscluster_tls.go).
 	tls tlsMemory
-	// settings are the live settings each node was given (rediscluster_replication.go).
+	// settings are the live settings each node was given (rediscluster_settings.go).
 	settings settingsMemory
+	// memory is each node's last memory reading and the OOM kills reported (rediscluster_memory.go).
+	memory memoryMemory
 	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
 	metrics clusterMetrics
 }
@@ -208,6 +210,8 @@ type reconcileState struct {
 	replication replicationState
 	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).
 	shards shardsState
+	// memory is what a reconcile learns of the nodes' memory, in either mode (rediscluster_memory.go).
+	memory memoryState
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {

@@ -28,6 +28,7 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
 	}
 	setCondition(rc, restoredCondition(rc, state))
+	setCondition(rc, outOfMemoryCondition(rc, state))
 	for _, c := range modeStatus(rc, state) {
 		setCondition(rc, c)
 	}

@@ -18,6 +18,10 @@ const (
 	// the primary before it held some: every node that answered had restarted without its data.
 	// It stays True, its lastTransitionTime saying when, the message what was lost and why.
 	ConditionDataLost = "DataLost"
+	// ConditionOutOfMemory is True while a node's Redis was last ended by the kernel out of
+	// memory (ReasonOOMKilled), or while a node's data fills its maxmemory and it refuses writes
+	// (ReasonMaxMemoryReached); False (AsExpected) otherwise.
+	ConditionOutOfMemory = "OutOfMemory"
 )
 
 // Condition types on a RedisBackup.
@@ -85,6 +89,14 @@ const (
 	// without data (no spec.storage, or volumes that held none), and one of them was made
 	// primary: what the primary before it held is gone.
 	ReasonNodesRestartedWithoutData = "NodesRestartedWithoutData"
+	// ReasonOOMKilled (OutOfMemory=True): the kernel killed a node's Redis out of memory (its
+	// container's last termination says OOMKilled); the message names the pod, when, and the
+	// container's memory limit.
+	ReasonOOMKilled = "OOMKilled"
+	// ReasonMaxMemoryReached (OutOfMemory=True): a node's data fills its maxmemory and its
+	// maxmemory-policy (noeviction) refuses writes; the message names the nodes, their
+	// maxmemory and policy.
+	ReasonMaxMemoryReached = "MaxMemoryReached"
 	// ReasonSettingsFailed (Degraded=True): a node refused a setting the operator keeps live on
 	// running nodes (CONFIG SET of repl-ping-replica-period, or of the maxmemory derived from
 	// the memory limit); the message names the node.
@@ -171,6 +183,9 @@ const (
 	// EventDataLost (Warning): a node holding no data was made primary while the primary before
 	// it held some (ConditionDataLost).
 	EventDataLost = "DataLost"
+	// EventOOMKilled (Warning): the kernel killed a node's Redis out of memory; the note gives
+	// the container's limit and the memory Redis used at the operator's last reading.
+	EventOOMKilled = "OOMKilled"
 	// EventAuthenticationFailed (Warning): Redis refused the password.
 	EventAuthenticationFailed = "AuthenticationFailed"
 	// EventPromoted (Normal): a node became the primary.

@@ -70,6 +70,12 @@ type Stats struct {
 	// EvictedKeys and ExpiredKeys count since the node started.
 	EvictedKeys, ExpiredKeys int64
 	OpsPerSecond             int64
+	// MaxMemoryPolicy is what the node does at maxmemory: evict (allkeys-lru, ...) or refuse
+	// writes (noeviction).
+	MaxMemoryPolicy string
+	// RefusedForMemory counts the commands the node refused since it started because its data
+	// had reached maxmemory (INFO errorstats, errorstat_OOM).
+	RefusedForMemory int64
 }
 
 // PrimaryAddr is host:port of a replica's primary.
@@ -293,7 +299,7 @@ func (n *node) Replication(ctx context.Context) (ReplicationInfo, error) {
 }
 
 func (n *node) Stats(ctx context.Context) (Stats, error) {
-	raw, err := n.client().Info(ctx, "clients", "memory", "stats").Result()
+	raw, err := n.client().Info(ctx, "clients", "memory", "stats", "errorstats").Result()
 	if err != nil {
 		return Stats{}, n.classify(err)
 	}
@@ -557,6 +563,12 @@ func ParseStats(raw string) (Stats, error) {
 			return Stats{}, fmt.Errorf("INFO %s %q: %w", f.key, fields[f.key], err)
 		}
 		*f.to = v
+	}
+	s.MaxMemoryPolicy = fields["maxmemory_policy"]
+	// errorstat_OOM:count=12 (Redis 6.2 and later; absent until the first refusal)
+	if v, ok := strings.CutPrefix(fields["errorstat_OOM"], "count="); ok {
+		count, _, _ := strings.Cut(v, ",")
+		s.RefusedForMemory, _ = strconv.ParseInt(count, 10, 64)
 	}
 	return s, nil
 }

@@ -165,3 +165,6 @@ func Version(rc *cachev1.RedisCluster) string {
 	}
 	return rc.Spec.Version
 }
+
+// RedisContainerName is the name of the container that runs redis-server in every node's pod.
+const RedisContainerName = "redis"

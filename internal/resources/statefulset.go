@@ -155,7 +155,7 @@ func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpe
 func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.ContainerApplyConfiguration {
 	port := intstr.FromString("redis")
 	c := corev1ac.Container().
-		WithName("redis").
+		WithName(RedisContainerName).
 		WithImage(Image(rc, images)).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
 		WithCommand("redis-server", configDir+"/"+ConfigFileName).
