@@ -104,6 +104,8 @@ type clusterState struct {
 	settings settingsMemory
 	// memory is each node's last memory reading and the OOM kills reported (rediscluster_memory.go).
 	memory memoryMemory
+	// held is the keys each shard held when last seen serving (rediscluster_shards_lost.go).
+	held heldMemory
 	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
 	metrics clusterMetrics
 }
@@ -212,6 +214,10 @@ type reconcileState struct {
 	shards shardsState
 	// memory is what a reconcile learns of the nodes' memory, in either mode (rediscluster_memory.go).
 	memory memoryState
+	// lost says what data this reconcile found lost, in either mode (the DataLost condition): a
+	// promotion of a node holding no data (topology.Plan.Lost), or shards whose nodes all came
+	// back empty and were given their slots again; empty when none.
+	lost string
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {

@@ -42,8 +42,6 @@ type replicationState struct {
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).
 	move *primaryMove
-	// lost says what data this reconcile's promotion lost (topology.Plan.Lost); empty when none.
-	lost string
 }
 
 // The phases in this file act on what internal/topology decides: observe the nodes, fail over,
@@ -104,8 +102,8 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	state.replication.round = round
 	r.recordSteps(rc, round.Steps)
 	if round.Plan.Lost > 0 && round.Primary() == round.Plan.Primary {
-		state.replication.lost = lostData(rc, round)
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.replication.lost)
+		state.lost = lostData(rc, round)
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.lost)
 		dataLost.WithLabelValues(rc.Namespace, rc.Name).Inc()
 	}
 	// A promotion stands even if repointing a replica failed afterwards: record it.

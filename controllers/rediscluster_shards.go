@@ -177,6 +177,7 @@ func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc
 		s.views = append(s.views, v)
 		s.viewOf[shard] = v
 	}
+	r.clusterState(rc).held.remember(state)
 	s.stats = r.readStats(ctx, rc, state, s.views)
 }
 
@@ -214,6 +215,7 @@ func recordedLayout(stored []cachev1.ShardBackup) (shards.Layout, error) {
 func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	plan := shards.DecideLayout(state.shards.members, int(rc.Spec.Cluster.Shards), restoredLayout(state.restore))
 	state.shards.plan = &plan
+	lost := r.shardsLost(rc, state, plan) // what the slots' owners held, before they are given again
 	var errs []error
 	rejoined := map[string]bool{}
 	for _, a := range plan.Actions {
@@ -225,6 +227,10 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 			continue
 		}
 		state.changed = true
+		if a.Kind == shards.AddSlots {
+			r.recordShardsLost(rc, state, lost)
+			lost = "" // said once, for every shard of the plan
+		}
 		if a.Kind == shards.Rejoin {
 			rejoined[a.NodeID] = true // one Event for them all: a whole restart sends n x (n-1)
 			continue

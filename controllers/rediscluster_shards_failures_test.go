@@ -257,3 +257,71 @@ func TestEveryPodBackAtNewAddressesRejoinsWithItsSlotsRoundAfterRound(t *testing
 	}
 	assert.Positive(t, countEvents(t, rc, cachev1.EventClusterChanged))
 }
+
+// TestEveryPodOfAClusterModeRedisClusterWithoutStorageDeletedIsReportedAsDataLost: without
+// spec.storage the nodes come back empty, with new node IDs; the operator forms the cluster
+// again so that it serves, and must say what was lost.
+func TestEveryPodOfAClusterModeRedisClusterWithoutStorageDeletedIsReportedAsDataLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// Given 3 shards of 2 nodes without storage, holding 1000 keys
+	e := newShardedCluster(t, "ephemeral")
+	writeShardedKeys(t, e.cc, "k:", 1000, 0)
+	lostBefore, _ := metricValue(t, "redis_operator_data_lost_total", map[string]string{"namespace": e.ns, "rediscluster": "ephemeral"})
+	time.Sleep(2 * time.Second) // a health check sees the keys
+
+	// When every process ends and every pod is deleted at once
+	e.node.NoRestart.Store(true)
+	for _, n := range e.ready.Status.Nodes {
+		e.node.Server(n.Name).Kill()
+	}
+	require.NoError(t, k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(e.ns)))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, n := range e.ready.Status.Nodes {
+			s := e.node.Server(n.Name)
+			require.NotNil(c, s, n.Name)
+			assert.True(c, s.Listening(), n.Name)
+		}
+	}, waitFor, tick)
+	e.node.NoRestart.Store(false)
+
+	// Then it serves again, Ready, and says that the data is lost: each shard with its keys, in
+	// a Warning Event for each assignment of slots (a shard whose pods answer first is given
+	// its slots first), the condition saying the last
+	got := eventuallyShards(t, e.rc, 3, 2*waitFor)
+	lost := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDataLost)
+	require.NotNil(t, lost, "conditions: %+v", got.Status.Conditions)
+	assert.Equal(t, metav1.ConditionTrue, lost.Status)
+	assert.Equal(t, cachev1.ReasonNodesRestartedWithoutData, lost.Reason)
+	assert.Contains(t, lost.Message, "Without spec.storage")
+	var notes []string
+	total := 0
+	for _, ev := range eventsFor(t, got) {
+		if ev.Reason != cachev1.EventDataLost {
+			continue
+		}
+		notes = append(notes, ev.Note)
+		var keys int
+		_, after, _ := strings.Cut(ev.Note, "so that the cluster serves: ")
+		_, err := fmt.Sscanf(after, "%d keys known lost", &keys)
+		require.NoError(t, err, ev.Note)
+		total += keys
+	}
+	require.NotEmpty(t, notes)
+	assert.Contains(t, notes, lost.Message, "the condition is the last Event's")
+	for _, shard := range []string{"shard 0 (", "shard 1 (", "shard 2 ("} {
+		assert.Contains(t, strings.Join(notes, "\n"), shard)
+	}
+	assert.Equal(t, 1000, total, "every key written is said lost: %q", notes)
+	lostAfter, ok := metricValue(t, "redis_operator_data_lost_total", map[string]string{"namespace": e.ns, "rediscluster": "ephemeral"})
+	require.True(t, ok)
+	assert.Equal(t, lostBefore+float64(len(notes)), lostAfter)
+	// And what is reported is true: the keys are gone
+	cc := clusterClient(t, e.node, got, e.password)
+	for _, k := range []string{"k:1", "k:2", "k:3"} {
+		n, err := cc.Exists(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, k)
+	}
+}

@@ -28,6 +28,11 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
 	}
 	setCondition(rc, restoredCondition(rc, state))
+	if state.lost != "" {
+		// A loss again: its time is now, not the first one's.
+		meta.RemoveStatusCondition(&rc.Status.Conditions, cachev1.ConditionDataLost)
+	}
+	setCondition(rc, dataLostCondition(state))
 	setCondition(rc, outOfMemoryCondition(rc, state))
 	for _, c := range modeStatus(rc, state) {
 		setCondition(rc, c)
@@ -50,13 +55,8 @@ func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*met
 		rc.Status.Nodes = nodeStatuses(state.replication.view)
 	}
 	degraded := degradedCondition(rc, state)
-	if state.replication.lost != "" {
-		// A loss again: its time is now, not the first one's.
-		meta.RemoveStatusCondition(&rc.Status.Conditions, cachev1.ConditionDataLost)
-	}
 	return []*metav1.Condition{
 		persistentCondition(rc),
-		dataLostCondition(state),
 		failingOverCondition(rc, state),
 		progressingCondition(state),
 		degraded,
@@ -209,13 +209,14 @@ func persistentCondition(rc *cachev1.RedisCluster) *metav1.Condition {
 		"Data lives in emptyDir volumes and is lost when a pod is deleted or moves; set spec.storage to keep it")
 }
 
-// dataLostCondition says what a promotion of this reconcile lost; nil when it lost nothing: the
+// dataLostCondition says what this reconcile lost, in either mode (a promotion of a node holding
+// no data, shards given their slots again empty); nil when it lost nothing: the
 // condition keeps what it said of an earlier loss.
 func dataLostCondition(state *reconcileState) *metav1.Condition {
-	if state.replication.lost == "" {
+	if state.lost == "" {
 		return nil
 	}
-	return condition(cachev1.ConditionDataLost, metav1.ConditionTrue, cachev1.ReasonNodesRestartedWithoutData, state.replication.lost)
+	return condition(cachev1.ConditionDataLost, metav1.ConditionTrue, cachev1.ReasonNodesRestartedWithoutData, state.lost)
 }
 
 // stsObserved is true when the StatefulSet controller has seen the StatefulSet's current spec,

@@ -225,7 +225,7 @@ func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
 // A promotion that lost data says so in a condition that stays, with the time of the last loss.
 func TestADataLossIsAConditionThatStays(t *testing.T) {
 	rc := statusTestCluster(2, "sessions-0")
-	lost := &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), lost: "sessions-0 was made primary holding no data"}}
+	lost := &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2)}, lost: "sessions-0 was made primary holding no data"}
 	setStatus(rc, lost, setReplicatedStatus)
 	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
 	require.NotNil(t, cond)
