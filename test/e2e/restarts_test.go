@@ -1,0 +1,213 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/redistest"
+)
+
+// Whole restarts and memory on the real node: what a node reboot and a busy day do to Redis.
+
+// applyJSON applies one object given as JSON with kubectl, as a user would.
+func applyJSON(t *testing.T, name, doc string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".json")
+	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
+	cluster.MustKubectl(t, "apply", "-n", ns, "-f", path)
+}
+
+// serviceClusterClient is a cluster client seeded with the RedisCluster's Service, following MOVED to
+// the pods' addresses through the node.
+func serviceClusterClient(t require.TestingT, name string) *goredis.ClusterClient {
+	addr, err := cluster.ServiceAddress(context.Background(), ns, name)
+	require.NoError(t, err)
+	pw, err := cluster.SecretValue(context.Background(), ns, name+"-auth", "password")
+	require.NoError(t, err)
+	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{addr}, Password: pw, Dialer: cluster.Dial,
+		DialTimeout: time.Second, ReadTimeout: time.Second, MaxRedirects: 8})
+}
+
+// slotOwners are the node IDs serving slots, with their slots, as the cluster client sees them.
+func slotOwners(t require.TestingT, cc *goredis.ClusterClient) []string {
+	slots, err := cc.ClusterSlots(context.Background()).Result()
+	require.NoError(t, err)
+	var out []string
+	for _, s := range slots {
+		out = append(out, fmt.Sprintf("%d-%d:%s", s.Start, s.End, s.Nodes[0].ID))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func podIPs(t require.TestingT, instance string) map[string]string {
+	pods := &corev1.PodList{}
+	require.NoError(t, cluster.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": instance}))
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.Status.PodIP
+	}
+	return out
+}
+
+func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *testing.T) {
+	// Given two RedisClusters in cluster mode, 2 shards of 2 nodes on volumes, 500 keys each
+	names := []string{"reboot-a", "reboot-b"}
+	clients := map[string]*goredis.ClusterClient{}
+	owners := map[string][]string{}
+	for _, name := range names {
+		applyJSON(t, name, `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"`+name+`"},`+
+			`"spec":{"replicas":2,"cluster":{"shards":2,"nodeTimeout":"2s"},"storage":{"size":"64Mi"}}}`)
+	}
+	for _, name := range names {
+		cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/"+name, "--timeout=300s")
+		cc := serviceClusterClient(t, name)
+		t.Cleanup(func() { _ = cc.Close() })
+		for i := range 500 {
+			require.NoError(t, cc.Set(context.Background(), fmt.Sprintf("k:%d", i), i, 0).Err())
+		}
+		require.NoError(t, cc.ForEachMaster(context.Background(), func(ctx context.Context, m *goredis.Client) error {
+			return m.Do(ctx, "WAIT", 1, 5000).Err()
+		}))
+		clients[name], owners[name] = cc, slotOwners(t, cc)
+	}
+
+	for round := 1; round <= 3; round++ {
+		// When every pod of both is deleted at once (a node reboot); in the last round, while a
+		// client writes to the first
+		var w *redistest.Writer
+		if round == 3 {
+			w = redistest.StartWriter(redistest.WriterOptions{Client: redistest.Held(clients[names[0]]), Every: time.Millisecond, Prefix: "w:"})
+			require.Eventually(t, func() bool { return w.Acked() > 50 }, waitFor, tick)
+		}
+		before := map[string]map[string]string{}
+		for _, name := range names {
+			before[name] = podIPs(t, name)
+		}
+		cluster.MustKubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance in (reboot-a,reboot-b)", "--grace-period=0", "--force")
+		var running time.Time
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, name := range names {
+				pods := &corev1.PodList{}
+				require.NoError(c, cluster.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name}))
+				require.Len(c, pods.Items, 4)
+				for _, p := range pods.Items {
+					assert.Equal(c, corev1.PodRunning, p.Status.Phase, p.Name)
+				}
+			}
+		}, 3*time.Minute, tick)
+		running = time.Now()
+		moved := 0
+		for _, name := range names {
+			for pod, ip := range podIPs(t, name) {
+				if before[name][pod] != ip {
+					moved++
+				}
+			}
+		}
+
+		// Then each serves every slot again, the same node IDs serving the same slots, with
+		// every key
+		for _, name := range names {
+			cc := clients[name]
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				cc.ReloadState(context.Background())
+				info, err := cc.ClusterInfo(context.Background()).Result()
+				require.NoError(c, err)
+				assert.Contains(c, info, "cluster_state:ok")
+				assert.Equal(c, owners[name], slotOwners(c, cc))
+				for i := range 500 {
+					v, err := cc.Get(context.Background(), fmt.Sprintf("k:%d", i)).Result()
+					require.NoError(c, err)
+					require.Equal(c, fmt.Sprint(i), v)
+				}
+			}, 2*time.Minute, time.Second, "round %d: %s serves again", round, name)
+			t.Logf("round %d: %s serves every slot and key %s after its pods run (%d of 8 pods at new addresses)",
+				round, name, time.Since(running).Round(100*time.Millisecond), moved)
+		}
+		if w != nil {
+			w.Stop()
+			acked, tried, _ := w.Result()
+			lost := redistest.Missing(context.Background(), clients[names[0]], acked)
+			t.Logf("round %d: %d of %d writes acknowledged across the restart, %d of them lost", round, len(acked), tried, len(lost))
+			assert.Empty(t, lost, "acknowledged writes lost")
+		}
+		for _, name := range names {
+			cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/"+name, "--timeout=120s")
+		}
+	}
+	for _, name := range names {
+		cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/"+name, "--wait")
+	}
+}
+
+func TestAMemoryLimitWithoutMaxmemoryRefusesWritesInsteadOfBeingOOMKilled(t *testing.T) {
+	// Given a RedisCluster of one node with a 48Mi memory limit and no maxmemory
+	applyJSON(t, "tight", `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"tight"},`+
+		`"spec":{"replicas":1,"resources":{"limits":{"memory":"48Mi"}}}}`)
+	cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/tight", "--timeout=180s")
+	c := serviceClient(t, "tight", 1, withPassword(t, "tight-auth"))
+	defer c.Close()
+
+	// When a client writes 1 KB values past the limit
+	value := strings.Repeat("v", 1000)
+	var refused error
+	written := 0
+	for ; written < 100_000 && refused == nil; written++ {
+		refused = c.Set(context.Background(), fmt.Sprintf("k:%d", written), value, 0).Err()
+	}
+
+	// Then Redis refuses the writes at its maxmemory, is never killed, and the status says so
+	require.ErrorContains(t, refused, "OOM command not allowed", "after %d writes", written)
+	t.Logf("Redis refused a write after %d writes of 1 KB under a 48Mi limit", written)
+	require.EventuallyWithT(t, func(co *assert.CollectT) {
+		rc := &cachev1.RedisCluster{}
+		require.NoError(co, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tight"}, rc))
+		cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionOutOfMemory)
+		require.NotNil(co, cond)
+		assert.Equal(co, cachev1.ReasonMaxMemoryReached, cond.Reason)
+		_ = c.Set(context.Background(), "one-more", value, 0).Err() // refusals keep coming
+	}, time.Minute, time.Second)
+	pod := &corev1.Pod{}
+	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tight-0"}, pod))
+	for _, cs := range pod.Status.ContainerStatuses {
+		assert.Zero(t, cs.RestartCount, "%s never restarted", cs.Name)
+		assert.Nil(t, cs.LastTerminationState.Terminated, cs.Name)
+	}
+
+	// When maxmemory is set by hand just under the limit, and the data grows past what the
+	// container holds
+	cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/tight", "--type", "merge", "-p", `{"spec":{"config":{"maxmemory":"47mb","maxmemory-policy":"noeviction"}}}`)
+	require.EventuallyWithT(t, func(co *assert.CollectT) {
+		for i := range 20_000 {
+			if err := c.Set(context.Background(), fmt.Sprintf("more:%d", i), value, 0).Err(); err != nil {
+				break
+			}
+		}
+		rc := &cachev1.RedisCluster{}
+		require.NoError(co, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tight"}, rc))
+		cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionOutOfMemory)
+		require.NotNil(co, cond)
+		assert.Equal(co, cachev1.ReasonOOMKilled, cond.Reason)
+	}, 3*time.Minute, time.Second)
+	out := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=OOMKilled", "-o", "jsonpath={.items[*].note}")
+	assert.Contains(t, out, "memory limit of 48Mi")
+	t.Logf("OOMKilled Event: %s", out)
+	cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/tight", "--wait")
+}
