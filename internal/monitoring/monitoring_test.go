@@ -101,7 +101,7 @@ func TestTheMonitoringObjectsAreInstalledOnceTheirCRDsExist(t *testing.T) {
 	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
 	require.Len(t, groups, 1)
 	rules, _ := groups[0].(map[string]any)["rules"].([]any)
-	assert.Len(t, rules, 10, "the alerts")
+	assert.Len(t, rules, 12, "the alerts")
 
 	// And installing again changes nothing
 	version := rule.GetResourceVersion()
