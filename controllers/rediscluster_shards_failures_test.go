@@ -122,21 +122,30 @@ func TestAPrimaryStoppedWhileItsSlotsMoveLosesNoKeyAndLeavesNoSlotOpen(t *testin
 	assertKeysRead(t, clusterClient(t, node, got, password), 20000)
 }
 
+// shardsOnVolumes is a Ready RedisCluster of 3 shards of 2 nodes with their data on volumes
+// (spec.storage) and a node timeout of 1s, in a namespace of its own with its operator, holding
+// k:0..k:2999 on each shard's primary and replica.
+func shardsOnVolumes(t *testing.T, name string) (*testenv.LocalNode, *cachev1.RedisCluster, *cachev1.RedisCluster, string) {
+	t.Helper()
+	ns := newNamespace(t)
+	startOperator(t, adminCfg, ns)
+	node := runLocalNode(t, ns)
+	rc := testenv.RedisCluster(ns, name, 2)
+	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(context.Background(), rc))
+	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
+	password := secretValue(t, ns, name+"-auth", "password")
+	writeShardedKeys(t, clusterClient(t, node, ready, password), "k:", 3000, 0)
+	return node, rc, ready, password
+}
+
 func TestAPodBackWithANewIPAndItsNodesConfRejoinsWithItsSlots(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
 	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys
-	ns := newNamespace(t)
-	startOperator(t, adminCfg, ns)
-	node := runLocalNode(t, ns)
-	rc := testenv.RedisCluster(ns, "volumes", 2)
-	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
-	require.NoError(t, k8sClient.Create(ctx, rc))
-	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
-	password := secretValue(t, ns, "volumes-auth", "password")
-	writeShardedKeys(t, clusterClient(t, node, ready, password), "k:", 3000, 0)
+	node, rc, ready, password := shardsOnVolumes(t, "volumes")
 	primary := ready.Status.Shards[1].Primary
 	oldIP := node.Server(primary).IP
 	id, err := redisClient(t, node, primary, password).Do(ctx, "CLUSTER", "MYID").Text()
@@ -144,7 +153,7 @@ func TestAPodBackWithANewIPAndItsNodesConfRejoinsWithItsSlots(t *testing.T) {
 
 	// When shard 1's primary's pod is deleted, and comes back with a new IP and its volume
 	pod := &corev1.Pod{}
-	require.NoError(t, k8sClient.Get(ctx, key(ns, primary), pod))
+	require.NoError(t, k8sClient.Get(ctx, key(rc.Namespace, primary), pod))
 	require.NoError(t, k8sClient.Delete(ctx, pod))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		s := node.Server(primary)
@@ -204,16 +213,8 @@ func TestEveryPodBackAtNewAddressesRejoinsWithItsSlotsRoundAfterRound(t *testing
 
 	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys on each shard's
 	// primary and replica
-	ns := newNamespace(t)
-	startOperator(t, adminCfg, ns)
-	node := runLocalNode(t, ns)
-	rc := testenv.RedisCluster(ns, "reboot", 2)
-	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
-	require.NoError(t, k8sClient.Create(ctx, rc))
-	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
-	password := secretValue(t, ns, "reboot-auth", "password")
-	writeShardedKeys(t, clusterClient(t, node, ready, password), "k:", 3000, 0)
+	node, rc, ready, password := shardsOnVolumes(t, "reboot")
+	ns := rc.Namespace
 	slotsByID := primariesByID(t, node, ready.Status.Shards[0].Primary, password)
 	require.Len(t, slotsByID, 3)
 
