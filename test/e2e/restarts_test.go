@@ -66,6 +66,56 @@ func podIPs(t require.TestingT, instance string) map[string]string {
 	return out
 }
 
+// deleteEveryPod deletes every pod of the RedisClusters at once, as a node reboot does, and
+// returns when they all run again, with how many came back at new addresses.
+func deleteEveryPod(t *testing.T, nodes map[string]int) (running time.Time, moved int) {
+	t.Helper()
+	before := map[string]map[string]string{}
+	var names []string
+	for name := range nodes {
+		before[name] = podIPs(t, name)
+		names = append(names, name)
+	}
+	cluster.MustKubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance in ("+strings.Join(names, ",")+")", "--grace-period=0", "--force")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for name, want := range nodes {
+			pods := &corev1.PodList{}
+			require.NoError(c, cluster.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name}))
+			require.Len(c, pods.Items, want)
+			for _, p := range pods.Items {
+				assert.Equal(c, corev1.PodRunning, p.Status.Phase, p.Name)
+			}
+		}
+	}, 3*time.Minute, tick)
+	running = time.Now()
+	for name := range nodes {
+		for pod, ip := range podIPs(t, name) {
+			if before[name][pod] != ip {
+				moved++
+			}
+		}
+	}
+	return running, moved
+}
+
+// eventuallyServesAsBefore waits until the cluster client's RedisCluster serves every slot
+// from the same node IDs as before (owners), with k:0..k:<keys-1>.
+func eventuallyServesAsBefore(t *testing.T, cc *goredis.ClusterClient, owners []string, keys int, within time.Duration) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cc.ReloadState(context.Background())
+		info, err := cc.ClusterInfo(context.Background()).Result()
+		require.NoError(c, err)
+		assert.Contains(c, info, "cluster_state:ok")
+		assert.Equal(c, owners, slotOwners(c, cc))
+		for i := range keys {
+			v, err := cc.Get(context.Background(), fmt.Sprintf("k:%d", i)).Result()
+			require.NoError(c, err)
+			require.Equal(c, fmt.Sprint(i), v)
+		}
+	}, within, time.Second)
+}
+
 func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *testing.T) {
 	// Given two RedisClusters in cluster mode on volumes, 500 keys each: 3 shards of 2 nodes,
 	// and 3 shards of one node
@@ -100,48 +150,12 @@ func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *t
 			w = redistest.StartWriter(redistest.WriterOptions{Client: redistest.Held(clients[names[0]]), Every: time.Millisecond, Prefix: "w:"})
 			require.Eventually(t, func() bool { return w.Acked() > 50 }, waitFor, tick)
 		}
-		before := map[string]map[string]string{}
-		for _, name := range names {
-			before[name] = podIPs(t, name)
-		}
-		cluster.MustKubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance in (reboot-a,reboot-b)", "--grace-period=0", "--force")
-		var running time.Time
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			for _, name := range names {
-				pods := &corev1.PodList{}
-				require.NoError(c, cluster.Client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name}))
-				require.Len(c, pods.Items, nodes[name])
-				for _, p := range pods.Items {
-					assert.Equal(c, corev1.PodRunning, p.Status.Phase, p.Name)
-				}
-			}
-		}, 3*time.Minute, tick)
-		running = time.Now()
-		moved := 0
-		for _, name := range names {
-			for pod, ip := range podIPs(t, name) {
-				if before[name][pod] != ip {
-					moved++
-				}
-			}
-		}
+		running, moved := deleteEveryPod(t, nodes)
 
 		// Then each serves every slot again, the same node IDs serving the same slots, with
 		// every key
 		for _, name := range names {
-			cc := clients[name]
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				cc.ReloadState(context.Background())
-				info, err := cc.ClusterInfo(context.Background()).Result()
-				require.NoError(c, err)
-				assert.Contains(c, info, "cluster_state:ok")
-				assert.Equal(c, owners[name], slotOwners(c, cc))
-				for i := range 500 {
-					v, err := cc.Get(context.Background(), fmt.Sprintf("k:%d", i)).Result()
-					require.NoError(c, err)
-					require.Equal(c, fmt.Sprint(i), v)
-				}
-			}, 2*time.Minute, time.Second, "round %d: %s serves again", round, name)
+			eventuallyServesAsBefore(t, clients[name], owners[name], 500, 2*time.Minute)
 			t.Logf("round %d: %s serves every slot and key %s after its pods run (%d of 9 pods at new addresses)",
 				round, name, time.Since(running).Round(100*time.Millisecond), moved)
 		}
