@@ -89,8 +89,8 @@ func (r *RedisClusterReconciler) reconcileMemory(_ context.Context, rc *cachev1.
 	}
 	state.memory.kills = oomKills(state.pods)
 	for _, k := range state.memory.kills {
-		if mem.reported[k.pod] == k {
-			continue
+		if r, ok := mem.reported[k.pod]; ok && r.at.Equal(&k.at) {
+			continue // one kill: the container's state, then its last state once restarted
 		}
 		mem.reported[k.pod] = k
 		r.Recorder.Eventf(rc, podNamed(state.pods, k.pod), corev1.EventTypeWarning, cachev1.EventOOMKilled, "Memory", "%s", oomKilledMessage(rc, k, mem.last[k.pod]))
@@ -125,16 +125,19 @@ func oomKilledMessage(rc *cachev1.RedisCluster, k oomKill, last topology.Stats) 
 	if last.UsedMemory > 0 {
 		used = fmt.Sprintf("Redis used %s of data at the operator's last reading, maxmemory %s", bytesOf(last.UsedMemory), bytesOf(last.MaxMemory))
 	}
-	return fmt.Sprintf("Redis on %s was killed by the kernel out of memory (OOMKilled, %d restarts): %s; %s. Lower spec.config.maxmemory or raise spec.resources.limits.memory",
+	return fmt.Sprintf("Redis on %s was killed by the kernel out of memory (OOMKilled; the container has restarted %d times): %s; %s. Lower spec.config.maxmemory or raise spec.resources.limits.memory",
 		k.pod, k.restarts, limit, used)
 }
 
-// bytesOf writes a size as Kubernetes does (48Mi).
+// bytesOf writes a size as Kubernetes does when it is whole (48Mi), else in MiB (32.4MiB).
 func bytesOf(n int64) string {
 	if n == 0 {
 		return "0 (no limit)"
 	}
-	return resource.NewQuantity(n, resource.BinarySI).String()
+	if n%1024 == 0 {
+		return resource.NewQuantity(n, resource.BinarySI).String()
+	}
+	return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
 }
 
 // outOfMemoryCondition is True while a node's Redis was last ended by the kernel out of memory,

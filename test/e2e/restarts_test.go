@@ -227,8 +227,11 @@ func TestAMemoryLimitWithoutMaxmemoryRefusesWritesInsteadOfBeingOOMKilled(t *tes
 		require.NotNil(co, cond)
 		assert.Equal(co, cachev1.ReasonOOMKilled, cond.Reason)
 	}, 3*time.Minute, time.Second)
-	out := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=OOMKilled", "-o", "jsonpath={.items[*].note}")
+	out := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=OOMKilled", "-o", "jsonpath={.items[*].message}")
 	assert.Contains(t, out, "memory limit of 48Mi")
+	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tight-0"}, pod))
+	assert.Equal(t, int(pod.Status.ContainerStatuses[0].RestartCount), strings.Count(out, "was killed by the kernel out of memory"),
+		"one Event for each kill (each restarted the container): %s", out)
 	t.Logf("after %d writes of 1 KB with maxmemory 47mb, the OOMKilled Event: %s", more, out)
 	cluster.MustKubectl(t, "delete", "-n", ns, "rediscluster/tight", "--wait")
 }
