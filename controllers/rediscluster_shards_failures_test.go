@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -325,4 +327,71 @@ func TestEveryPodOfAClusterModeRedisClusterWithoutStorageDeletedIsReportedAsData
 		require.NoError(t, err)
 		assert.Zero(t, n, k)
 	}
+}
+
+// killAndDelete ends the pods' processes at once and deletes the pods (their volumes stay),
+// running wipe on each server first, if given, then waits until every one runs again.
+func killAndDelete(t *testing.T, node *testenv.LocalNode, ns string, pods []string, wipe func(*redistest.Server)) {
+	t.Helper()
+	node.NoRestart.Store(true)
+	ips := map[string]string{}
+	for _, pod := range pods {
+		s := node.Server(pod)
+		ips[pod] = s.IP
+		s.Kill()
+		if wipe != nil {
+			wipe(s)
+		}
+	}
+	for _, pod := range pods {
+		require.NoError(t, k8sClient.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}))
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for pod, ip := range ips {
+			s := node.Server(pod)
+			require.NotNil(c, s, pod)
+			assert.NotEqual(c, ip, s.IP, "%s has a new address", pod)
+			assert.True(c, s.Listening(), "%s listens", pod)
+		}
+	}, waitFor, tick)
+	node.NoRestart.Store(false)
+}
+
+func TestOneShardBackAtNewAddressesAndANodeWhoseVolumeWasLostRejoin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node, rc, ready, password := shardsOnVolumes(t, "partial")
+	slotsByID := primariesByID(t, node, ready.Status.Shards[0].Primary, password)
+
+	// When both pods of shard 1 end and are deleted at once
+	shard1 := append([]string{ready.Status.Shards[1].Primary}, ready.Status.Shards[1].Replicas...)
+	killAndDelete(t, node, rc.Namespace, shard1, nil)
+
+	// Then the cluster serves again, the same node IDs serving the same slots, every key there
+	got := eventuallyShards(t, rc, 3, 2*waitFor)
+	assert.Equal(t, slotsByID, primariesByID(t, node, got.Status.Shards[0].Primary, password))
+	assertKeysRead(t, clusterClient(t, node, got, password), 3000)
+
+	// When shard 2's primary comes back with its volume emptied (nodes.conf and data gone)
+	lost := got.Status.Shards[2].Primary
+	lostID, err := redisClient(t, node, lost, password).Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	killAndDelete(t, node, rc.Namespace, []string{lost}, func(s *redistest.Server) { require.NoError(t, os.RemoveAll(s.Dir)) })
+
+	// Then its replica serves the shard's slots with the keys, the emptied node joins as a new
+	// node replicating it, and its old ID is forgotten everywhere
+	got = eventuallyShards(t, rc, 3, 3*waitFor)
+	assert.NotEqual(t, lost, got.Status.Shards[2].Primary, "the replica took the shard over")
+	assert.Equal(t, []string{lost}, got.Status.Shards[2].Replicas)
+	newID, err := redisClient(t, node, lost, password).Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	assert.NotEqual(t, lostID, newID, "a new node")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, n := range got.Status.Nodes {
+			nodes, err := redisClientOf(c, node, n.Name, password).ClusterNodes(ctx).Result()
+			require.NoError(c, err)
+			assert.NotContains(c, nodes, lostID, "%s forgot the emptied node's old ID", n.Name)
+		}
+	}, 2*waitFor, tick)
+	assertKeysRead(t, clusterClient(t, node, got, password), 3000)
 }

@@ -125,3 +125,34 @@ func keysOf(m map[shards.ActionKind][]string) []shards.ActionKind {
 	}
 	return out
 }
+
+func TestAReplicaWhosePrimaryLostItsVolumeIsNeverPointedAtTheEmptyNode(t *testing.T) {
+	// Given shard 1's primary back as a new, empty node (its volume lost): its replica still
+	// replicates the old node, which serves the shard's slots in every table
+	c := formed()
+	c.set("rc-shard1-0", "master", "")
+	c.member("rc-shard1-0").Nodes[0].ID = "n10-new"
+	c.joined()
+	for i := range c.members {
+		if c.members[i].Pod != "rc-shard1-0" {
+			c.members[i].Nodes = append(c.members[i].Nodes, node("n10", "master,fail?", "", r(5461, 10921)))
+		}
+	}
+
+	// Then the replica is not repointed at the empty node (it would drop the shard's keys), no
+	// slot is given, and the shard waits for Redis Cluster to promote the replica
+	p := shards.Decide(c.members, 3)
+	got := kinds(p)
+	assert.Empty(t, got[shards.Replicate])
+	assert.Empty(t, got[shards.AddSlots])
+	assert.Contains(t, p.Waiting, "rc-shard1-1 replicates a primary that serves shard 1's slots and is gone")
+
+	// When Redis Cluster promoted the replica: the new node is attached to it
+	c.set("rc-shard1-1", "master", "", r(5461, 10921))
+	c.joined()
+	for i := range c.members {
+		c.members[i].Nodes = append(c.members[i].Nodes, node("n10", "master,fail", ""))
+	}
+	got = kinds(shards.Decide(c.members, 3))
+	assert.Equal(t, []string{"rc-shard1-0 replicates n11"}, got[shards.Replicate])
+}

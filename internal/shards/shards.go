@@ -7,7 +7,9 @@
 // The safety rule it keeps: no key is lost and no slot is served twice. So it never assigns a
 // slot that any node is known to serve, and assigns slots only while every node answers and
 // every node is in one cluster; it never makes a node that serves slots a replica (Redis would
-// drop its keys; Redis refuses it too); it forgets only a node that serves no slot, that the
+// drop its keys; Redis refuses it too), nor repoints a replica whose primary still serves its
+// shard's slots from elsewhere (a primary whose volume was lost: Redis promotes the replica);
+// it forgets only a node that serves no slot, that the
 // cluster agreed has failed, and only while every pod's node answers, so that a node that is
 // only restarting is never dropped. It never resets a node or flushes data. A node that came
 // back with its node ID at a new address (a restarted pod keeps nodes.conf on its volume, not
@@ -335,6 +337,14 @@ func decideShard(i int, want []redis.SlotRange, answering []Member, owned []bool
 		return shard, nil, fmt.Sprintf("shard %d has no primary", i)
 	}
 	p := selfOf(*primary)
+	if p.SlotCount() == 0 {
+		if r, ok := replicaOfServingPrimary(in); ok {
+			// The shard's data lives on in a replica whose primary is no pod's now (its volume
+			// was lost): Redis Cluster promotes it once the primary is agreed failed. Pointing
+			// it at an empty node would drop the data.
+			return shard, nil, fmt.Sprintf("%s replicates a primary that serves shard %d's slots and is gone; it takes them over once the cluster agrees the primary failed", r, i)
+		}
+	}
 	shard.Primary = primary.Pod
 	var actions []Action
 	waiting := ""
@@ -368,6 +378,21 @@ func decideShard(i int, want []redis.SlotRange, answering []Member, owned []bool
 		}
 	}
 	return shard, actions, waiting
+}
+
+// replicaOfServingPrimary is a member that replicates a node that serves slots, as its own
+// table says: while none of the shard's members serves slots, that primary is not one of them.
+func replicaOfServingPrimary(in []Member) (string, bool) {
+	for _, m := range in {
+		self := selfOf(m)
+		if self.PrimaryID == "" {
+			continue
+		}
+		if n, ok := m.node(self.PrimaryID); ok && n.SlotCount() > 0 {
+			return m.Pod, true
+		}
+	}
+	return "", false
 }
 
 // forgetGone forgets, on every node, the nodes that no pod is and that the cluster agreed have
