@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
@@ -225,28 +224,17 @@ func TestEveryPodBackAtNewAddressesRejoinsWithItsSlotsRoundAfterRound(t *testing
 		// so its nodes.conf and its data, at an address no node knows
 		// (every process ends first: the local node replaces one StatefulSet's pods after
 		// another, and a node that came back while others still ran would find them)
-		ips := map[string]string{}
-		node.NoRestart.Store(true)
+		var pods []string
 		for _, n := range ready.Status.Nodes {
-			ips[n.Name] = node.Server(n.Name).IP
-			node.Server(n.Name).Kill()
+			pods = append(pods, n.Name)
 		}
-		require.NoError(t, k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns)))
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			for name, ip := range ips {
-				s := node.Server(name)
-				require.NotNil(c, s, name)
-				assert.NotEqual(c, ip, s.IP, "%s has a new address", name)
-				assert.True(c, s.Listening(), "%s listens", name)
-			}
-		}, waitFor, tick)
-		node.NoRestart.Store(false)
+		killAndDelete(t, node, ns, pods, nil)
 		running := time.Now()
 
 		// Then every node says the cluster serves every slot again, the same node IDs serving
 		// the same slots, and every key reads back
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			for name := range ips {
+			for _, name := range pods {
 				info, err := redisClientOf(c, node, name, password).ClusterInfo(ctx).Result()
 				require.NoError(c, err)
 				assert.Contains(c, info, "cluster_state:ok", name)
@@ -275,19 +263,11 @@ func TestEveryPodOfAClusterModeRedisClusterWithoutStorageDeletedIsReportedAsData
 	time.Sleep(2 * time.Second) // a health check sees the keys
 
 	// When every process ends and every pod is deleted at once
-	e.node.NoRestart.Store(true)
+	var pods []string
 	for _, n := range e.ready.Status.Nodes {
-		e.node.Server(n.Name).Kill()
+		pods = append(pods, n.Name)
 	}
-	require.NoError(t, k8sClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(e.ns)))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		for _, n := range e.ready.Status.Nodes {
-			s := e.node.Server(n.Name)
-			require.NotNil(c, s, n.Name)
-			assert.True(c, s.Listening(), n.Name)
-		}
-	}, waitFor, tick)
-	e.node.NoRestart.Store(false)
+	killAndDelete(t, e.node, e.ns, pods, nil)
 
 	// Then it serves again, Ready, and says that the data is lost: each shard with its keys, in
 	// a Warning Event for each assignment of slots (a shard whose pods answer first is given
@@ -394,4 +374,45 @@ func TestOneShardBackAtNewAddressesAndANodeWhoseVolumeWasLostRejoin(t *testing.T
 		}
 	}, 2*waitFor, tick)
 	assertKeysRead(t, clusterClient(t, node, got, password), 3000)
+}
+
+func TestAShardWhoseNodesAllCameBackEmptyServesAgainAndTheLossIsSaid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// Given 3 shards of 2 nodes without storage, holding 1000 keys
+	e := newShardedCluster(t, "oneshard")
+	writeShardedKeys(t, e.cc, "k:", 1000, 0)
+	time.Sleep(2 * time.Second) // a health check sees the keys
+	lostShard := e.ready.Status.Shards[1]
+	served := 0
+	for i := range 1000 {
+		slot, err := e.cc.ClusterKeySlot(ctx, fmt.Sprintf("k:%d", i)).Result()
+		require.NoError(t, err)
+		if slot >= 5461 && slot <= 10921 {
+			served++
+		}
+	}
+
+	// When both nodes of shard 1 end and their pods are deleted at once (new, empty nodes)
+	killAndDelete(t, e.node, e.ns, append([]string{lostShard.Primary}, lostShard.Replicas...), nil)
+
+	// Then the cluster serves every slot again, shard 1 empty, the other shards' keys all
+	// there, and the loss of shard 1's keys is said
+	got := eventuallyShards(t, e.rc, 3, 3*waitFor)
+	lost := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionDataLost)
+	require.NotNil(t, lost, "conditions: %+v", got.Status.Conditions)
+	assert.Contains(t, lost.Message, fmt.Sprintf("Every node of shard 1 (%d keys) came back empty", served))
+	assert.Equal(t, 1, countEvents(t, got, cachev1.EventDataLost))
+	cc := clusterClient(t, e.node, got, e.password)
+	kept := 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		kept = 0
+		for i := range 1000 {
+			if v, err := cc.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err == nil && v == fmt.Sprint(i) {
+				kept++
+			}
+		}
+		assert.Equal(c, 1000-served, kept, "every key of the other shards")
+	}, waitFor, tick)
 }

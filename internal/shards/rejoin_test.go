@@ -156,3 +156,38 @@ func TestAReplicaWhosePrimaryLostItsVolumeIsNeverPointedAtTheEmptyNode(t *testin
 	got = kinds(shards.Decide(c.members, 3))
 	assert.Equal(t, []string{"rc-shard1-0 replicates n11"}, got[shards.Replicate])
 }
+
+func TestAShardWhoseEveryNodeCameBackEmptyGetsItsSlotsAgainOnceItsOldPrimaryIsForgotten(t *testing.T) {
+	// Given shard 1's two nodes back empty with new IDs (no storage), the old primary failed and
+	// still serving the shard's slots in every table, and nobody replicating it
+	c := formed()
+	c.set("rc-shard1-0", "master", "").set("rc-shard1-1", "master", "")
+	c.member("rc-shard1-0").Nodes[0].ID = "n10-new"
+	c.member("rc-shard1-1").Nodes[0].ID = "n11-new"
+	c.joined()
+	for i := range c.members {
+		c.members[i].Nodes = append(c.members[i].Nodes, node("n10", "master,fail", "", r(5461, 10921)), node("n11", "slave,fail", "n10"))
+	}
+
+	// Then both old nodes are forgotten everywhere, and no slot is given while one still owns them
+	got := kinds(shards.Decide(c.members, 3))
+	assert.Len(t, got[shards.Forget], 2*6)
+	assert.Empty(t, got[shards.AddSlots])
+
+	// And while a node still replicates the old primary, it is not forgotten: Redis promotes it
+	c.member("rc-shard1-1").Nodes[0].Flags = []string{"myself", "slave"}
+	c.member("rc-shard1-1").Nodes[0].PrimaryID = "n10"
+	got = kinds(shards.Decide(c.members, 3))
+	for _, f := range got[shards.Forget] {
+		assert.NotContains(t, f, "forgets n10", "n10 has a replica")
+	}
+
+	// When every node forgot them: the shard's new primary gets the slots again
+	c = formed()
+	c.set("rc-shard1-0", "master", "").set("rc-shard1-1", "master", "")
+	c.member("rc-shard1-0").Nodes[0].ID = "n10-new"
+	c.member("rc-shard1-1").Nodes[0].ID = "n11-new"
+	c.set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard2-0", "master", "", r(10922, 16383))
+	got = kinds(shards.Decide(c.joined().members, 3))
+	assert.Equal(t, []string{"rc-shard1-0 serves slots [5461-10921]"}, got[shards.AddSlots])
+}

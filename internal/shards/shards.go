@@ -9,12 +9,12 @@
 // every node is in one cluster; it never makes a node that serves slots a replica (Redis would
 // drop its keys; Redis refuses it too), nor repoints a replica whose primary still serves its
 // shard's slots from elsewhere (a primary whose volume was lost: Redis promotes the replica);
-// it forgets only a node that serves no slot, that the
-// cluster agreed has failed, and only while every pod's node answers, so that a node that is
-// only restarting is never dropped. It never resets a node or flushes data. A node that came
-// back with its node ID at a new address (a restarted pod keeps nodes.conf on its volume, not
-// its IP) is introduced again at that address, and nothing else is sent until every node knows
-// every other where it is (rejoin.go).
+// it forgets only a node that no pod is, that the cluster agreed has failed, and that serves no
+// slot or that no node replicates (its keys are nowhere), and only while every pod's node
+// answers, so that a node that is only restarting is never dropped. It never resets a node or
+// flushes data. A node that came back with its node ID at a new address (a restarted pod keeps
+// nodes.conf on its volume, not its IP) is introduced again at that address, and nothing else is
+// sent until every node knows every other where it is (rejoin.go).
 package shards
 
 import (
@@ -398,11 +398,20 @@ func replicaOfServingPrimary(in []Member) (string, bool) {
 // forgetGone forgets, on every node, the nodes that no pod is and that the cluster agreed have
 // failed: a pod that came back without its data directory is a new node, and the nodes of a
 // removed shard are gone; each stays in every table until forgotten. Until the cluster agrees
-// such a node has failed, the cluster waits for it.
+// such a node has failed, the cluster waits for it. A gone node that still serves slots is
+// forgotten only when no node replicates it: every node of its shard came back without its data
+// (no spec.storage), so its keys are nowhere, and its slots, free once it is forgotten, are given
+// to its shard's new primary (a loss the controller reports). While a replica of it lives, Redis
+// Cluster promotes that replica instead.
 func forgetGone(answering []Member, anchor Member) ([]Action, string) {
 	ids := map[string]bool{}
+	replicated := map[string]bool{}
 	for _, m := range answering {
-		ids[selfOf(m).ID] = true
+		self := selfOf(m)
+		ids[self.ID] = true
+		if self.PrimaryID != "" {
+			replicated[self.PrimaryID] = true
+		}
 	}
 	var actions []Action
 	waiting := ""
@@ -410,9 +419,9 @@ func forgetGone(answering []Member, anchor Member) ([]Action, string) {
 		if ids[n.ID] || n.Handshake() {
 			continue
 		}
-		if !n.Failed() || n.SlotCount() > 0 {
+		if !n.Failed() || (n.SlotCount() > 0 && replicated[n.ID]) {
 			if waiting == "" {
-				waiting = fmt.Sprintf("node %s at %s is no pod's; it is forgotten once the cluster agrees it has failed and it serves no slot", n.ID, n.Addr)
+				waiting = fmt.Sprintf("node %s at %s is no pod's; it is forgotten once the cluster agrees it has failed and no node replicates it", n.ID, n.Addr)
 			}
 			continue
 		}
