@@ -380,12 +380,18 @@ func decideShard(i int, want []redis.SlotRange, answering []Member, owned []bool
 	return shard, actions, waiting
 }
 
-// replicaOfServingPrimary is a member that replicates a node that serves slots, as its own
-// table says: while none of the shard's members serves slots, that primary is not one of them.
+// replicaOfServingPrimary is a member that replicates a node that is none of the shard's pods
+// and serves slots, as the member's own table says: the shard's data lives on in it.
 func replicaOfServingPrimary(in []Member) (string, bool) {
+	ids := map[string]bool{}
+	for _, m := range in {
+		ids[selfOf(m).ID] = true
+	}
 	for _, m := range in {
 		self := selfOf(m)
-		if self.PrimaryID == "" {
+		if self.PrimaryID == "" || ids[self.PrimaryID] {
+			// Its primary is one of the shard's pods (one importing its first slots, seen by
+			// the replica as their owner before it sees itself so): not gone.
 			continue
 		}
 		if n, ok := m.node(self.PrimaryID); ok && n.SlotCount() > 0 {
