@@ -77,10 +77,7 @@ func (r *RedisClusterReconciler) reconcileMemory(_ context.Context, rc *cachev1.
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if mem.last == nil {
-		mem.last, mem.reported = map[string]topology.Stats{}, map[string]oomKill{}
-	}
-	if mem.refusing == nil {
-		mem.refusing = map[string]bool{}
+		mem.last, mem.refusing, mem.reported = map[string]topology.Stats{}, map[string]bool{}, map[string]oomKill{}
 	}
 	for pod, s := range state.mode.nodes(state).stats {
 		before, seen := mem.last[pod]
@@ -116,17 +113,22 @@ func refusesWrites(before topology.Stats, seen bool, now topology.Stats) bool {
 	return now.UsedMemory > now.MaxMemory || (seen && now.RefusedForMemory > before.RefusedForMemory)
 }
 
-func oomKilledMessage(rc *cachev1.RedisCluster, k oomKill, last topology.Stats) string {
-	limit := "no memory limit"
+// memoryLimitOf says the Redis container's memory limit, for the condition and the Event: "a
+// memory limit of 48Mi", or "no memory limit".
+func memoryLimitOf(rc *cachev1.RedisCluster) string {
 	if l, ok := resources.MemoryLimit(rc); ok {
-		limit = "its container's memory limit of " + bytesOf(l)
+		return "a memory limit of " + bytesOf(l)
 	}
+	return "no memory limit"
+}
+
+func oomKilledMessage(rc *cachev1.RedisCluster, k oomKill, last topology.Stats) string {
 	used := "no reading of its memory before"
 	if last.UsedMemory > 0 {
 		used = fmt.Sprintf("Redis used %s of data at the operator's last reading, maxmemory %s", bytesOf(last.UsedMemory), bytesOf(last.MaxMemory))
 	}
-	return fmt.Sprintf("Redis on %s was killed by the kernel out of memory (OOMKilled; the container has restarted %d times): %s; %s. Lower spec.config.maxmemory or raise spec.resources.limits.memory",
-		k.pod, k.restarts, limit, used)
+	return fmt.Sprintf("Redis on %s was killed by the kernel out of memory (OOMKilled; the container has restarted %d times): its container had %s; %s. Lower spec.config.maxmemory or raise spec.resources.limits.memory",
+		k.pod, k.restarts, memoryLimitOf(rc), used)
 }
 
 // bytesOf writes a size as Kubernetes does when it is whole (48Mi), else in MiB (32.4MiB).
@@ -147,13 +149,9 @@ func outOfMemoryCondition(rc *cachev1.RedisCluster, state *reconcileState) *meta
 		return nil // not observed this reconcile: the condition stands
 	}
 	if k := state.memory.kills; len(k) > 0 {
-		limit := "no memory limit"
-		if l, ok := resources.MemoryLimit(rc); ok {
-			limit = "a memory limit of " + bytesOf(l)
-		}
 		return condition(cachev1.ConditionOutOfMemory, metav1.ConditionTrue, cachev1.ReasonOOMKilled,
 			fmt.Sprintf("Redis on %s was killed by the kernel out of memory at %s, with %s: lower spec.config.maxmemory or raise the limit",
-				k[0].pod, k[0].at.UTC().Format("2006-01-02T15:04:05Z"), limit))
+				k[0].pod, k[0].at.UTC().Format("2006-01-02T15:04:05Z"), memoryLimitOf(rc)))
 	}
 	if full := state.memory.full; len(full) > 0 {
 		return condition(cachev1.ConditionOutOfMemory, metav1.ConditionTrue, cachev1.ReasonMaxMemoryReached,

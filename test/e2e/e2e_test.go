@@ -143,6 +143,14 @@ func serviceClient(t require.TestingT, service string, want int, opts ...func(*g
 	return goredis.NewClient(o)
 }
 
+// applyJSON applies one object given as JSON with kubectl, as a user would.
+func applyJSON(t *testing.T, name, doc string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".json")
+	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
+	cluster.MustKubectl(t, "apply", "-n", ns, "-f", path)
+}
+
 // withPassword is a client option: the password in key "password" of Secret name.
 func withPassword(t require.TestingT, name string) func(*goredis.Options) {
 	pw, err := cluster.SecretValue(context.Background(), ns, name, "password")
@@ -520,11 +528,8 @@ func operatorKilledMidFailover(t *testing.T) {
 // everyPodDeletedWithStorage: a RedisCluster with storage whose pods are all force-deleted at once
 // comes back with the write its replica acknowledged, from local volumes the kubelet mounted.
 func everyPodDeletedWithStorage(t *testing.T) {
-	spec := `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"durable"},` +
-		`"spec":{"replicas":2,"storage":{"size":"64Mi"}}}`
-	path := filepath.Join(t.TempDir(), "durable.json")
-	require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
-	cluster.MustKubectl(t, "apply", "-n", ns, "-f", path)
+	applyJSON(t, "durable", `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"durable"},`+
+		`"spec":{"replicas":2,"storage":{"size":"64Mi"}}}`)
 	cluster.MustKubectl(t, "wait", "-n", ns, "--for=condition=Ready", "rediscluster/durable", "--timeout=180s")
 	w := serviceClient(t, "durable", 1, withPassword(t, "durable-auth"))
 	require.NoError(t, w.Set(context.Background(), "kept", "on disk", 0).Err())

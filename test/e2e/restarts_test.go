@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -24,14 +22,6 @@ import (
 )
 
 // Whole restarts and memory on the real node: what a node reboot and a busy day do to Redis.
-
-// applyJSON applies one object given as JSON with kubectl, as a user would.
-func applyJSON(t *testing.T, name, doc string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name+".json")
-	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
-	cluster.MustKubectl(t, "apply", "-n", ns, "-f", path)
-}
 
 // serviceClusterClient is a cluster client seeded with the RedisCluster's Service, following MOVED to
 // the pods' addresses through the node.
