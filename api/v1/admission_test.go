@@ -316,7 +316,7 @@ func TestConfigOutsideTheAllowListIsRefused(t *testing.T) {
 		{"an integer out of Redis's range", configSpec("hz", "501"), "spec.config.hz is an integer from 1 to 500"},
 		{"an integer too long to read", configSpec("timeout", "99999999999999999999"), "spec.config.timeout is an integer"},
 		{"an enum's unknown value", configSpec("maxmemory-policy", "allkeys-random "), "spec.config.maxmemory-policy is one of"},
-		{"a size in words", configSpec("maxmemory", "a lot"), "spec.config.maxmemory is a size in bytes"},
+		{"a size in words", configSpec("maxmemory", "a lot"), "spec.config.maxmemory is 0 (no limit) or a size in bytes"},
 	})
 }
 
@@ -508,7 +508,7 @@ func TestMaxMemoryIsBelowTheMemoryLimit(t *testing.T) {
 		{"above the limit, in Redis's millions (1m = 1000000)", spec("300m", "256Mi"), refused},
 		{"above a limit in decimal units", spec("1G", "512M"), refused},
 		{"no limit of its own (0) under a memory limit", spec("0", "256Mi"), refused},
-		{"a size Redis cannot read is said so, not compared", spec("a lot", "256Mi"), "spec.config.maxmemory is a size in bytes"},
+		{"a size Redis cannot read is said so, not compared", spec("a lot", "256Mi"), "spec.config.maxmemory is 0 (no limit) or a size in bytes"},
 	})
 }
 

@@ -14,7 +14,11 @@ const DefaultVersion = "7.2"
 // RedisClusterSpec is what the user wants: how many Redis nodes, of which version.
 // +kubebuilder:validation:XValidation:rule="!has(self.failover) || !has(self.failover.minReplicasToWrite) || self.failover.minReplicasToWrite < self.replicas",message="spec.failover.minReplicasToWrite must be less than spec.replicas: the primary would never take a write",fieldPath=".failover.minReplicasToWrite"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || has(self.cluster) || !self.config.exists(k, k.startsWith('cluster-'))",messageExpression="'spec.config.' + self.config.filter(k, k.startsWith('cluster-'))[0] + ' is a cluster-mode setting: it needs spec.cluster'",fieldPath=".config"
-// +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !self.config['maxmemory'].matches('^[0-9]{1,19}([kKmMgG][bB]?|[bB])?$') || (self.config['maxmemory'].matches('^0+[bB]?$') ? false : quantity(self.config['maxmemory'].lowerAscii().replace('kb', 'Ki').replace('mb', 'Mi').replace('gb', 'Gi').replace('m', 'M').replace('g', 'G').split('b')[0]).isLessThan(quantity(string(self.resources.limits['memory']))))",message="spec.config.maxmemory must be below spec.resources.limits.memory (0 is no limit at all): Redis's data alone would fill the container, and the kernel would kill Redis; leave maxmemory out and the operator sets it to a share of the limit",fieldPath=".config"
+// +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !self.config['maxmemory'].matches('^[0-9]*([kKmMgG][bB]?|[bB])?$') || (self.config['maxmemory'].matches('^0*([kKmMgG][bB]?|[bB])?$') ? false : quantity(self.config['maxmemory'].lowerAscii().replace('kb', 'Ki').replace('mb', 'Mi').replace('gb', 'Gi').replace('m', 'M').replace('g', 'G').split('b')[0]).isLessThan(quantity(string(self.resources.limits['memory']))))",message="spec.config.maxmemory must be below spec.resources.limits.memory (0 is no limit at all): Redis's data alone would fill the container, and the kernel would kill Redis; leave maxmemory out and the operator sets it to a share of the limit",fieldPath=".config"
+// +kubebuilder:validation:XValidation:rule="!has(self.config) || !('activedefrag' in self.config) || self.config['activedefrag'].lowerAscii() != 'yes' || has(self.image)",message="spec.config.activedefrag yes needs a Redis built with its own jemalloc, and the operator's images (Debian's redis-server) are not: set spec.image to one that is (the official redis images are)",fieldPath=".config"
+// +redis-operator:admissionrules:begin
+// +kubebuilder:validation:XValidation:rule=`!has(self.config) || !has(self.version) || ![r'set-max-listpack-entries', r'set-max-listpack-value'].exists(k, k in self.config) || !self.version.matches('^[0-9]{1,8}[.][0-9]{1,8}') || int(self.version.split('.')[0]) > 7 || (int(self.version.split('.')[0]) == 7 && int(self.version.split('.')[1]) >= 2)`,messageExpression=`'spec.config.' + [r'set-max-listpack-entries', r'set-max-listpack-value'].filter(k, k in self.config)[0] + ' needs Redis 7.2 or newer; spec.version is ' + self.version`,fieldPath=".config"
+// +redis-operator:admissionrules:end
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
@@ -27,13 +31,14 @@ type RedisClusterSpec struct {
 	// +required
 	Replicas int32 `json:"replicas"`
 
-	// Version is the Redis version, major.minor or major.minor.patch (6.0 or newer).
+	// Version is the Redis version, major.minor or major.minor.patch (7.0 or newer: the
+	// operator's own user and checks need Redis 7.0).
 	// Unless image is set, it selects the operator's image of that version (its
 	// RELATED_IMAGE_REDIS_<major>_<minor>[_<patch>] variable), else redis:<version>.
 	// +kubebuilder:default="7.2"
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([6-9]|[1-9][0-9]+)[.]')",message="Redis 6.0 or newer is required"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([7-9]|[1-9][0-9]+)[.]')",message="spec.version: Redis 7.0 or newer is required (the operator's own ACL user and its checks use Redis 7.0 commands)"
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -164,9 +169,9 @@ type ClusterSpec struct {
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
 }
 
-// ConfigValue is the value of one redis.conf directive, on one line.
+// ConfigValue is the value of one redis.conf directive, on one line, of printable characters.
 // +kubebuilder:validation:MaxLength=1024
-// +kubebuilder:validation:Pattern=`^[^\r\n]*$`
+// +kubebuilder:validation:Pattern=`^[^\x00-\x1f\x7f]*$`
 type ConfigValue string
 
 // PVCRetention is what happens to a node's PersistentVolumeClaim.

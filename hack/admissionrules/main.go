@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"go/format"
 	"maps"
 	"os"
 	"slices"
@@ -18,10 +19,26 @@ import (
 
 func main() {
 	out := render
+	if len(os.Args) > 2 && os.Args[1] == "spec" {
+		if err := spliceSpecRules(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "docs" {
 		out = renderDocs
 	}
-	if _, err := os.Stdout.WriteString(out()); err != nil {
+	text := out()
+	if !strings.HasPrefix(text, "<!--") {
+		formatted, err := format.Source([]byte(text))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		text = string(formatted)
+	}
+	if _, err := os.Stdout.WriteString(text); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -51,16 +68,46 @@ func mapOf(keys []string, value func(string) string) string {
 	return "{" + strings.Join(entries, ", ") + "}"
 }
 
+// The rules on RedisClusterSpec (they need spec.version beside spec.config) sit in its doc
+// comment, between these two marker lines, which controller-gen leaves out of the description.
+const (
+	specBegin = "// +redis-operator:admissionrules:begin"
+	specEnd   = "// +redis-operator:admissionrules:end"
+)
+
+// spliceSpecRules writes versionRules between the marker lines of file.
+func spliceSpecRules(file string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	text := string(raw)
+	begin, end := strings.Index(text, specBegin+"\n"), strings.Index(text, specEnd+"\n")
+	if begin < 0 || end < begin {
+		return fmt.Errorf("%s: no %q ... %q block", file, specBegin, specEnd)
+	}
+	var b strings.Builder
+	for _, r := range versionRules() {
+		b.WriteString(r.marker())
+	}
+	text = text[:begin+len(specBegin)+1] + b.String() + text[end:]
+	return os.WriteFile(file, []byte(text), 0o644)
+}
+
 // rule is one x-kubernetes-validations entry; its messageExpression names the first directive
 // in the way.
-type rule struct{ expr, message string }
+type rule struct{ expr, message, fieldPath string }
 
 func (r rule) marker() string {
 	msg := r.message
 	if strings.ContainsRune(r.expr+msg, '`') {
 		panic("a rule holds a backquote")
 	}
-	return fmt.Sprintf("// +kubebuilder:validation:XValidation:rule=`%s`,messageExpression=`%s`\n", r.expr, msg)
+	field := ""
+	if r.fieldPath != "" {
+		field = fmt.Sprintf(",fieldPath=%q", r.fieldPath)
+	}
+	return fmt.Sprintf("// +kubebuilder:validation:XValidation:rule=`%s`,messageExpression=`%s`%s\n", r.expr, msg, field)
 }
 
 func configRules() []rule {
@@ -85,11 +132,20 @@ func configRules() []rule {
 	// constant list of the table's entries, built once, never over a
 	// literal rebuilt for each key of spec.config: the API server estimates a rule's cost before
 	// it takes the CRD.
-	var intRows, enumRows, patternRows []string
+	var intRows, sizeRows, enumRows, patternRows []string
 	for _, d := range cachev1.ConfigDirectives {
 		switch d.Kind {
 		case cachev1.ConfigInt:
 			intRows = append(intRows, fmt.Sprintf("[%s, '%d', '%d']", quote(d.Name), d.Min, d.Max))
+		case cachev1.ConfigSize:
+			// [name, percent, zero allowed, what it takes, then for each unit u of sizeUnits
+			// the bounds in units of u: a value of n units is within [lo, hi] bytes when n is
+			// within [ceil(lo/u), floor(hi/u)]].
+			row := []string{quote(d.Name), "'" + yes(d.Percent) + "'", "'" + yes(d.ZeroAllowed) + "'", quote(sizeRange(d))}
+			for _, u := range sizeUnits {
+				row = append(row, fmt.Sprintf("'%d'", (d.MinBytes+u.bytes-1)/u.bytes), fmt.Sprintf("'%d'", d.MaxBytes/u.bytes))
+			}
+			sizeRows = append(sizeRows, "["+strings.Join(row, ", ")+"]")
 		case cachev1.ConfigEnum:
 			enumRows = append(enumRows, fmt.Sprintf("[%s, %s, %s]", quote(d.Name), quote("^("+strings.Join(d.Values, "|")+")$"), quote(strings.Join(d.Values, ", "))))
 		case cachev1.ConfigPattern:
@@ -97,6 +153,13 @@ func configRules() []rule {
 		}
 	}
 	ints := "[" + strings.Join(intRows, ", ") + "]"
+	sizes := "[" + strings.Join(sizeRows, ", ") + "]"
+	var unitIndex []string
+	for i, u := range sizeUnits {
+		// Keyed by "u" and the unit: gofmt turns two single quotes in a comment into a
+		// typographic quote.
+		unitIndex = append(unitIndex, fmt.Sprintf("'u%s': %d", u.name, 4+2*i))
+	}
 	enums := "[" + strings.Join(enumRows, ", ") + "]"
 	patterns := "[" + strings.Join(patternRows, ", ") + "]"
 	var aliases []string
@@ -105,7 +168,20 @@ func configRules() []rule {
 	}
 	aliasList := "[" + strings.Join(aliases, ", ") + "]"
 	known := list(append(append(allowed, owned...), cachev1.ConfigRunsCode...))
-	const integer = "'^-?[0-9]{1,18}$'"
+
+	// CEL has no let: [x].all(name, e) binds name to x in e.
+	//
+	// An integer (v) is within [d[1], d[2]] when, compared as decimal strings (no int() that a
+	// 20-digit value would overflow): a negative one is at most as long as a negative d[1]
+	// allows, a positive one at least d[1] and at most d[2].
+	intOK := fmt.Sprintf("[self[d[0]]].all(v, v.matches(%s) && (v.startsWith('-') ? (d[1].startsWith('-') && %s) : ((d[1].startsWith('-') || %s) && %s)))",
+		quote(cachev1.ConfigIntPattern), le("v.substring(1)", "d[1].substring(1)"), le("d[1]", "v"), le("v", "d[2]"))
+	// A size (v, "" read as 0): its digits (g) without leading zeros (n) within the bounds of its
+	// unit, at d[i] and d[i+1].
+	sizeOK := fmt.Sprintf("[self[d[0]] == '\"\"' ? '0' : self[d[0]]].all(v, (d[1] == 'yes' && v.matches(%s)) || (v.matches(%s) && [v.find('^[0-9]+')].all(g, "+
+		"[g.find('[1-9][0-9]*').size() == 0 ? '0' : g.find('[1-9][0-9]*')].all(n, [{%s}['u' + v.substring(g.size()).lowerAscii()]].all(i, "+
+		"(d[2] == 'yes' && n == '0') || (%s && %s))))))",
+		quote(cachev1.ConfigPercentPattern), quote(cachev1.ConfigSizePattern), strings.Join(unitIndex, ", "), le("d[i]", "n"), le("n", "d[i + 1]"))
 
 	return []rule{
 		{
@@ -121,20 +197,20 @@ func configRules() []rule {
 			message: fmt.Sprintf("self.filter(k, !(k in %s)).map(k, 'spec.config.' + k + ' is not a setting this operator exposes (it manages addresses, replication, auth, TLS and paths itself); open an issue if you need it')[0]", known),
 		},
 		{
-			expr:    fmt.Sprintf("%s.all(k, !(k in self) || self[k] == 'yes' || self[k] == 'no')", list(names(cachev1.ConfigBool))),
-			message: fmt.Sprintf("%s.filter(k, k in self && self[k] != 'yes' && self[k] != 'no').map(k, 'spec.config.' + k + ' is yes or no')[0]", list(names(cachev1.ConfigBool))),
+			expr:    fmt.Sprintf("%s.all(k, !(k in self) || self[k].lowerAscii() == 'yes' || self[k].lowerAscii() == 'no')", list(names(cachev1.ConfigBool))),
+			message: fmt.Sprintf("%s.filter(k, k in self && self[k].lowerAscii() != 'yes' && self[k].lowerAscii() != 'no').map(k, 'spec.config.' + k + ' is yes or no')[0]", list(names(cachev1.ConfigBool))),
 		},
 		{
-			expr:    fmt.Sprintf("%s.all(d, !(d[0] in self) || (self[d[0]].matches(%s) && int(self[d[0]]) >= int(d[1]) && int(self[d[0]]) <= int(d[2])))", ints, integer),
-			message: fmt.Sprintf("%s.filter(d, d[0] in self && !(self[d[0]].matches(%s) && int(self[d[0]]) >= int(d[1]) && int(self[d[0]]) <= int(d[2]))).map(d, 'spec.config.' + d[0] + ' is an integer from ' + d[1] + ' to ' + d[2])[0]", ints, integer),
+			expr:    fmt.Sprintf("%s.all(d, !(d[0] in self) || (%s))", ints, intOK),
+			message: fmt.Sprintf("%s.filter(d, d[0] in self && !(%s)).map(d, 'spec.config.' + d[0] + ' is an integer from ' + d[1] + ' to ' + d[2] + ', written as Redis reads it: no sign but -, no leading zero, no space')[0]", ints, intOK),
 		},
 		{
-			expr:    fmt.Sprintf("%s.all(k, !(k in self) || self[k].matches(%s))", list(names(cachev1.ConfigSize)), quote(cachev1.ConfigSizePattern)),
-			message: fmt.Sprintf("%s.filter(k, k in self && !self[k].matches(%s)).map(k, 'spec.config.' + k + ' is a size in bytes: 1048576, 64kb, 100mb, 1gb')[0]", list(names(cachev1.ConfigSize)), quote(cachev1.ConfigSizePattern)),
+			expr:    fmt.Sprintf("%s.all(d, !(d[0] in self) || %s)", sizes, sizeOK),
+			message: fmt.Sprintf("%s.filter(d, d[0] in self && !(%s)).map(d, 'spec.config.' + d[0] + ' is ' + d[3])[0]", sizes, sizeOK),
 		},
 		{
-			expr:    fmt.Sprintf("%s.all(d, !(d[0] in self) || self[d[0]].matches(d[1]))", enums),
-			message: fmt.Sprintf("%s.filter(d, d[0] in self && !self[d[0]].matches(d[1])).map(d, 'spec.config.' + d[0] + ' is one of ' + d[2])[0]", enums),
+			expr:    fmt.Sprintf("%s.all(d, !(d[0] in self) || self[d[0]].lowerAscii().matches(d[1]))", enums),
+			message: fmt.Sprintf("%s.filter(d, d[0] in self && !self[d[0]].lowerAscii().matches(d[1])).map(d, 'spec.config.' + d[0] + ' is one of ' + d[2])[0]", enums),
 		},
 		{
 			expr:    fmt.Sprintf("%s.all(d, !(d[0] in self) || self[d[0]].matches(d[1]))", patterns),
@@ -145,6 +221,63 @@ func configRules() []rule {
 			message: fmt.Sprintf("%s.filter(p, p[0] in self && p[1] in self).map(p, 'spec.config sets ' + p[0] + ' and ' + p[1] + ', two names of one setting: set one')[0]", aliasList),
 		},
 	}
+}
+
+// le is a CEL expression: decimal strings a <= b, both without sign or leading zero.
+func le(a, b string) string {
+	return fmt.Sprintf("(%[1]s.size() < %[2]s.size() || (%[1]s.size() == %[2]s.size() && %[1]s <= %[2]s))", a, b)
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// sizeUnits are memtoull's units, as lowerAscii leaves them.
+var sizeUnits = []struct {
+	name  string
+	bytes uint64
+}{{"", 1}, {"b", 1}, {"k", 1000}, {"kb", 1024}, {"m", 1000 * 1000}, {"mb", 1 << 20}, {"g", 1000 * 1000 * 1000}, {"gb", 1 << 30}}
+
+// sizeRange is what a size directive takes, in words.
+func sizeRange(d cachev1.ConfigDirective) string {
+	s := fmt.Sprintf("a size in bytes from %d to %d", d.MinBytes, d.MaxBytes)
+	if d.ZeroAllowed {
+		s = fmt.Sprintf("0 (no limit) or a size in bytes from %d to %d", d.MinBytes, d.MaxBytes)
+	}
+	s += " (1048576, 64kb, 100mb, 1gb; k is 1000, kb 1024)"
+	if d.Percent {
+		s += ", or a percentage of maxmemory from 0% to 100%"
+	}
+	return s
+}
+
+// versionRules are the rules on RedisClusterSpec that refuse a directive newer than
+// spec.version, one per version that introduced directives after MinVersion.
+func versionRules() []rule {
+	bySince := map[string][]string{}
+	for _, d := range cachev1.ConfigDirectives {
+		if d.Since != "" {
+			bySince[d.Since] = append(bySince[d.Since], d.Name)
+		}
+	}
+	var rules []rule
+	for _, since := range slices.Sorted(maps.Keys(bySince)) {
+		var major, minor int
+		if _, err := fmt.Sscanf(since, "%d.%d", &major, &minor); err != nil {
+			panic("a directive's Since is not major.minor: " + since)
+		}
+		names := list(bySince[since])
+		atLeast := fmt.Sprintf("!self.version.matches('^[0-9]{1,8}[.][0-9]{1,8}') || int(self.version.split('.')[0]) > %[1]d || (int(self.version.split('.')[0]) == %[1]d && int(self.version.split('.')[1]) >= %[2]d)", major, minor)
+		rules = append(rules, rule{
+			expr:      fmt.Sprintf("!has(self.config) || !has(self.version) || !%s.exists(k, k in self.config) || %s", names, atLeast),
+			message:   fmt.Sprintf("'spec.config.' + %s.filter(k, k in self.config)[0] + ' needs Redis %s or newer; spec.version is ' + self.version", names, since),
+			fieldPath: ".config",
+		})
+	}
+	return rules
 }
 
 func render() string {
@@ -179,12 +312,21 @@ func renderDocs() string {
 
 ` + "`spec.config`" + ` takes these directives and no others; the API server refuses any other with
 "not a setting this operator exposes; open an issue if you need it", and a value outside its
-grammar with a message naming the directive. Values are strings (` + "`timeout: \"300\"`" + `).
-Directives named ` + "`cluster-*`" + ` need ` + "`spec.cluster`" + `. Redis checks the rest when it
-starts: a value it refuses shows as ` + "`RedisFailedToStart`" + ` with its own words.
+grammar with a message naming the directive. Values are strings (` + "`timeout: \"300\"`" + `),
+read as Redis reads them: integers without a sign but ` + "`-`" + ` and without leading zeros; sizes
+as digits and a unit in any case (` + "`k`" + ` is 1000, ` + "`kb`" + ` 1024; no digits is 0); yes, no and
+the named values in any case; ` + "`\"\"`" + ` for none where a list may be empty. A test sends values
+generated from each grammar both to the API server and to a real redis-server (7.0.15), and
+they agree but where the last column says why the API takes less.
 
-| directive | value | example | since |
-|---|---|---|---|
+Directives named ` + "`cluster-*`" + ` need ` + "`spec.cluster`" + `. A directive newer than ` + "`spec.version`" + `
+is refused, naming the version that introduced it (the "since" column, checked against Redis's
+` + "`src/config.c`" + ` at each release tag); ` + "`spec.version`" + ` is ` + cachev1.MinVersion + ` or newer.
+` + "`activedefrag yes`" + ` needs ` + "`spec.image`" + `: the operator's images run Debian's redis-server,
+built without the jemalloc active defragmentation needs.
+
+| directive | value | example | since | the API takes less than Redis |
+|---|---|---|---|---|
 `)
 	for _, d := range cachev1.ConfigDirectives {
 		var value string
@@ -194,17 +336,17 @@ starts: a value it refuses shows as ` + "`RedisFailedToStart`" + ` with its own 
 		case cachev1.ConfigInt:
 			value = fmt.Sprintf("integer, %d to %d", d.Min, d.Max)
 		case cachev1.ConfigSize:
-			value = "bytes: 1048576, 64kb, 100mb, 1gb"
+			value = sizeRange(d)
 		case cachev1.ConfigEnum:
 			value = strings.Join(d.Values, ", ")
 		case cachev1.ConfigPattern:
 			value = d.Describe
 		}
-		since := d.Since
+		since := d.Introduced
 		if since == "" {
-			since = "6.0"
+			since = "6.0 or older"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", d.Name, strings.ReplaceAll(value, "|", "\\|"), d.Example, since)
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s |\n", d.Name, strings.ReplaceAll(value, "|", "\\|"), d.Example, since, d.Narrower)
 	}
 	b.WriteString("\nSet by other fields, and refused here:\n\n")
 	for _, k := range slices.Sorted(maps.Keys(cachev1.ConfigOwnedBySpec)) {

@@ -98,7 +98,7 @@ func redisConf(rc *cachev1.RedisCluster, live bool) string {
 		if slices.ContainsFunc(liveSettings, func(s LiveSetting) bool { return s.Directive == key }) {
 			continue // a live setting, with the user's value
 		}
-		lines = append(lines, key+" "+string(rc.Spec.Config[key]))
+		lines = append(lines, ConfigLine(key, string(rc.Spec.Config[key])))
 	}
 	if f := rc.Spec.Failover; f != nil && f.MinReplicasToWrite != nil {
 		lag := DefaultMaxReplicaLag
@@ -180,4 +180,25 @@ func DesiredConfigMap(rc *cachev1.RedisCluster) *corev1ac.ConfigMapApplyConfigur
 		WithLabels(Labels(rc)).
 		WithOwnerReferences(ownerReference(rc)).
 		WithData(map[string]string{ConfigFileName: RedisConf(rc)})
+}
+
+// ConfigLine is the redis.conf line of a spec.config directive: Redis receives exactly the
+// value the API checked. A value is one argument, or with the directive's Args a list of
+// arguments separated by single spaces; `""` is the empty argument ("none"). Redis's reader
+// would take whitespace as a separator and quotes as quoting, so an argument holding either (or
+// a backslash, or nothing) is written quoted, byte by byte: such values are refused by the API
+// and reach here only from an object stored before a rule, and Redis then refuses them as
+// they are instead of reading another value into them. Values of the grammar are written as
+// they are.
+func ConfigLine(directive, value string) string {
+	args := []string{value}
+	if i := slices.IndexFunc(cachev1.ConfigDirectives, func(d cachev1.ConfigDirective) bool { return d.Name == directive }); i >= 0 && cachev1.ConfigDirectives[i].Args && value != `""` {
+		args = strings.Split(value, " ")
+	}
+	for i, a := range args {
+		if a != `""` && (a == "" || strings.ContainsAny(a, " \t\v\f\"'\\")) {
+			args[i] = quoteConfValue(a)
+		}
+	}
+	return directive + " " + strings.Join(args, " ")
 }

@@ -597,3 +597,24 @@ func TestMaxMemoryIsAShareOfTheMemoryLimitUnlessTheConfigSetsIt(t *testing.T) {
 	assert.Equal(t, resources.ConfigHash(limited("", nil)), resources.ConfigHash(limited("100Mi", nil)),
 		"a new limit changes maxmemory live: no pod rolls for it (the StatefulSet's resources roll them)")
 }
+
+// TestConfigLineGivesRedisTheValueTheAPIChecked: values of the grammar are written as they are
+// (so that objects stored earlier render the same line, and no pod restarts); anything Redis's
+// reader would split or unquote is written quoted, so Redis refuses it instead of reading
+// another value into it.
+func TestConfigLineGivesRedisTheValueTheAPIChecked(t *testing.T) {
+	for _, tc := range []struct{ directive, value, want string }{
+		{"maxmemory", "256mb", "maxmemory 256mb"},
+		{"save", "3600 1 300 100", "save 3600 1 300 100"},
+		{"save", `""`, `save ""`},
+		{"notify-keyspace-events", `""`, `notify-keyspace-events ""`},
+		{"client-output-buffer-limit", "pubsub 32mb 8mb 60", "client-output-buffer-limit pubsub 32mb 8mb 60"},
+		{"timeout", " 300", `timeout "\x20\x33\x30\x30"`},
+		{"timeout", `"300"`, `timeout "\x22\x33\x30\x30\x22"`},
+		{"maxmemory", "", `maxmemory ""`},
+		{"save", "3600  1", `save 3600 "" 1`},
+		{"loglevel", "notice requirepass x", `loglevel "\x6e\x6f\x74\x69\x63\x65\x20\x72\x65\x71\x75\x69\x72\x65\x70\x61\x73\x73\x20\x78"`},
+	} {
+		assert.Equal(t, tc.want, resources.ConfigLine(tc.directive, tc.value), "%s %q", tc.directive, tc.value)
+	}
+}

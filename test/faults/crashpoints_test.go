@@ -90,6 +90,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			var counted []int
 			var crashedCount, convergedFirst int
+			var failed []string
 			var countMu sync.Mutex
 			// Each round lists the writes again (their order varies a little with timing), then
 			// crashes at each of them.
@@ -106,6 +107,19 @@ func TestCrashAtEveryWrite(t *testing.T) {
 					for k := 1; k <= points; k++ {
 						t.Run(strconv.Itoa(k), func(t *testing.T) {
 							t.Parallel()
+							defer func() {
+								// The summary names failed points and why: CI shows it
+								// where it cuts the middle of the log.
+								if t.Failed() {
+									reason, ok := suite.failures.Load(t.Name())
+									if !ok {
+										reason = "an invariant (the log says which)"
+									}
+									countMu.Lock()
+									failed = append(failed, fmt.Sprintf("at %d: %v", k, reason))
+									countMu.Unlock()
+								}
+							}()
 							out := suite.try(t, s, k)
 							countMu.Lock()
 							defer countMu.Unlock()
@@ -122,6 +136,9 @@ func TestCrashAtEveryWrite(t *testing.T) {
 			total += tried
 			summary = append(summary, fmt.Sprintf("%-32s writes per run %v; crash points tried %d: crashed at %d, converged before the k-th write %d",
 				s.name, counted, tried, crashedCount, convergedFirst))
+			for _, f := range failed {
+				summary = append(summary, "  FAILED "+f)
+			}
 		})
 	}
 	fmt.Printf("\ncrash at every write (%d rounds): %d crash points\n  %s\n", *crashRounds, total, strings.Join(summary, "\n  "))
@@ -143,6 +160,8 @@ type crashSuite struct {
 	admin client.Client
 	// slots bounds the runs at once: each runs a RedisCluster's redis-servers and two operators.
 	slots chan struct{}
+	// failures holds, by test name, why a run failed (when it knows): the summary prints it.
+	failures sync.Map
 }
 
 // outcome is what one run saw.
@@ -252,7 +271,9 @@ func (r *run) untilCrashOrConverged(t *testing.T, crash *crashAfter) bool {
 			return false
 		}
 	}
-	t.Fatalf("neither crashed nor converged within %s: %v; writes: %s", converge, r.converged(), strings.Join(crash.Writes(), "; "))
+	why := fmt.Sprintf("neither crashed nor converged within %s: %v", converge, r.converged())
+	r.suite.failures.Store(t.Name(), why)
+	t.Fatalf("%s; writes: %s", why, strings.Join(crash.Writes(), "; "))
 	return false
 }
 
