@@ -197,6 +197,10 @@ func configRules() []rule {
 			message: fmt.Sprintf("self.filter(k, !(k in %s)).map(k, 'spec.config.' + k + ' is not a setting this operator exposes (it manages addresses, replication, auth, TLS and paths itself); open an issue if you need it')[0]", known),
 		},
 		{
+			expr:    "self.all(k, !self[k].matches(r'[\\x00-\\x1f\\x7f]'))",
+			message: "self.filter(k, self[k].matches(r'[\\x00-\\x1f\\x7f]')).map(k, 'spec.config.' + k + ' holds a control character (a tab, a newline): values are printable')[0]",
+		},
+		{
 			expr:    fmt.Sprintf("%s.all(k, !(k in self) || self[k].lowerAscii() == 'yes' || self[k].lowerAscii() == 'no')", list(names(cachev1.ConfigBool))),
 			message: fmt.Sprintf("%s.filter(k, k in self && self[k].lowerAscii() != 'yes' && self[k].lowerAscii() != 'no').map(k, 'spec.config.' + k + ' is yes or no')[0]", list(names(cachev1.ConfigBool))),
 		},
