@@ -54,7 +54,7 @@ help: ## Display this help.
 admission-rules: ## Render spec.config's allow-list and the ACL rules' grammar (api/v1) into CEL rules on their types, and the allow-list into docs/config.md.
 	go run ./hack/admissionrules > api/v1/zz_generated.admission.go.tmp
 	mv api/v1/zz_generated.admission.go.tmp api/v1/zz_generated.admission.go
-	go run ./hack/admissionrules spec api/v1/rediscluster_types.go
+	go run ./hack/admissionrules blocks api/v1/rediscluster_types.go api/v1/redisbackup_types.go
 	mkdir -p docs
 	go run ./hack/admissionrules docs > docs/config.md
 

@@ -79,7 +79,7 @@ func latestDue(sched cron.Schedule, last, now time.Time) time.Time {
 // an operator that crashed after creating it creates no second one.
 func scheduledBackup(rc *cachev1.RedisCluster, t time.Time) *cachev1.RedisBackup {
 	b := &cachev1.RedisBackup{}
-	b.Name = fmt.Sprintf("%s-%s", rc.Name, t.UTC().Format("20060102-150405"))
+	b.Name = resources.ScheduledBackupName(rc, t)
 	b.Namespace = rc.Namespace
 	b.Labels = map[string]string{LabelBackupCluster: rc.Name, LabelBackupSchedule: "true", resources.LabelManagedBy: resources.ManagedByValue}
 	b.Spec = cachev1.RedisBackupSpec{Cluster: rc.Name, Destination: rc.Spec.Backup.Destination, DeletionPolicy: cachev1.BackupDelete}

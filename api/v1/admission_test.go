@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +273,9 @@ func configSpec(key, value string) string {
 	spec := fmt.Sprintf("replicas: 3\nconfig: {%q: %q}", key, value)
 	if strings.HasPrefix(key, "cluster-") {
 		spec += "\ncluster: {shards: 3}"
+	}
+	if i := slices.IndexFunc(cachev1.ConfigDirectives, func(d cachev1.ConfigDirective) bool { return d.Name == key }); i >= 0 && cachev1.ConfigDirectives[i].NeedsStorage {
+		spec += "\nstorage: {size: 1Gi}"
 	}
 	return spec
 }

@@ -60,6 +60,11 @@ type ConfigDirective struct {
 	// Narrower says why the API takes less than Redis does: values Redis takes and then
 	// changes or cannot use. Empty when the two agree.
 	Narrower string
+	// NeedsStorage: the directive tunes the append-only file, which a RedisCluster keeps only
+	// with spec.storage.
+	NeedsStorage bool
+	// NotInClusterMode: Redis Cluster does not read it.
+	NotInClusterMode bool
 	// Example is a value Redis takes; Bad is one the API refuses.
 	Example, Bad string
 	// Since is the first Redis version that knows the directive, when later than MinVersion:
@@ -128,6 +133,12 @@ func since(d ConfigDirective, version string) ConfigDirective {
 	return d
 }
 
+// aof marks a directive of the append-only file: it needs spec.storage.
+func aof(d ConfigDirective) ConfigDirective {
+	d.NeedsStorage = true
+	return d
+}
+
 func introduced(d ConfigDirective, version string) ConfigDirective {
 	d.Introduced = version
 	return d
@@ -173,14 +184,14 @@ var ConfigDirectives = []ConfigDirective{
 		Pattern:  `^(""|\+?0*[1-9][0-9]{0,9} (\+?[0-9]{1,10}|-0+)( \+?0*[1-9][0-9]{0,9} (\+?[0-9]{1,10}|-0+))*)?$`,
 		Describe: `pairs of seconds (1 or more) and changes ("3600 1 300 100"), or "" for no snapshots`, Example: "3600 1 300 100", Bad: "3600",
 		Narrower: "numbers of more than 10 digits: Redis takes them and cuts the count of changes to 32 bits; " + emptyArgument},
-	enumDirective("appendfsync", "everysec", "always", "everysec", "no"),
-	boolDirective("no-appendfsync-on-rewrite", ""),
-	intDirective("auto-aof-rewrite-percentage", 0, intMax, "100"),
-	sizeDirective("auto-aof-rewrite-min-size", 0, int64Max, "64mb"),
-	boolDirective("aof-load-truncated", ""),
-	boolDirective("aof-use-rdb-preamble", ""),
-	since(boolDirective("aof-timestamp-enabled", ""), "7.0"),
-	boolDirective("aof-rewrite-incremental-fsync", ""),
+	aof(enumDirective("appendfsync", "everysec", "always", "everysec", "no")),
+	aof(boolDirective("no-appendfsync-on-rewrite", "")),
+	aof(intDirective("auto-aof-rewrite-percentage", 0, intMax, "100")),
+	aof(sizeDirective("auto-aof-rewrite-min-size", 0, int64Max, "64mb")),
+	aof(boolDirective("aof-load-truncated", "")),
+	aof(boolDirective("aof-use-rdb-preamble", "")),
+	aof(since(boolDirective("aof-timestamp-enabled", ""), "7.0")),
+	aof(boolDirective("aof-rewrite-incremental-fsync", "")),
 	boolDirective("rdb-save-incremental-fsync", ""),
 	boolDirective("rdbcompression", ""),
 	boolDirective("rdbchecksum", ""),
@@ -196,7 +207,7 @@ var ConfigDirectives = []ConfigDirective{
 		Narrower: "fewer than 16 clients: Redis takes 1 and up, and then refuses the operator's checks and watch, the exporter, the probes or the replicas' links"},
 	since(intDirective("busy-reply-threshold", 0, int64Max, "5000"), "7.0"),
 	intDirective("lua-time-limit", 0, int64Max, "5000"),
-	{Name: "databases", Kind: ConfigInt, Min: 1, Max: 1 << 16, Example: "16", Bad: "0",
+	{Name: "databases", Kind: ConfigInt, NotInClusterMode: true, Min: 1, Max: 1 << 16, Example: "16", Bad: "0",
 		Narrower: "more than 65536 databases: Redis takes up to 2147483647 and allocates each at start, 448 bytes apiece (470 MB before the first key at 1048576; at the top, more than a machine has)"},
 	intDirective("tracking-table-max-keys", 0, int64Max, "1000000"),
 	intDirective("acllog-max-len", 0, int64Max, "128"),

@@ -2,6 +2,7 @@ package v1_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -137,7 +138,7 @@ func waitClusterOK(ctx context.Context, c *goredis.Client) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the one-node cluster is not ok: %v %s", err, info)
+			return fmt.Errorf("the one-node cluster is not ok (%s): %w", info, errors.Join(err, ctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

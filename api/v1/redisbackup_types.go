@@ -46,6 +46,8 @@ type S3Destination struct {
 	// (endpoint/bucket/key), which every S3-compatible store takes.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^https?://([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(:[0-9]{1,5})?/?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches(':[0-9]+/?$') || [int(self.find(':[0-9]+/?$').replace(':', '').replace('/', ''))].all(p, p >= 1 && p <= 65535)",message="spec.destination.s3.endpoint: a port is 1 to 65535"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https?://[0-9.]+(:[0-9]+)?/?$') || self.split('://')[1].split('/')[0].split(':')[0].matches('^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.]){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$')",message="spec.destination.s3.endpoint: a host of digits and dots is an IPv4 address, four numbers from 0 to 255 without leading zeros"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
@@ -109,6 +111,10 @@ const (
 
 // RedisBackupSpec says which RedisCluster to back up, and where to.
 // +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster && self.destination == oldSelf.destination",message="a RedisBackup's cluster and destination cannot change: create another RedisBackup"
+// +redis-operator:admissionrules:begin:backup
+// +kubebuilder:validation:XValidation:rule=`!has(self.destination.s3) || (!(self.destination.s3.credentialsSecret in [self.cluster + '-auth-conf', self.cluster + '-auth-previous', self.cluster + '-operator', self.cluster + '-auth']) && (!has(self.destination.s3.caBundle) || !(self.destination.s3.caBundle.name in [self.cluster + '-auth-conf', self.cluster + '-auth-previous', self.cluster + '-operator', self.cluster + '-auth'])))`,message="spec.destination.s3 names one of the Secrets the operator owns for spec.cluster (<cluster>-auth-conf, -auth-previous, -operator, -auth)",fieldPath=".destination.s3"
+// +kubebuilder:validation:XValidation:rule=`!has(self.destination.persistentVolumeClaim) || !self.destination.persistentVolumeClaim.claimName.matches('^data-' + self.cluster + '(-shard[0-9]+)?-[0-9]+$')`,message="spec.destination.persistentVolumeClaim.claimName is one of the data claims of spec.cluster (data-<statefulset>-<ordinal>): a backup would be written beside the data it saves, and lost with it",fieldPath=".destination.persistentVolumeClaim.claimName"
+// +redis-operator:admissionrules:end:backup
 type RedisBackupSpec struct {
 	// Cluster is the name of the RedisCluster to back up, in the same namespace (a
 	// RedisCluster's name: a lowercase letter, then lowercase letters, digits and '-').
@@ -238,6 +244,7 @@ type ShardBackup struct {
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 243",message="metadata.name must be at most 243 characters: it names the backup's pods, <name>-backup-<shard>"
 type RedisBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -266,6 +273,10 @@ type BackupScheduleSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self.matches(r'^([*]|[?]|[0-5]?[0-9]|[0-5]?[0-9]-[0-5]?[0-9])(/[1-9][0-9]{0,2})?(,([*]|[?]|[0-5]?[0-9]|[0-5]?[0-9]-[0-5]?[0-9])(/[1-9][0-9]{0,2})?)* +([*]|[?]|([01]?[0-9]|2[0-3])|([01]?[0-9]|2[0-3])-([01]?[0-9]|2[0-3]))(/[1-9][0-9]{0,2})?(,([*]|[?]|([01]?[0-9]|2[0-3])|([01]?[0-9]|2[0-3])-([01]?[0-9]|2[0-3]))(/[1-9][0-9]{0,2})?)* +([*]|[?]|(0?[1-9]|[12][0-9]|3[01])|(0?[1-9]|[12][0-9]|3[01])-(0?[1-9]|[12][0-9]|3[01]))(/[1-9][0-9]{0,2})?(,([*]|[?]|(0?[1-9]|[12][0-9]|3[01])|(0?[1-9]|[12][0-9]|3[01])-(0?[1-9]|[12][0-9]|3[01]))(/[1-9][0-9]{0,2})?)* +([*]|[?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))(/[1-9][0-9]{0,2})?(,([*]|[?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))(/[1-9][0-9]{0,2})?)* +([*]|[?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))(/[1-9][0-9]{0,2})?(,([*]|[?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))(/[1-9][0-9]{0,2})?)*$') || self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || (self.matches('^@every (([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$') && duration(self.substring(7)) >= duration('1m'))",message="spec.backup.schedule is 5 cron fields (minute 0-59, hour 0-23, day of month 1-31, month 1-12 or jan-dec, day of week 0-6 or sun-sat; each *, ?, a value, a range, a /step or a list of those), or @yearly, @monthly, @weekly, @daily, @hourly, or @every <duration> of at least 1m (as 90m or 1h30m)"
+	// A list of days of the month fires in some month unless every day is 30 or 31 and every
+	// month is February, or every day is 31 and every month has 30 days or fewer (February 29
+	// fires in leap years). Ranges, steps and a restricted day of the week always fire.
+	// +kubebuilder:validation:XValidation:rule="!self.matches(r'^[^ ]+ +[^ ]+ +3[01](-3[01])?(,3[01](-3[01])?)* +(0?2|(?i:feb))(,(0?2|(?i:feb)))* +[*?]$') && !self.matches(r'^[^ ]+ +[^ ]+ +31(-31)?(,31(-31)?)* +(0?[2469]|11|(?i:feb|apr|jun|sep|nov))(,(0?[2469]|11|(?i:feb|apr|jun|sep|nov)))* +[*?]$')",message="spec.backup.schedule never fires: none of the months it names has the day of the month it names"
 	// +required
 	Schedule string `json:"schedule"`
 

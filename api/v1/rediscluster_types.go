@@ -16,9 +16,12 @@ const DefaultVersion = "7.2"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || has(self.cluster) || !self.config.exists(k, k.startsWith('cluster-'))",messageExpression="'spec.config.' + self.config.filter(k, k.startsWith('cluster-'))[0] + ' is a cluster-mode setting: it needs spec.cluster'",fieldPath=".config"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('maxmemory' in self.config) || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !self.config['maxmemory'].matches('^[0-9]*([kKmMgG][bB]?|[bB])?$') || (self.config['maxmemory'].matches('^0*([kKmMgG][bB]?|[bB])?$') ? false : quantity(self.config['maxmemory'].lowerAscii().replace('kb', 'Ki').replace('mb', 'Mi').replace('gb', 'Gi').replace('m', 'M').replace('g', 'G').split('b')[0]).isLessThan(quantity(string(self.resources.limits['memory']))))",message="spec.config.maxmemory must be below spec.resources.limits.memory (0 is no limit at all): Redis's data alone would fill the container, and the kernel would kill Redis; leave maxmemory out and the operator sets it to a share of the limit",fieldPath=".config"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('activedefrag' in self.config) || self.config['activedefrag'].lowerAscii() != 'yes' || has(self.image)",message="spec.config.activedefrag yes needs a Redis built with its own jemalloc, and the operator's images (Debian's redis-server) are not: set spec.image to one that is (the official redis images are)",fieldPath=".config"
-// +redis-operator:admissionrules:begin
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.failover) || !has(self.failover.unreachableTimeout)",message="spec.failover.unreachableTimeout is not read in cluster mode (spec.cluster): Redis Cluster replaces a primary after spec.cluster.nodeTimeout",fieldPath=".failover.unreachableTimeout"
+// +redis-operator:admissionrules:begin:spec
 // +kubebuilder:validation:XValidation:rule=`!has(self.config) || !has(self.version) || ![r'set-max-listpack-entries', r'set-max-listpack-value'].exists(k, k in self.config) || !self.version.matches('^[0-9]{1,8}[.][0-9]{1,8}') || int(self.version.split('.')[0]) > 7 || (int(self.version.split('.')[0]) == 7 && int(self.version.split('.')[1]) >= 2)`,messageExpression=`'spec.config.' + [r'set-max-listpack-entries', r'set-max-listpack-value'].filter(k, k in self.config)[0] + ' needs Redis 7.2 or newer; spec.version is ' + self.version`,fieldPath=".config"
-// +redis-operator:admissionrules:end
+// +kubebuilder:validation:XValidation:rule=`has(self.storage) || !has(self.config) || ![r'appendfsync', r'no-appendfsync-on-rewrite', r'auto-aof-rewrite-percentage', r'auto-aof-rewrite-min-size', r'aof-load-truncated', r'aof-use-rdb-preamble', r'aof-timestamp-enabled', r'aof-rewrite-incremental-fsync'].exists(k, k in self.config)`,messageExpression=`'spec.config.' + [r'appendfsync', r'no-appendfsync-on-rewrite', r'auto-aof-rewrite-percentage', r'auto-aof-rewrite-min-size', r'aof-load-truncated', r'aof-use-rdb-preamble', r'aof-timestamp-enabled', r'aof-rewrite-incremental-fsync'].filter(k, k in self.config)[0] + ' tunes the append-only file, which a RedisCluster keeps only with spec.storage: set spec.storage, or leave it out'`,fieldPath=".config"
+// +kubebuilder:validation:XValidation:rule=`!has(self.cluster) || !has(self.config) || ![r'databases'].exists(k, k in self.config)`,messageExpression=`'spec.config.' + [r'databases'].filter(k, k in self.config)[0] + ' is not read in cluster mode (spec.cluster): a Redis Cluster has one database'`,fieldPath=".config"
+// +redis-operator:admissionrules:end:spec
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
@@ -42,9 +45,15 @@ type RedisClusterSpec struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 
-	// Image overrides the Redis container image (for a mirror registry); it must run the Redis of spec.version.
+	// Image overrides the Redis container image (for a mirror registry); it must run the Redis of
+	// spec.version. A reference as the kubelet reads it: [registry/]path[:tag][@digest], the
+	// path in lowercase, a digest in full (sha256:<64 hex digits>), the name at most 255
+	// characters (ImageReferencePattern).
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$`
+	// +redis-operator:admissionrules:begin:image
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^((localhost(:[0-9]+)?|([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))+(:[0-9]+)?|([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]):[0-9]+|([a-zA-Z0-9-]*[A-Z][a-zA-Z0-9-]*)(:[0-9]+)?|\[[a-fA-F0-9:]+\](:[0-9]+)?)/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(@(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?$') && !self.matches('^[a-f0-9]{64}$') && [self.split('@')[0]].all(s, [s.lastIndexOf(':') > s.lastIndexOf('/') ? s.substring(0, s.lastIndexOf(':')) : s].all(n, !n.contains('/') ? n.size() + 8 <= 255 : [n.split('/')[0]].all(d, !(d == 'localhost' || d.contains('.') || d.contains(':') || d.lowerAscii() != d) ? n.size() <= 255 : [n.substring(d.size() + 1)].all(p, (d in ['docker.io', 'index.docker.io'] && !p.contains('/') ? p.size() + 8 : p.size()) <= 255))))`,message="spec.image is an image reference: [registry/]path[:tag][@digest], the path in lowercase letters, digits and separators (., _, __, -), a tag of letters, digits, _, . and - (at most 128), a digest in full (sha256: and 64 lowercase hex digits), the path at most 255 characters (library/ counted on a one-component Docker Hub name)"
+	// +redis-operator:admissionrules:end:image
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -246,10 +255,12 @@ type SecretKeyRef struct {
 	// +required
 	Name string `json:"name"`
 
-	// Key in the Secret: letters, digits, '-', '_' and '.', as a Secret's keys are.
+	// Key in the Secret: letters, digits, '-', '_' and '.', not . or .. nor starting with .., as
+	// a Secret's keys are.
 	// +kubebuilder:default=password
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && !self.startsWith('..')",message="a Secret key is not . nor .., and does not start with ..: Kubernetes refuses such keys"
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -431,6 +442,14 @@ type ShardStatus struct {
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52",message="metadata.name must be at most 52 characters: it names the StatefulSet and its Services"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.cluster) || self.metadata.name.size() <= 44",message="metadata.name must be at most 44 characters in cluster mode: it names the StatefulSets <name>-shard<i>"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and hold only lowercase letters, digits and '-': it names Services"
+// +redis-operator:admissionrules:begin:cluster
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.auth) || !(self.spec.auth.secretRef.name in [self.metadata.name + '-auth-conf', self.metadata.name + '-auth-previous', self.metadata.name + '-operator', has(self.spec.auth) ? self.metadata.name + '-auth-conf' : self.metadata.name + '-auth'])`,message="spec.auth.secretRef.name is one of the Secrets the operator owns for this RedisCluster (<name>-auth-conf, <name>-auth-previous, <name>-operator, and <name>-auth without spec.auth): the operator would overwrite or delete it, or hand its password on",fieldPath=".spec.auth.secretRef.name"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.users) || self.spec.users.all(u, !(u.passwordSecretRef.name in [self.metadata.name + '-auth-conf', self.metadata.name + '-auth-previous', self.metadata.name + '-operator', has(self.spec.auth) ? self.metadata.name + '-auth-conf' : self.metadata.name + '-auth']))`,message="spec.users[].passwordSecretRef.name is one of the Secrets the operator owns for this RedisCluster (<name>-auth-conf, <name>-auth-previous, <name>-operator, and <name>-auth without spec.auth): the operator would overwrite or delete it, or hand its password on",fieldPath=".spec.users"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.users) || !has(self.spec.auth) || self.spec.users.all(u, !(u.passwordSecretRef.name == self.spec.auth.secretRef.name && (has(u.passwordSecretRef.key) ? u.passwordSecretRef.key : 'password') == (has(self.spec.auth.secretRef.key) ? self.spec.auth.secretRef.key : 'password')))`,message="spec.users[].passwordSecretRef is spec.auth.secretRef, the password of the default user: give each user a password of its own",fieldPath=".spec.users"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.tls) || !(self.spec.tls.secretName in [self.metadata.name + '-auth-conf', self.metadata.name + '-auth-previous', self.metadata.name + '-operator', has(self.spec.auth) ? self.metadata.name + '-auth-conf' : self.metadata.name + '-auth'])`,message="spec.tls.secretName is one of the Secrets the operator owns for this RedisCluster (<name>-auth-conf, <name>-auth-previous, <name>-operator, and <name>-auth without spec.auth): the operator would overwrite or delete it, or hand its password on",fieldPath=".spec.tls.secretName"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.backup) || !has(self.spec.backup.destination.s3) || (!(self.spec.backup.destination.s3.credentialsSecret in [self.metadata.name + '-auth-conf', self.metadata.name + '-auth-previous', self.metadata.name + '-operator', has(self.spec.auth) ? self.metadata.name + '-auth-conf' : self.metadata.name + '-auth']) && (!has(self.spec.backup.destination.s3.caBundle) || !(self.spec.backup.destination.s3.caBundle.name in [self.metadata.name + '-auth-conf', self.metadata.name + '-auth-previous', self.metadata.name + '-operator', has(self.spec.auth) ? self.metadata.name + '-auth-conf' : self.metadata.name + '-auth'])))`,message="spec.backup.destination.s3 names one of the Secrets the operator owns for this RedisCluster (<name>-auth-conf, <name>-auth-previous, <name>-operator, and <name>-auth without spec.auth): the operator would overwrite or delete it, or hand its password on",fieldPath=".spec.backup.destination.s3"
+// +kubebuilder:validation:XValidation:rule=`!has(self.spec.backup) || !has(self.spec.backup.destination.persistentVolumeClaim) || !self.spec.backup.destination.persistentVolumeClaim.claimName.matches('^data-' + self.metadata.name + '(-shard[0-9]+)?-[0-9]+$')`,message="spec.backup.destination.persistentVolumeClaim.claimName is one of the data claims of this RedisCluster (data-<statefulset>-<ordinal>): a backup would be written beside the data it saves, and lost with it",fieldPath=".spec.backup.destination.persistentVolumeClaim.claimName"
+// +redis-operator:admissionrules:end:cluster
 type RedisCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -19,8 +19,8 @@ import (
 
 func main() {
 	out := render
-	if len(os.Args) > 2 && os.Args[1] == "spec" {
-		if err := spliceSpecRules(os.Args[2]); err != nil {
+	if len(os.Args) > 2 && os.Args[1] == "blocks" {
+		if err := spliceSpecRules(os.Args[2:]...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -68,34 +68,60 @@ func mapOf(keys []string, value func(string) string) string {
 	return "{" + strings.Join(entries, ", ") + "}"
 }
 
-// The rules on RedisClusterSpec (they need spec.version beside spec.config) sit in its doc
-// comment, between these two marker lines, which controller-gen leaves out of the description.
-const (
-	specBegin = "// +redis-operator:admissionrules:begin"
-	specEnd   = "// +redis-operator:admissionrules:end"
-)
+// Rules that need more than one field sit in the doc comment of the type that holds them all,
+// between two marker lines that controller-gen leaves out of the description:
+// "// +redis-operator:admissionrules:begin:<block>" and the same with end.
+func blocks() map[string][]rule {
+	return map[string][]rule{
+		"spec":    append(versionRules(), specRelationRules()...),
+		"cluster": ownedNameRules(),
+		"backup":  backupRules(),
+		"image":   {imageRule()},
+	}
+}
 
-// spliceSpecRules writes versionRules between the marker lines of file.
-func spliceSpecRules(file string) error {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return err
+// spliceSpecRules writes each block's rules between its marker lines in the files.
+func spliceSpecRules(files ...string) error {
+	all := blocks()
+	found := map[string]bool{}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		text := string(raw)
+		for _, key := range slices.Sorted(maps.Keys(all)) {
+			begin, end := "// +redis-operator:admissionrules:begin:"+key+"\n", "// +redis-operator:admissionrules:end:"+key+"\n"
+			i, j := strings.Index(text, begin), strings.Index(text, end)
+			if i < 0 || j < i {
+				continue
+			}
+			found[key] = true
+			// The markers keep the indentation of the begin line (a field's comment).
+			indent := text[strings.LastIndex(text[:i], "\n")+1 : i]
+			var b strings.Builder
+			for _, r := range all[key] {
+				b.WriteString(indent + r.marker())
+			}
+			b.WriteString(indent)
+			text = text[:i+len(begin)] + b.String() + text[j:]
+		}
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			return err
+		}
 	}
-	text := string(raw)
-	begin, end := strings.Index(text, specBegin+"\n"), strings.Index(text, specEnd+"\n")
-	if begin < 0 || end < begin {
-		return fmt.Errorf("%s: no %q ... %q block", file, specBegin, specEnd)
+	for key := range all {
+		if !found[key] {
+			return fmt.Errorf("no block %q in %v", key, files)
+		}
 	}
-	var b strings.Builder
-	for _, r := range versionRules() {
-		b.WriteString(r.marker())
-	}
-	text = text[:begin+len(specBegin)+1] + b.String() + text[end:]
-	return os.WriteFile(file, []byte(text), 0o644)
+	return nil
 }
 
 // rule is one x-kubernetes-validations entry; its messageExpression names the first directive
 // in the way.
+// A message that is a plain CEL string literal is written as a static message: it costs the API
+// server nothing to estimate.
 type rule struct{ expr, message, fieldPath string }
 
 func (r rule) marker() string {
@@ -106,6 +132,9 @@ func (r rule) marker() string {
 	field := ""
 	if r.fieldPath != "" {
 		field = fmt.Sprintf(",fieldPath=%q", r.fieldPath)
+	}
+	if static := strings.Trim(msg, "'"); len(msg) > 1 && msg == "'"+static+"'" && !strings.Contains(static, "'") {
+		return fmt.Sprintf("// +kubebuilder:validation:XValidation:rule=`%s`,message=%q%s\n", r.expr, static, field)
 	}
 	return fmt.Sprintf("// +kubebuilder:validation:XValidation:rule=`%s`,messageExpression=`%s`%s\n", r.expr, msg, field)
 }
@@ -368,4 +397,108 @@ built without the jemalloc active defragmentation needs.
 	}
 	b.WriteString(strings.Join(pairs, "; ") + ".\n")
 	return b.String()
+}
+
+// specRelationRules refuse directives that cannot work with the rest of the spec: those that need
+// spec.storage's append-only file, and those cluster mode does not read.
+func specRelationRules() []rule {
+	var aof, notCluster []string
+	for _, d := range cachev1.ConfigDirectives {
+		if d.NeedsStorage {
+			aof = append(aof, d.Name)
+		}
+		if d.NotInClusterMode {
+			notCluster = append(notCluster, d.Name)
+		}
+	}
+	return []rule{{
+		expr:      fmt.Sprintf("has(self.storage) || !has(self.config) || !%s.exists(k, k in self.config)", list(aof)),
+		message:   fmt.Sprintf("'spec.config.' + %s.filter(k, k in self.config)[0] + ' tunes the append-only file, which a RedisCluster keeps only with spec.storage: set spec.storage, or leave it out'", list(aof)),
+		fieldPath: ".config",
+	}, {
+		expr:      fmt.Sprintf("!has(self.cluster) || !has(self.config) || !%s.exists(k, k in self.config)", list(notCluster)),
+		message:   fmt.Sprintf("'spec.config.' + %s.filter(k, k in self.config)[0] + ' is not read in cluster mode (spec.cluster): a Redis Cluster has one database'", list(notCluster)),
+		fieldPath: ".config",
+	}}
+}
+
+// ownedNameRules, on RedisCluster, refuse references to the Secrets the operator owns for it, an
+// application user with the default user's password, and a backup claim that is one of its
+// data claims.
+func ownedNameRules() []rule {
+	n := "self.metadata.name"
+	// The generated password's Secret is the operator's only without spec.auth; with it, the
+	// list repeats another entry.
+	owned := fmt.Sprintf("[%[1]s + '%[2]s', %[1]s + '%[3]s', %[1]s + '%[4]s', has(self.spec.auth) ? %[1]s + '%[2]s' : %[1]s + '%[5]s']",
+		n, cachev1.AuthConfSecretSuffix, cachev1.PreviousPasswordSecretSuffix, cachev1.OperatorSecretSuffix, cachev1.GeneratedPasswordSecretSuffix)
+	ownedWords := fmt.Sprintf("the Secrets the operator owns for this RedisCluster (<name>%s, <name>%s, <name>%s, and <name>%s without spec.auth): the operator would overwrite or delete it, or hand its password on",
+		cachev1.AuthConfSecretSuffix, cachev1.PreviousPasswordSecretSuffix, cachev1.OperatorSecretSuffix, cachev1.GeneratedPasswordSecretSuffix)
+	key := func(ref string) string { return fmt.Sprintf("(has(%[1]s.key) ? %[1]s.key : 'password')", ref) }
+	claim := fmt.Sprintf("self.spec.backup.destination.persistentVolumeClaim.claimName.matches('%s')",
+		fmt.Sprintf(cachev1.DataClaimPattern, "' + "+n+" + '"))
+	return []rule{{
+		expr:      fmt.Sprintf("!has(self.spec.auth) || !(self.spec.auth.secretRef.name in %s)", owned),
+		message:   fmt.Sprintf("'spec.auth.secretRef.name is one of %s'", ownedWords),
+		fieldPath: ".spec.auth.secretRef.name",
+	}, {
+		expr:      fmt.Sprintf("!has(self.spec.users) || self.spec.users.all(u, !(u.passwordSecretRef.name in %s))", owned),
+		message:   fmt.Sprintf("'spec.users[].passwordSecretRef.name is one of %s'", ownedWords),
+		fieldPath: ".spec.users",
+	}, {
+		expr: fmt.Sprintf("!has(self.spec.users) || !has(self.spec.auth) || self.spec.users.all(u, !(u.passwordSecretRef.name == self.spec.auth.secretRef.name && %s == %s))",
+			key("u.passwordSecretRef"), key("self.spec.auth.secretRef")),
+		message:   "'spec.users[].passwordSecretRef is spec.auth.secretRef, the password of the default user: give each user a password of its own'",
+		fieldPath: ".spec.users",
+	}, {
+		expr:      fmt.Sprintf("!has(self.spec.tls) || !(self.spec.tls.secretName in %s)", owned),
+		message:   fmt.Sprintf("'spec.tls.secretName is one of %s'", ownedWords),
+		fieldPath: ".spec.tls.secretName",
+	}, {
+		expr: fmt.Sprintf("!has(self.spec.backup) || !has(self.spec.backup.destination.s3) || (!(self.spec.backup.destination.s3.credentialsSecret in %[1]s) && "+
+			"(!has(self.spec.backup.destination.s3.caBundle) || !(self.spec.backup.destination.s3.caBundle.name in %[1]s)))", owned),
+		message:   fmt.Sprintf("'spec.backup.destination.s3 names one of %s'", ownedWords),
+		fieldPath: ".spec.backup.destination.s3",
+	}, {
+		expr:      fmt.Sprintf("!has(self.spec.backup) || !has(self.spec.backup.destination.persistentVolumeClaim) || !%s", claim),
+		message:   "'spec.backup.destination.persistentVolumeClaim.claimName is one of the data claims of this RedisCluster (data-<statefulset>-<ordinal>): a backup would be written beside the data it saves, and lost with it'",
+		fieldPath: ".spec.backup.destination.persistentVolumeClaim.claimName",
+	}}
+}
+
+// backupRules, on RedisBackupSpec, refuse a destination that names the cluster's own Secrets or
+// one of its data claims.
+func backupRules() []rule {
+	c := "self.cluster"
+	owned := fmt.Sprintf("[%[1]s + '%[2]s', %[1]s + '%[3]s', %[1]s + '%[4]s', %[1]s + '%[5]s']",
+		c, cachev1.AuthConfSecretSuffix, cachev1.PreviousPasswordSecretSuffix, cachev1.OperatorSecretSuffix, cachev1.GeneratedPasswordSecretSuffix)
+	claim := fmt.Sprintf("self.destination.persistentVolumeClaim.claimName.matches('%s')", fmt.Sprintf(cachev1.DataClaimPattern, "' + "+c+" + '"))
+	return []rule{{
+		expr: fmt.Sprintf("!has(self.destination.s3) || (!(self.destination.s3.credentialsSecret in %[1]s) && "+
+			"(!has(self.destination.s3.caBundle) || !(self.destination.s3.caBundle.name in %[1]s)))", owned),
+		message: fmt.Sprintf("'spec.destination.s3 names one of the Secrets the operator owns for spec.cluster (<cluster>%s, %s, %s, %s)'",
+			cachev1.AuthConfSecretSuffix, cachev1.PreviousPasswordSecretSuffix, cachev1.OperatorSecretSuffix, cachev1.GeneratedPasswordSecretSuffix),
+		fieldPath: ".destination.s3",
+	}, {
+		expr:      fmt.Sprintf("!has(self.destination.persistentVolumeClaim) || !%s", claim),
+		message:   "'spec.destination.persistentVolumeClaim.claimName is one of the data claims of spec.cluster (data-<statefulset>-<ordinal>): a backup would be written beside the data it saves, and lost with it'",
+		fieldPath: ".destination.persistentVolumeClaim.claimName",
+	}}
+}
+
+// imageRule is spec.image's grammar, the kubelet's (ImageReferencePattern), beside the
+// field's older pattern: a pattern changed in place would be a CRD change OLM v1 refuses.
+func imageRule() rule {
+	return rule{
+		// The repository path is at most 255 characters as the kubelet counts it
+		// (distribution/reference's ParseNormalizedNamed): without its registry, a one-component
+		// name on Docker Hub counting the library/ it is given.
+		expr: fmt.Sprintf("self.matches(%s) && !self.matches('^[a-f0-9]{64}$') && [self.split('@')[0]].all(s, "+
+			"[s.lastIndexOf(':') > s.lastIndexOf('/') ? s.substring(0, s.lastIndexOf(':')) : s].all(n, "+
+			"!n.contains('/') ? n.size() + 8 <= 255 : [n.split('/')[0]].all(d, "+
+			"!(d == 'localhost' || d.contains('.') || d.contains(':') || d.lowerAscii() != d) ? n.size() <= 255 : "+
+			"[n.substring(d.size() + 1)].all(p, (d in ['docker.io', 'index.docker.io'] && !p.contains('/') ? p.size() + 8 : p.size()) <= 255))))",
+			quote(cachev1.ImageReferencePattern)),
+		message: "'spec.image is an image reference: [registry/]path[:tag][@digest], the path in lowercase letters, digits and separators (., _, __, -), " +
+			"a tag of letters, digits, _, . and - (at most 128), a digest in full (sha256: and 64 lowercase hex digits), the path at most 255 characters (library/ counted on a one-component Docker Hub name)'",
+	}
 }

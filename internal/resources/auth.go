@@ -26,14 +26,20 @@ const (
 )
 
 // PasswordSecretName names the Secret the operator generates when spec.auth is not set.
-func PasswordSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-auth" }
+func PasswordSecretName(rc *cachev1.RedisCluster) string {
+	return rc.Name + cachev1.GeneratedPasswordSecretSuffix
+}
 
 // AuthConfSecretName names the Secret holding the password file Redis includes.
-func AuthConfSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-auth-conf" }
+func AuthConfSecretName(rc *cachev1.RedisCluster) string {
+	return rc.Name + cachev1.AuthConfSecretSuffix
+}
 
 // PreviousPasswordSecretName names the Secret holding the password the nodes had before the
 // last change, kept until they all take the new one.
-func PreviousPasswordSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-auth-previous" }
+func PreviousPasswordSecretName(rc *cachev1.RedisCluster) string {
+	return rc.Name + cachev1.PreviousPasswordSecretSuffix
+}
 
 // PasswordSource is the Secret and key the password is read from.
 func PasswordSource(rc *cachev1.RedisCluster) (name, key string) {
@@ -123,7 +129,9 @@ func OperatorUser(password string, cluster bool) User {
 }
 
 // OperatorSecretName names the Secret holding the operator's own password, generated once.
-func OperatorSecretName(rc *cachev1.RedisCluster) string { return rc.Name + "-operator" }
+func OperatorSecretName(rc *cachev1.RedisCluster) string {
+	return rc.Name + cachev1.OperatorSecretSuffix
+}
 
 // OperatorSecret is the Secret of the operator's password.
 func OperatorSecret(rc *cachev1.RedisCluster, password string) *corev1.Secret {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -616,5 +617,63 @@ func TestConfigLineGivesRedisTheValueTheAPIChecked(t *testing.T) {
 		{"loglevel", "notice requirepass x", `loglevel "\x6e\x6f\x74\x69\x63\x65\x20\x72\x65\x71\x75\x69\x72\x65\x70\x61\x73\x73\x20\x78"`},
 	} {
 		assert.Equal(t, tc.want, resources.ConfigLine(tc.directive, tc.value), "%s %q", tc.directive, tc.value)
+	}
+}
+
+// TestEveryDerivedNameIsValidAtTheLongestName: the API's bounds on metadata.name (52, 44 in
+// cluster mode, 243 for a RedisBackup) leave every name the operator derives valid, at the
+// largest shard and ordinal: Services are DNS labels, the other objects DNS subdomains, and
+// the labels Kubernetes adds (a pod's name, a StatefulSet's revision hash) label values.
+func TestEveryDerivedNameIsValidAtTheLongestName(t *testing.T) {
+	label := func(what, v string) {
+		for _, e := range validation.IsValidLabelValue(v) {
+			t.Errorf("%s %q as a label value: %s", what, v, e)
+		}
+	}
+	dnsLabel := func(what, v string) {
+		for _, e := range validation.IsDNS1123Label(v) {
+			t.Errorf("%s %q: %s", what, v, e)
+		}
+	}
+	subdomain := func(what, v string) {
+		for _, e := range validation.IsDNS1123Subdomain(v) {
+			t.Errorf("%s %q: %s", what, v, e)
+		}
+	}
+	const lastOrdinal = 99 // spec.replicas is at most 100
+	for _, tc := range []struct {
+		name   string
+		shards int32
+	}{{strings.Repeat("r", 52), 0}, {strings.Repeat("c", 44), 32}} {
+		rc := &cachev1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: "ns"}, Spec: cachev1.RedisClusterSpec{Replicas: 100}}
+		lastShard := 0
+		if tc.shards > 0 {
+			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: tc.shards}
+			lastShard = int(tc.shards) - 1
+		}
+		for _, svc := range []string{resources.HeadlessServiceName(rc), resources.ClientServiceName(rc), resources.ReplicasServiceName(rc)} {
+			dnsLabel("Service", svc)
+		}
+		for _, s := range []string{resources.ConfigMapName(rc), resources.PasswordSecretName(rc), resources.AuthConfSecretName(rc),
+			resources.PreviousPasswordSecretName(rc), resources.OperatorSecretName(rc), resources.RestoreNameOf(rc, lastShard),
+			resources.FirstDataClaimName(rc, lastShard)} {
+			subdomain("object", s)
+		}
+		sts := resources.StatefulSetNameOf(rc, lastShard)
+		dnsLabel("StatefulSet", sts)
+		label("StatefulSet revision", sts+"-"+strings.Repeat("h", 10))
+		pod := fmt.Sprintf("%s-%d", sts, lastOrdinal)
+		dnsLabel("pod (its hostname)", pod)
+		label("pod name", pod)
+		subdomain("data claim", "data-"+pod)
+		scheduled := resources.ScheduledBackupName(rc, time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC))
+		subdomain("scheduled RedisBackup", scheduled)
+		if len(scheduled) > 243 {
+			t.Errorf("scheduled RedisBackup %q is longer than a RedisBackup may be", scheduled)
+		}
+	}
+	b := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("b", 243), Namespace: "ns"}}
+	for _, p := range []string{resources.BackupPodName(b), resources.ShardBackupPodName(b, 31), resources.DeleteBackupPodName(b)} {
+		subdomain("backup pod", p)
 	}
 }

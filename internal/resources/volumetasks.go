@@ -3,6 +3,7 @@ package resources
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,12 @@ func ShardBackupPodName(b *cachev1.RedisBackup, i int) string {
 
 // DeleteBackupPodName names the pod that deletes a RedisBackup's snapshot from its volume.
 func DeleteBackupPodName(b *cachev1.RedisBackup) string { return b.Name + "-delete" }
+
+// ScheduledBackupName names the RedisBackup spec.backup's schedule takes at t: named after t, so
+// that an operator that crashed after creating it creates no second one.
+func ScheduledBackupName(rc *cachev1.RedisCluster, t time.Time) string {
+	return rc.Name + "-" + t.UTC().Format("20060102-150405")
+}
 
 // FirstDataClaimName is the StatefulSet's claim for the data of shard's first node (in
 // replication mode, shard ignored, the first node's): the one a restore from a volume fills

@@ -86,62 +86,79 @@ func TestCrashAtEveryWrite(t *testing.T) {
 
 	var summary []string
 	total := 0
-	for _, s := range crashScenarios() {
-		t.Run(s.name, func(t *testing.T) {
-			var counted []int
-			var crashedCount, convergedFirst int
-			var failed []string
-			var countMu sync.Mutex
+	for _, sc := range crashScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			tl := &tally{}
 			// Each round lists the writes again (their order varies a little with timing), then
 			// crashes at each of them.
 			for round := 1; round <= *crashRounds; round++ {
-				// The writes the scenario takes, with an operator that does not crash
-				baseline := suite.try(t, s, 0)
-				require.NotEmpty(t, baseline.writes, "the scenario writes nothing")
-				points := len(baseline.writes)
-				counted = append(counted, points)
-				if round == 1 {
-					t.Logf("%s: %d writes (%s): %s", s.name, points, countKinds(baseline.writes), strings.Join(baseline.writes, "; "))
-				}
-				t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
-					for k := 1; k <= points; k++ {
-						t.Run(strconv.Itoa(k), func(t *testing.T) {
-							t.Parallel()
-							defer func() {
-								// The summary names failed points and why: CI shows it
-								// where it cuts the middle of the log.
-								if t.Failed() {
-									reason, ok := suite.failures.Load(t.Name())
-									if !ok {
-										reason = "an invariant (the log says which)"
-									}
-									countMu.Lock()
-									failed = append(failed, fmt.Sprintf("at %d: %v", k, reason))
-									countMu.Unlock()
-								}
-							}()
-							out := suite.try(t, s, k)
-							countMu.Lock()
-							defer countMu.Unlock()
-							if out.crashed {
-								crashedCount++
-							} else {
-								convergedFirst++
-							}
-						})
-					}
-				}) // returns once its parallel subtests are done
+				suite.round(t, sc, round, tl)
 			}
-			tried := crashedCount + convergedFirst
+			tried := tl.crashed + tl.convergedFirst
 			total += tried
 			summary = append(summary, fmt.Sprintf("%-32s writes per run %v; crash points tried %d: crashed at %d, converged before the k-th write %d",
-				s.name, counted, tried, crashedCount, convergedFirst))
-			for _, f := range failed {
+				sc.name, tl.counted, tried, tl.crashed, tl.convergedFirst))
+			for _, f := range tl.failed {
 				summary = append(summary, "  FAILED "+f)
 			}
 		})
 	}
 	fmt.Printf("\ncrash at every write (%d rounds): %d crash points\n  %s\n", *crashRounds, total, strings.Join(summary, "\n  "))
+}
+
+// tally is what one scenario's rounds saw, for the summary.
+type tally struct {
+	mu             sync.Mutex
+	counted        []int
+	crashed        int
+	convergedFirst int
+	failed         []string
+}
+
+// round lists the writes scenario sc takes with an operator that does not crash, then runs it
+// once per write with an operator that crashes after it, in parallel.
+func (s *crashSuite) round(t *testing.T, sc scenario, round int, tl *tally) {
+	baseline := s.try(t, sc, 0)
+	require.NotEmpty(t, baseline.writes, "the scenario writes nothing")
+	points := len(baseline.writes)
+	tl.counted = append(tl.counted, points)
+	if round == 1 {
+		t.Logf("%s: %d writes (%s): %s", sc.name, points, countKinds(baseline.writes), strings.Join(baseline.writes, "; "))
+	}
+	t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
+		for k := 1; k <= points; k++ {
+			t.Run(strconv.Itoa(k), func(t *testing.T) {
+				t.Parallel()
+				s.crashAt(t, sc, k, tl)
+			})
+		}
+	}) // returns once its parallel subtests are done
+}
+
+// crashAt runs scenario sc with an operator that crashes after its k-th write and counts the
+// outcome; a failed point goes into the summary with why, which CI shows where it cuts the
+// middle of the log.
+func (s *crashSuite) crashAt(t *testing.T, sc scenario, k int, tl *tally) {
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		reason, ok := s.failures.Load(t.Name())
+		if !ok {
+			reason = "an invariant (the log says which)"
+		}
+		tl.mu.Lock()
+		tl.failed = append(tl.failed, fmt.Sprintf("at %d: %v", k, reason))
+		tl.mu.Unlock()
+	}()
+	out := s.try(t, sc, k)
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if out.crashed {
+		tl.crashed++
+	} else {
+		tl.convergedFirst++
+	}
 }
 
 // countKinds sums writes by kind: "9 API, 4 Redis".

@@ -215,6 +215,13 @@ var namedStrings = map[string][]any{
 	"fromBackup":       {"sessions-20261201", "a/b", "."},
 	"claimName":        {"backups", "My Backups"},
 	"storageClassName": {"fast", "", "Fast SSD"},
+	// Issue 43's: versions Redis's own before 7.0, references the kubelet refuses, keys
+	// kubectl cannot write, and the Secrets of fuzz-1 (the fuzz suite's names) it owns.
+	"version":           {"7.2", "7.0", "6.2", "5.0", "8.0", "10.0", "7", "7.2.4", "07.2"},
+	"image":             {"redis:7.2", "localhost:5000/redis", "Redis:7", "redis@sha256:abc", "[::1]:5000/redis", strings.Repeat("a", 248), "a//b", "mirror.example.com/redis:7.2"},
+	"key":               {"password", ".", "..x", "a b", "tls.crt", "-"},
+	"credentialsSecret": {"s3", "fuzz-1-auth-conf", "fuzz-1-operator", "S3"},
+	"name":              {"a", "fuzz-1-auth-conf", "fuzz-1-auth-previous", "fuzz-1-auth", "-x"},
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
