@@ -105,7 +105,7 @@ func (r *RedisClusterReconciler) applyStatefulSet(ctx context.Context, rc *cache
 		return live, nil
 	}
 	if err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: appsv1ac.ExtractStatefulSet,
+		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: extractStatefulSet,
 	}); err != nil {
 		return nil, err
 	}
@@ -113,6 +113,20 @@ func (r *RedisClusterReconciler) applyStatefulSet(ctx context.Context, rc *cache
 		return nil, nil
 	}
 	return live, nil
+}
+
+// extractStatefulSet is what our field manager owns of a StatefulSet, without the status the
+// API server gives each claim template (phase Pending): the templates are an atomic list, so
+// that status is counted as ours, though no apply sets it.
+func extractStatefulSet(live *appsv1.StatefulSet, fieldManager string) (*appsv1ac.StatefulSetApplyConfiguration, error) {
+	owned, err := appsv1ac.ExtractStatefulSet(live, fieldManager)
+	if err != nil || owned.Spec == nil {
+		return owned, err
+	}
+	for i := range owned.Spec.VolumeClaimTemplates {
+		owned.Spec.VolumeClaimTemplates[i].Status = nil
+	}
+	return owned, nil
 }
 
 // statefulSetReplicas is spec.replicas, except that the primary's pod is kept until a

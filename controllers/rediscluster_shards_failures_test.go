@@ -125,27 +125,32 @@ func TestAPrimaryStoppedWhileItsSlotsMoveLosesNoKeyAndLeavesNoSlotOpen(t *testin
 // shardsOnVolumes is a Ready RedisCluster of 3 shards of 2 nodes with their data on volumes
 // (spec.storage) and a node timeout of 1s, in a namespace of its own with its operator, holding
 // k:0..k:2999 on each shard's primary and replica.
-func shardsOnVolumes(t *testing.T, name string) (*testenv.LocalNode, *cachev1.RedisCluster, *cachev1.RedisCluster, string) {
+func shardsOnVolumes(t *testing.T, name string) *shardedCluster {
 	t.Helper()
-	ns := newNamespace(t)
-	startOperator(t, adminCfg, ns)
-	node := runLocalNode(t, ns)
-	rc := testenv.RedisCluster(ns, name, 2)
-	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
-	require.NoError(t, k8sClient.Create(context.Background(), rc))
-	ready := eventuallyReadyWithin(t, rc, 2*waitFor)
-	password := secretValue(t, ns, name+"-auth", "password")
-	writeShardedKeys(t, clusterClient(t, node, ready, password), "k:", 3000, 0)
-	return node, rc, ready, password
+	e := &shardedCluster{ns: newNamespace(t)}
+	e.op = startOperator(t, adminCfg, e.ns)
+	e.node = runLocalNode(t, e.ns)
+	e.rc = testenv.RedisCluster(e.ns, name, 2)
+	e.rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	e.rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	require.NoError(t, k8sClient.Create(context.Background(), e.rc))
+	e.ready = eventuallyReadyWithin(t, e.rc, 2*waitFor)
+	e.password = secretValue(t, e.ns, name+"-auth", "password")
+	e.cc = clusterClient(t, e.node, e.ready, e.password)
+	writeShardedKeys(t, e.cc, "k:", 3000, 0)
+	return e
 }
 
 func TestAPodBackWithANewIPAndItsNodesConfRejoinsWithItsSlots(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys
-	node, rc, ready, password := shardsOnVolumes(t, "volumes")
+	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys, whose health
+	// checks write nothing once formed (the claim templates the API server completes compare
+	// as applied)
+	e := shardsOnVolumes(t, "volumes")
+	node, rc, ready, password := e.node, e.rc, e.ready, e.password
+	assertHealthChecksWriteNothing(t, e.op, rc)
 	primary := ready.Status.Shards[1].Primary
 	oldIP := node.Server(primary).IP
 	id, err := redisClient(t, node, primary, password).Do(ctx, "CLUSTER", "MYID").Text()
@@ -213,7 +218,8 @@ func TestEveryPodBackAtNewAddressesRejoinsWithItsSlotsRoundAfterRound(t *testing
 
 	// Given 3 shards of 2 nodes with their data on volumes, holding 3000 keys on each shard's
 	// primary and replica
-	node, rc, ready, password := shardsOnVolumes(t, "reboot")
+	e := shardsOnVolumes(t, "reboot")
+	node, rc, ready, password := e.node, e.rc, e.ready, e.password
 	ns := rc.Namespace
 	slotsByID := primariesByID(t, node, ready.Status.Shards[0].Primary, password)
 	require.Len(t, slotsByID, 3)
@@ -339,7 +345,8 @@ func killAndDelete(t *testing.T, node *testenv.LocalNode, ns string, pods []stri
 func TestOneShardBackAtNewAddressesAndANodeWhoseVolumeWasLostRejoin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	node, rc, ready, password := shardsOnVolumes(t, "partial")
+	e := shardsOnVolumes(t, "partial")
+	node, rc, ready, password := e.node, e.rc, e.ready, e.password
 	slotsByID := primariesByID(t, node, ready.Status.Shards[0].Primary, password)
 
 	// When both pods of shard 1 end and are deleted at once

@@ -5,17 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -69,20 +65,7 @@ func TestClusterModeFormsShardsThatServeEverySlotAndFailOverByThemselves(t *test
 	}
 
 	// And, formed, the health check writes nothing: no status, no child
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		cached := &cachev1.RedisCluster{}
-		require.NoError(c, op.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(rc), cached))
-		assert.True(c, meta.IsStatusConditionTrue(cached.Status.Conditions, cachev1.ConditionReady))
-	}, waitFor, tick)
-	writes, kinds := op.requests.Writes(), op.requests.ByKind()
-	time.Sleep(3 * controllers.DefaultCheckInterval)
-	grew := map[string]int64{}
-	for k, v := range op.requests.ByKind() {
-		if v > kinds[k] {
-			grew[k] = v - kinds[k]
-		}
-	}
-	assert.Equal(t, writes, op.requests.Writes(), "a formed cluster's health checks write nothing: %v", grew)
+	assertHealthChecksWriteNothing(t, op, rc)
 
 	// And a cluster client's writes spread over the shards and read back
 	for i := range 300 {

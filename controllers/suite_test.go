@@ -10,13 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -114,6 +118,26 @@ func startOperator(t *testing.T, cfg *rest.Config, namespace string, tune ...fun
 	})
 	t.Cleanup(stop)
 	return &runningOperator{mgr: mgr, requests: requests, stop: stop}
+}
+
+// assertHealthChecksWriteNothing waits until the operator's cache has the RedisCluster Ready,
+// then asserts that three health checks of it write nothing: no status, no child.
+func assertHealthChecksWriteNothing(t *testing.T, op *runningOperator, rc *cachev1.RedisCluster) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cached := &cachev1.RedisCluster{}
+		require.NoError(c, op.mgr.GetClient().Get(context.Background(), client.ObjectKeyFromObject(rc), cached))
+		assert.True(c, meta.IsStatusConditionTrue(cached.Status.Conditions, cachev1.ConditionReady))
+	}, waitFor, tick)
+	writes, kinds := op.requests.Writes(), op.requests.ByKind()
+	time.Sleep(3 * controllers.DefaultCheckInterval)
+	grew := map[string]int64{}
+	for k, v := range op.requests.ByKind() {
+		if v > kinds[k] {
+			grew[k] = v - kinds[k]
+		}
+	}
+	assert.Equal(t, writes, op.requests.Writes(), "a Ready RedisCluster's health checks write nothing: %v", grew)
 }
 
 // newNamespace gives a test a namespace of its own.

@@ -77,7 +77,12 @@ func DesiredStatefulSet(rc *cachev1.RedisCluster, opts StatefulSetOptions) *apps
 		if st.StorageClassName != nil {
 			claim.WithStorageClassName(*st.StorageClassName)
 		}
-		spec.WithVolumeClaimTemplates(corev1ac.PersistentVolumeClaim(dataVolume, "").
+		// As the API server keeps a claim template: no kind, apiVersion or namespace of its own,
+		// and a filesystem (the default, said here since the templates are one atomic list: what
+		// the API server fills in is ours, and would differ from what we apply).
+		claim.WithVolumeMode(corev1.PersistentVolumeFilesystem)
+		spec.WithVolumeClaimTemplates((&corev1ac.PersistentVolumeClaimApplyConfiguration{}).
+			WithName(dataVolume).
 			WithLabels(Labels(rc)).
 			WithSpec(claim)).
 			WithPersistentVolumeClaimRetentionPolicy(appsv1ac.StatefulSetPersistentVolumeClaimRetentionPolicy().

@@ -628,12 +628,14 @@ func TestPartitionASlotMovesGivingPrimaryCutOffMidMove(t *testing.T) {
 }
 
 // shardedCluster creates a RedisCluster in cluster mode, 3 shards of 2 nodes with a node timeout
-// of 2s, and waits until it is Ready.
+// of 2s, and waits until it is Ready. It is deleted at the test's end: the suites after it share
+// the node's two cores.
 func shardedCluster(t *testing.T, name string) *cachev1.RedisCluster {
 	t.Helper()
 	rc := testenv.RedisCluster(ns, name, 2)
 	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
 	require.NoError(t, cluster.Client.Create(context.Background(), rc))
+	t.Cleanup(func() { assert.NoError(t, client.IgnoreNotFound(cluster.Client.Delete(context.Background(), rc))) })
 	rc = readyAgain(t, rc)
 	require.Len(t, rc.Status.Shards, 3)
 	return rc
