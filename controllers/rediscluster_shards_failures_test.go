@@ -127,16 +127,9 @@ func TestAPrimaryStoppedWhileItsSlotsMoveLosesNoKeyAndLeavesNoSlotOpen(t *testin
 // k:0..k:2999 on each shard's primary and replica.
 func shardsOnVolumes(t *testing.T, name string) *shardedCluster {
 	t.Helper()
-	e := &shardedCluster{ns: newNamespace(t)}
-	e.op = startOperator(t, adminCfg, e.ns)
-	e.node = runLocalNode(t, e.ns)
-	e.rc = testenv.RedisCluster(e.ns, name, 2)
-	e.rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
-	e.rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
-	require.NoError(t, k8sClient.Create(context.Background(), e.rc))
-	e.ready = eventuallyReadyWithin(t, e.rc, 2*waitFor)
-	e.password = secretValue(t, e.ns, name+"-auth", "password")
-	e.cc = clusterClient(t, e.node, e.ready, e.password)
+	e := newShardedCluster(t, name, func(rc *cachev1.RedisCluster) {
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	})
 	writeShardedKeys(t, e.cc, "k:", 3000, 0)
 	return e
 }

@@ -60,13 +60,18 @@ type shardedCluster struct {
 	cc       *goredis.ClusterClient
 }
 
-func newShardedCluster(t *testing.T, name string) *shardedCluster {
+// newShardedCluster is a Ready RedisCluster of 3 shards of 2 nodes with a node timeout of 1s,
+// changed by tune before it is created, in a namespace of its own with its operator.
+func newShardedCluster(t *testing.T, name string, tune ...func(*cachev1.RedisCluster)) *shardedCluster {
 	t.Helper()
 	e := &shardedCluster{ns: newNamespace(t)}
 	e.op = startOperator(t, adminCfg, e.ns)
 	e.node = runLocalNode(t, e.ns)
 	e.rc = testenv.RedisCluster(e.ns, name, 2)
 	e.rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: time.Second}}
+	for _, f := range tune {
+		f(e.rc)
+	}
 	require.NoError(t, k8sClient.Create(context.Background(), e.rc))
 	e.ready = eventuallyReadyWithin(t, e.rc, 2*waitFor)
 	e.password = secretValue(t, e.ns, name+"-auth", "password")
