@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,7 +193,8 @@ type reconcileState struct {
 	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
 	// the health check then leaves them alone.
 	childrenKnown bool
-	// changed is true when this reconcile created or changed a child.
+	// changed is true when this reconcile created or changed a child, or changed the cluster
+	// (in cluster mode: slots, a failover, a pod replaced).
 	changed bool
 	// created and updated name the children ("Kind name") this reconcile created and changed.
 	created, updated []string
@@ -222,4 +224,13 @@ type reconcileState struct {
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
 	return r.stateOf(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
+}
+
+// wroteStatefulSet is true when this reconcile created or changed a StatefulSet: its status
+// still describes the spec before (the StatefulSet controller has not seen the write), so its
+// pods do not count as ready for the new one. A write of another child (the ConfigMap, a
+// Service, the Secret) changes no pod, and leaves Ready as it was.
+func (s *reconcileState) wroteStatefulSet() bool {
+	isSts := func(child string) bool { return strings.HasPrefix(child, "StatefulSet ") }
+	return slices.ContainsFunc(s.created, isSts) || slices.ContainsFunc(s.updated, isSts)
 }

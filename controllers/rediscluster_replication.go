@@ -157,7 +157,7 @@ func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.Roll
 		// Until the StatefulSet controller has seen the current template, its updateRevision is
 		// the old one, and a pod it just recreated would look outdated.
 		RevisionKnown: stsObserved(sts) && sts.Status.UpdateRevision != "" &&
-			len(state.pods) == int(rc.Spec.Replicas) && !state.changed,
+			len(state.pods) == int(rc.Spec.Replicas) && !state.wroteStatefulSet(),
 	}
 	for _, p := range state.pods {
 		in.Pods = append(in.Pods, topology.Pod{

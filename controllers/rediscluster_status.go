@@ -115,7 +115,7 @@ func progressingCondition(state *reconcileState) *metav1.Condition {
 		return nil
 	case state.wait != nil:
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, state.wait.reason, state.wait.message)
-	case state.changed || !rolledOut(state.replication.statefulSet):
+	case state.wroteStatefulSet() || !rolledOut(state.replication.statefulSet):
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
 			"The StatefulSet is rolling out the current spec")
 	}
@@ -172,7 +172,7 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case state.wait != nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
-	case state.changed || !stsObserved(state.replication.statefulSet) || ready < rc.Spec.Replicas:
+	case state.wroteStatefulSet() || !stsObserved(state.replication.statefulSet) || ready < rc.Spec.Replicas:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))
 	case degraded.Status == metav1.ConditionTrue:

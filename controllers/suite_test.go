@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,6 +139,48 @@ func assertHealthChecksWriteNothing(t *testing.T, op *runningOperator, rc *cache
 		}
 	}
 	assert.Equal(t, writes, op.requests.Writes(), "a Ready RedisCluster's health checks write nothing: %v", grew)
+}
+
+// watchReady watches every version of the RedisCluster the API server stores from now on, and
+// returns a func that stops watching and says each time Ready was not True ("False
+// ReplicasNotReady: 2 of 2 Redis nodes are ready"). A watch sees every write, where polling
+// would miss a condition that flipped for one reconcile.
+func watchReady(t *testing.T, rc *cachev1.RedisCluster) func() []string {
+	t.Helper()
+	wc, err := client.NewWithWatch(adminCfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(t, err)
+	list := &cachev1.RedisClusterList{}
+	w, err := wc.Watch(context.Background(), list, client.InNamespace(rc.Namespace),
+		client.MatchingFields{"metadata.name": rc.Name})
+	require.NoError(t, err)
+	var (
+		mu      sync.Mutex
+		notTrue []string
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for e := range w.ResultChan() {
+			got, ok := e.Object.(*cachev1.RedisCluster)
+			if !ok {
+				continue
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue {
+				mu.Lock()
+				notTrue = append(notTrue, fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message))
+				mu.Unlock()
+			}
+		}
+	}()
+	stop := sync.OnceValue(func() []string {
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return notTrue
+	})
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // newNamespace gives a test a namespace of its own.
