@@ -143,8 +143,9 @@ test-partitions: localcluster node redis-image ## Network partitions alone (make
 	PARTITIONS_FULL=$(PARTITIONS_FULL) go test -tags e2e ./test/e2e/... -run '^TestPartition' -count=1 -timeout $(PARTITIONS_TIMEOUT) -v
 
 .PHONY: demo
-demo: node redis-image ## Start a local cluster on a real node (root), run the operator from its image, apply the sample and show it working; Ctrl-C ends it.
-	go run ./test/localcluster/cmd/localcluster
+NODES ?= 1
+demo: node redis-image ## Start a local cluster on real nodes (root; NODES=3 for three, each in a zone of its own), run the operator from its image, apply the sample and show it working; Ctrl-C ends it.
+	go run ./test/localcluster/cmd/localcluster --nodes $(NODES)
 
 .PHONY: demo-olm
 demo-olm: localcluster node redis-image olm opm grpc-health-probe ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).

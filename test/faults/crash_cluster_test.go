@@ -17,7 +17,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/redis"
@@ -239,6 +241,9 @@ func (r *run) checkClusterInvariants(t *testing.T, w *writer) {
 			}
 		}
 	}, 20*time.Second, 200*time.Millisecond)
+	if t.Failed() {
+		r.explainOpenSlots(t, pods)
+	}
 
 	rc, err := r.get()
 	require.NoError(t, err)
@@ -266,5 +271,40 @@ func (r *run) checkClusterInvariants(t *testing.T, w *writer) {
 	assert.Empty(t, lost, "keys lost, of %d acknowledged and %d written before", len(acked), len(r.keys))
 	if len(lost) > 0 {
 		t.Logf("lost: %s", strings.Join(lost[:min(len(lost), 10)], ", "))
+	}
+}
+
+// explainOpenSlots says, when a node is left with a slot open or the cluster not ok, what each
+// pod sees of itself and what the operator said (its Events): the summary gets the open slots,
+// since CI cuts the middle of the log.
+func (r *run) explainOpenSlots(t *testing.T, pods []corev1.Pod) {
+	ctx := context.Background()
+	var open []string
+	for _, p := range pods {
+		admin, err := r.redis(ctx, p.Status.PodIP)
+		if err != nil {
+			t.Logf("%s: %v", p.Name, err)
+			continue
+		}
+		raw := admin.ClusterNodes(ctx).Val()
+		role := admin.Do(ctx, "ROLE").String()
+		_ = admin.Close()
+		t.Logf("%s (%s) sees:\n%s", p.Name, role, raw)
+		nodes, _ := redis.ParseClusterNodes(raw)
+		for _, n := range nodes {
+			if n.Myself() && (len(n.Importing) > 0 || len(n.Migrating) > 0) {
+				open = append(open, fmt.Sprintf("%s importing %v migrating %v", p.Name, n.Importing, n.Migrating))
+			}
+		}
+	}
+	events := &corev1.EventList{}
+	if err := r.suite.admin.List(ctx, events, client.InNamespace(r.ns)); err == nil {
+		slices.SortFunc(events.Items, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
+		for _, e := range events.Items {
+			t.Logf("event %s %s %s x%d: %s", e.LastTimestamp.Format(time.TimeOnly), e.Type, e.Reason, e.Count, e.Message)
+		}
+	}
+	if len(open) > 0 {
+		r.suite.failures.Store(t.Name(), "slots left open: "+strings.Join(open, "; "))
 	}
 }

@@ -26,8 +26,8 @@ import (
 // addresses; <hostname>.<service>.<namespace>.svc.cluster.local is one endpoint's. Every other
 // name does not exist (there is no upstream to forward to). It reads the API server at each
 // question, so a Service is known as soon as it exists; the harness serves it over UDP at the
-// node's address inside its namespace, where pods (the kubelet's clusterDNS) and the processes
-// the harness runs there (OLM's, through ResolvConf) ask it.
+// control plane's address inside its namespace, where pods of every node (the kubelets'
+// clusterDNS) and the processes the harness runs there (OLM's, through ResolvConf) ask it.
 type clusterDNS struct {
 	client client.Reader
 	conn   net.PacketConn
@@ -37,11 +37,11 @@ type clusterDNS struct {
 // dnsTTL is how long a resolver may keep an answer: CoreDNS's default for Services.
 const dnsTTL = 5
 
-// startClusterDNS listens at the node's address, port 53, in netns and answers until stop.
+// startClusterDNS listens at the control plane's address, port 53, in netns and answers until stop.
 func startClusterDNS(netns *node.Netns, c client.Reader) (*clusterDNS, error) {
-	conn, err := netns.ListenPacket("udp", net.JoinHostPort(node.NodeIP, "53"))
+	conn, err := netns.ListenPacket("udp", net.JoinHostPort(node.ControlPlaneIP, "53"))
 	if err != nil {
-		return nil, fmt.Errorf("listening for DNS in the node's namespace: %w", err)
+		return nil, fmt.Errorf("listening for DNS in the control plane's namespace: %w", err)
 	}
 	d := &clusterDNS{client: c, conn: conn, done: make(chan struct{})}
 	go d.serve()
@@ -53,7 +53,7 @@ func startClusterDNS(netns *node.Netns, c client.Reader) (*clusterDNS, error) {
 func writeResolvConf(dir, namespace string) (string, error) {
 	path := filepath.Join(dir, "resolv-"+namespace+".conf")
 	conf := fmt.Sprintf("nameserver %s\nsearch %s.svc.%s svc.%s %s\noptions ndots:5\n",
-		node.NodeIP, namespace, node.ClusterDomain, node.ClusterDomain, node.ClusterDomain)
+		node.ControlPlaneIP, namespace, node.ClusterDomain, node.ClusterDomain, node.ClusterDomain)
 	return path, os.WriteFile(path, []byte(conf), 0o644)
 }
 

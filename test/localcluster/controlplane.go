@@ -40,8 +40,9 @@ type Options struct {
 	Dir string
 	// Logs, when set, receives the components' output; otherwise it goes to files in Dir.
 	Logs *os.File
-	// Netns, when set, is the real node's namespace (test/node): the control plane runs in it,
-	// the API server on the node's address where pods reach it through the kubernetes Service,
+	// Netns, when set, is the control plane's namespace on the real nodes' network (test/node):
+	// the control plane runs in it, the API server on node.ControlPlaneIP where pods reach it
+	// through the kubernetes Service,
 	// and the machine reaches it at Server(), a port on its loopback forwarded there.
 	Netns *node.Netns
 }
@@ -54,9 +55,9 @@ type ControlPlane struct {
 	AdminKubeconfig string
 	// AdminConfig is the same, for Go clients.
 	AdminConfig *rest.Config
-	// NodeKubeconfig is a kubeconfig with the same rights for what runs inside the node's
+	// NodeKubeconfig is a kubeconfig with the same rights for what runs inside the namespaces
 	// namespace (the controllers, the scheduler, the kubelet, kube-proxy): the API server at the
-	// node's address. Without a namespace it is AdminKubeconfig.
+	// control plane's address. Without a namespace it is AdminKubeconfig.
 	NodeKubeconfig string
 	forward        net.Listener
 
@@ -128,7 +129,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		cp.apiserverArgs = append(cp.apiserverArgs,
 			// Every address of the namespace: its loopback too, so that the certificate it makes
 			// itself names localhost, which the machine's clients ask for through the forward.
-			"--bind-address=0.0.0.0", "--advertise-address="+node.NodeIP,
+			"--bind-address=0.0.0.0", "--advertise-address="+node.ControlPlaneIP,
 			"--secure-port="+strconv.Itoa(apiserverNodePort),
 			"--service-cluster-ip-range="+node.ServiceCIDR,
 			"--kubelet-preferred-address-types=InternalIP",
@@ -165,7 +166,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	if cp.opts.Netns != nil {
 		serverName = "localhost" // the forward's address is not in the certificate
 		cp.NodeKubeconfig = cp.path("node.kubeconfig")
-		if err := cp.writeKubeconfig(cp.NodeKubeconfig, fmt.Sprintf("https://%s:%d", node.NodeIP, apiserverNodePort), ""); err != nil {
+		if err := cp.writeKubeconfig(cp.NodeKubeconfig, fmt.Sprintf("https://%s:%d", node.ControlPlaneIP, apiserverNodePort), ""); err != nil {
 			return err
 		}
 	}
@@ -176,7 +177,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	return err
 }
 
-// apiserverNodePort is the API server's port at the node's address.
+// apiserverNodePort is the API server's port at the control plane's address.
 const apiserverNodePort = 6443
 
 func (cp *ControlPlane) writeKubeconfig(path, server, serverName string) error {
@@ -192,7 +193,7 @@ func (cp *ControlPlane) writeKubeconfig(path, server, serverName string) error {
 	return clientcmd.WriteToFile(*kubeconfig, path)
 }
 
-// forwardAPIServer makes the API server in the node's namespace answer at Server(), on the
+// forwardAPIServer makes the API server in the control plane's namespace answer at Server(), on the
 // machine's loopback, for the harness, kubectl and the tests.
 func (cp *ControlPlane) forwardAPIServer() error {
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(cp.apiserverPort))
@@ -200,12 +201,12 @@ func (cp *ControlPlane) forwardAPIServer() error {
 		return err
 	}
 	cp.forward = l
-	target := net.JoinHostPort(node.NodeIP, strconv.Itoa(apiserverNodePort))
+	target := net.JoinHostPort(node.ControlPlaneIP, strconv.Itoa(apiserverNodePort))
 	go node.Forward(l, func() (net.Conn, error) { return cp.opts.Netns.Dial(context.Background(), "tcp", target) })
 	return nil
 }
 
-// etcdTransport reaches etcd's loopback address: the node's namespace's, when there is one.
+// etcdTransport reaches etcd's loopback address: the control plane's namespace's, when there is one.
 func (cp *ControlPlane) etcdTransport() *http.Transport {
 	t := &http.Transport{}
 	if cp.opts.Netns != nil {
@@ -257,6 +258,9 @@ func (cp *ControlPlane) startControllersAndScheduler() error {
 		"--use-service-account-credentials=false",
 		"--controllers=*",
 		"--concurrent-statefulset-syncs=5",
+		// A node whose kubelet stops renewing its lease (every 5s here: node.LeaseDuration)
+		// is NotReady 20s later, not 50s: the tests lose nodes many times.
+		"--node-monitor-grace-period=20s",
 	)
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 // <mirrorPath>/<host>/<repository>, by digest only.
 const mirrorPath = "mirror"
 
-// PullOnlyFromMirror makes the node pull as a disconnected cluster does (an OpenShift
+// PullOnlyFromMirror makes the nodes pull as a disconnected cluster does (an OpenShift
 // ImageDigestMirrorSet, or containerd's hosts.toml): images, each named by its digest
 // (example.com/redis-operator@sha256:...), are copied to a mirror that holds them by digest
 // only; the node's pulls of every name under their registries go to that mirror alone, where
@@ -56,7 +56,6 @@ func (c *Cluster) PullOnlyFromMirror(ctx context.Context, images map[string]v1.I
 		}
 		hosts[host], digests = true, append(digests, digest.String())
 	}
-	containerd := c.real.node.Containerd
 	var restores []func() error
 	restore = func() error {
 		var errs []error
@@ -65,23 +64,40 @@ func (c *Cluster) PullOnlyFromMirror(ctx context.Context, images map[string]v1.I
 		}
 		return errors.Join(errs...)
 	}
-	for _, host := range slices.Sorted(maps.Keys(hosts)) {
-		back, err := containerd.MirrorAt(host, mirrorPath+"/"+host)
+	gone := map[string]bool{}
+	for _, n := range c.real.nodes {
+		for _, host := range slices.Sorted(maps.Keys(hosts)) {
+			back, err := n.Containerd.MirrorAt(host, mirrorPath+"/"+host)
+			if err != nil {
+				return nil, nil, errors.Join(err, restore())
+			}
+			restores = append(restores, back)
+		}
+		names, err := n.Containerd.ForgetImages(ctx, digests...)
 		if err != nil {
 			return nil, nil, errors.Join(err, restore())
 		}
-		restores = append(restores, back)
+		for _, name := range names {
+			gone[name] = true
+		}
 	}
-	if forgot, err = containerd.ForgetImages(ctx, digests...); err != nil {
-		return nil, nil, errors.Join(err, restore())
-	}
-	return forgot, restore, nil
+	return slices.Sorted(maps.Keys(gone)), restore, nil
 }
 
-// NodeImages are the names of the images the node holds.
+// NodeImages are the names of the images the nodes hold, any of them.
 func (c *Cluster) NodeImages(ctx context.Context) ([]string, error) {
 	if c.real == nil {
 		return nil, errors.New("the cluster has no node of the harness's")
 	}
-	return c.real.node.Containerd.Images(ctx)
+	held := map[string]bool{}
+	for _, n := range c.real.nodes {
+		names, err := n.Containerd.Images(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			held[name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(held)), nil
 }

@@ -28,16 +28,16 @@ const OLMv1Namespace = "olmv1-system"
 // catalogdService is the Service operator-controller reaches catalogd's catalog content at.
 const catalogdService = "catalogd-service"
 
-// catalogdPort is the port catalogd serves catalog content on, at the node's address.
+// catalogdPort is the port catalogd serves catalog content on, at the control plane's address.
 const catalogdPort = 8443
 
 // OLMv1 is OLM v1 on the local cluster: catalogd and operator-controller, built from
-// operator-controller v1.11.0 by `make olmv1`, as supervised processes in the node's namespace
+// operator-controller v1.11.0 by `make olmv1`, as supervised processes in the control plane's namespace
 // (as OLM v0 runs here), with upstream's standard feature set. What upstream's install leaves
 // to cert-manager (a CA, catalogd's serving certificate, the CA operator-controller trusts) the
 // harness issues: cert-manager is not built here. catalogd's mutating webhook (it only labels
 // each ClusterCatalog with its own name) is not registered; ClusterCatalogs here carry that
-// label themselves. catalogd's Service has no pods behind it: its EndpointSlice names the node's
+// label themselves. catalogd's Service has no pods behind it: its EndpointSlice names the control plane's
 // address, where catalogd listens.
 type OLMv1 struct {
 	supervisor
@@ -89,10 +89,10 @@ func (c *Cluster) StartOLMv1(ctx context.Context) (*OLMv1, error) {
 		return nil, err
 	}
 	// Health and metrics ports of their own: in a cluster each has its pod's network, here they
-	// share the node's (and OLM v0's).
+	// share the control plane's (and OLM v0's).
 	o.supervise("catalogd", catalogdFiles, filepath.Join(binDir, "catalogd"), "--kubeconfig", c.NodeKubeconfig,
 		"--system-namespace", OLMv1Namespace, "--cache-dir", filepath.Join(dir, "catalogd-cache"),
-		"--catalogs-server-addr", net.JoinHostPort(node.NodeIP, strconv.Itoa(catalogdPort)),
+		"--catalogs-server-addr", net.JoinHostPort(node.ControlPlaneIP, strconv.Itoa(catalogdPort)),
 		"--external-address", catalogdService+"."+OLMv1Namespace+".svc",
 		"--tls-cert", certs.cert, "--tls-key", certs.key, "--pull-cas-dir", certs.caDir,
 		"--metrics-bind-address", ":7443", "--health-probe-bind-address", ":8091", "--webhook-server-port", "9444",
@@ -109,7 +109,7 @@ func (c *Cluster) StartOLMv1(ctx context.Context) (*OLMv1, error) {
 // podFilesOf creates the ServiceAccount name in OLM v1's namespace (upstream's install has one
 // for each of its two managers) and writes the token and namespace files a pod of it has: both
 // managers read the token to learn their ServiceAccount (it names the pull secrets they use).
-// They talk to the API server with the node's kubeconfig.
+// They talk to the API server with the nodes' kubeconfig.
 func (c *Cluster) podFilesOf(ctx context.Context, dir, resolvConf, name string) (node.PodFiles, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OLMv1Namespace}}
 	if err := c.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -131,7 +131,7 @@ func (c *Cluster) podFilesOf(ctx context.Context, dir, resolvConf, name string) 
 	return node.PodFiles{ResolvConf: resolvConf, ServiceAccount: saDir}, nil
 }
 
-// exposeCatalogd makes catalogd's Service answer at the node's address, where catalogd listens.
+// exposeCatalogd makes catalogd's Service answer at the control plane's address, where catalogd listens.
 func (c *Cluster) exposeCatalogd(ctx context.Context) error {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: catalogdService, Namespace: OLMv1Namespace},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
@@ -139,7 +139,7 @@ func (c *Cluster) exposeCatalogd(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: catalogdService, Namespace: OLMv1Namespace, Labels: map[string]string{
 			discoveryv1.LabelServiceName: catalogdService, discoveryv1.LabelManagedBy: "localcluster"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{node.NodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{node.ControlPlaneIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(catalogdPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	for _, obj := range []client.Object{svc, slice} {

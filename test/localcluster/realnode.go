@@ -31,25 +31,46 @@ var RedisVersions = []string{"7.0", "7.2"}
 // PauseImage is the sandbox image containerd starts first in every pod.
 const PauseImage = "registry.k8s.io/pause:3.10"
 
-// realNode is what a cluster on a real node holds besides its control plane.
+// realNode is what a cluster on real nodes holds besides its control plane: the network, the
+// nodes on it, the kube-proxy of the control plane's namespace, the registry, the cluster's DNS
+// and the volume provisioner.
 type realNode struct {
+	network *node.Network
+	// netns is the control plane's namespace (the network's): the harness reaches pods and
+	// Services from there.
 	netns    *node.Netns
-	node     *node.Node
+	nodes    []*node.Node
+	proxy    *node.Process
 	registry *registry.Registry
 	dns      *clusterDNS
-	dir      string // the node's own (short: Unix sockets live in it)
+	dir      string // the nodes' own (short: Unix sockets live in it)
 	before   node.Machine
 	// stopProvisioning ends the volume provisioner; provisioned is closed when it has.
 	stopProvisioning context.CancelFunc
 	provisioned      chan struct{}
+	// exposed closes what ReachableFromPods opened.
+	exposed []func()
 }
 
-// StartOnRealNode brings up the control plane and a real node (test/node: kubelet, containerd,
-// runc, the CNI bridge, kube-proxy) in a network namespace of their own, with a registry holding
-// the operator's image (built from this tree), Redis's (make redis-image) and pause. It
-// installs the CRDs, grants the operator's ServiceAccount what the CSV grants, and runs the
-// operator as the CSV's Deployment, from its image, until it is available.
+// NodeName is the name of the i-th node (from 1): node-1, node-2, ...
+func NodeName(i int) string { return "node-" + strconv.Itoa(i) }
+
+// ZoneLabel is the zone label every node carries, each in a zone of its own (zone-1, ...), as
+// machines in three availability zones are.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// StartOnRealNode is StartOnRealNodes with one node.
 func StartOnRealNode(ctx context.Context, root, dir string) (*Cluster, error) {
+	return StartOnRealNodes(ctx, root, dir, 1)
+}
+
+// StartOnRealNodes brings up the control plane and n real nodes (test/node: kubelet,
+// containerd, runc, the CNI bridge, kube-proxy), each in a network namespace of its own on the
+// cluster's network, with a registry holding the operator's image (built from this tree),
+// Redis's (make redis-image) and pause. It installs the CRDs, grants the operator's
+// ServiceAccount what the CSV grants, and runs the operator as the CSV's Deployment, from its
+// image, until it is available.
+func StartOnRealNodes(ctx context.Context, root, dir string, n int) (*Cluster, error) {
 	deployment, err := operatorDeployment(root)
 	if err != nil {
 		return nil, err
@@ -58,7 +79,7 @@ func StartOnRealNode(ctx context.Context, root, dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := startRealNode(ctx, root, dir, imgs)
+	c, err := startRealNode(ctx, root, dir, imgs, n)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +114,7 @@ func StartWithOLM(ctx context.Context, root, dir string, versions ...string) (*C
 	if err := olmImages(root, dir, imgs); err != nil {
 		return nil, err
 	}
-	c, err := startRealNode(ctx, root, dir, imgs)
+	c, err := startRealNode(ctx, root, dir, imgs, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -104,9 +125,12 @@ func StartWithOLM(ctx context.Context, root, dir string, versions ...string) (*C
 	return c, nil
 }
 
-// startRealNode starts the registry with imgs, the node's namespace, the control plane in it,
-// the node, and the volume provisioner.
-func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Image) (c *Cluster, err error) {
+// startRealNode starts the registry with imgs, the network and the control plane in its
+// namespace, the nodes, and the volume provisioner.
+func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Image, nodes int) (c *Cluster, err error) {
+	if nodes < 1 {
+		return nil, fmt.Errorf("a cluster needs a node at least, not %d", nodes)
+	}
 	rn := &realNode{before: node.Snapshot()}
 	defer func() {
 		if err != nil {
@@ -121,9 +145,10 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if rn.dir, err = os.MkdirTemp("", "node-"); err != nil {
 		return nil, err
 	}
-	if rn.netns, err = node.CreateNodeNetns(filepath.Base(rn.dir)); err != nil {
+	if rn.network, err = node.CreateNetwork(filepath.Base(rn.dir)); err != nil {
 		return nil, err
 	}
+	rn.netns = rn.network.Netns
 	if rn.registry, err = registry.Start(filepath.Join(dir, "registry")); err != nil {
 		return nil, err
 	}
@@ -142,24 +167,71 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if err := c.publishRegistryHosting(ctx, rn.registry.Host); err != nil {
 		return c, err
 	}
+	if err := c.createStorageClass(ctx); err != nil {
+		return c, err
+	}
 	if rn.dns, err = startClusterDNS(rn.netns, c.Client); err != nil {
 		return c, err
 	}
-	if rn.node, err = node.Start(node.Config{Dir: rn.dir, Name: "node-1", Netns: rn.netns, Before: rn.before, Kubeconfig: cp.NodeKubeconfig,
-		ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
-		Mirrored: mirrored, ClusterDNS: node.NodeIP}); err != nil {
+	for i := 1; i <= nodes; i++ {
+		name := NodeName(i)
+		netns, addrs, err := rn.network.AddNode(name, i)
+		if err != nil {
+			return c, err
+		}
+		nodeDir := filepath.Join(rn.dir, strconv.Itoa(i))
+		n, err := node.Start(node.Config{Dir: nodeDir, Name: name, Netns: netns, Addrs: addrs, Network: rn.network,
+			Labels: map[string]string{ZoneLabel: "zone-" + strconv.Itoa(i)}, Kubeconfig: cp.NodeKubeconfig,
+			ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
+			Mirrored: mirrored, ClusterDNS: node.ControlPlaneIP})
+		if err != nil {
+			return c, err // Start removed the node's namespace
+		}
+		rn.nodes = append(rn.nodes, n)
+	}
+	for _, n := range rn.nodes {
+		if err := c.waitNodeReady(ctx, n.Name, 90*time.Second); err != nil {
+			return c, fmt.Errorf("%w\nkubelet:\n%s", err, n.Log("kubelet"))
+		}
+	}
+	// The control plane's own processes (OLM's, the harness's clients) reach Services too.
+	// kube-proxy waits 30s for a Node of its name, which the control plane has none of: it
+	// takes the first node's, whose addresses it would use only for NodePorts.
+	if rn.proxy, err = node.StartKubeProxy(rn.netns, rn.dir, NodeName(1), cp.NodeKubeconfig); err != nil {
 		return c, err
 	}
-	if err := c.waitNodeReady(ctx, "node-1", 90*time.Second); err != nil {
-		return c, fmt.Errorf("%w\nkubelet:\n%s", err, rn.node.Log("kubelet"))
+	if err := c.waitServicesRouted(ctx, 30*time.Second); err != nil {
+		return c, err
 	}
 	provisioning, stop := context.WithCancel(context.Background())
 	rn.stopProvisioning, rn.provisioned = stop, make(chan struct{})
 	go func() {
 		defer close(rn.provisioned)
-		provisioner{client: c.Client, dir: rn.dir, node: "node-1"}.run(provisioning)
+		provisioner{client: c.Client, dir: rn.dir}.run(provisioning)
 	}()
 	return c, nil
+}
+
+// waitServicesRouted waits until kube-proxy routes ClusterIPs in the control plane's namespace:
+// the kubernetes Service's answers there.
+func (c *Cluster) waitServicesRouted(ctx context.Context, timeout time.Duration) error {
+	addr, err := c.ServiceAddress(ctx, "default", "kubernetes")
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		conn, err := c.real.netns.Dial(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the kubernetes Service (%s) is not routed in the control plane's namespace within %s: %w", addr, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitNodeReady waits until the kubelet has registered the node and it is Ready.
@@ -288,19 +360,34 @@ func (c *Cluster) deployOperator(ctx context.Context, d *appsv1.Deployment) erro
 }
 
 // stopRealNode deletes every pod (the controllers stopped first, so that none comes back),
-// waits until the kubelet has removed them, then stops the node and its registry. The control
-// plane is stopped after, by the caller; the namespace goes last.
+// waits until the kubelets have removed them, then stops the nodes and the registry. A node a
+// test left frozen is thawed, one left cut joined, and the pods of one left off are deleted at
+// once (nothing runs them). The control plane is stopped after, by the caller; the namespaces go
+// last.
 func (c *Cluster) stopRealNode() {
 	rn := c.real
-	if rn.node != nil && c.Client != nil {
+	if len(rn.nodes) > 0 && c.Client != nil {
 		c.stopProcess("kube-controller-manager")
 		c.stopProcess("kube-scheduler")
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		nss := &corev1.NamespaceList{}
-		if err := c.Client.List(ctx, nss); err == nil {
-			for _, ns := range nss.Items {
-				_ = c.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns.Name), client.GracePeriodSeconds(1))
+		off := map[string]bool{}
+		for _, n := range rn.nodes {
+			if n.Off() {
+				off[n.Name] = true
+				continue
+			}
+			_ = n.Thaw()
+			_ = rn.network.Join(n.Name)
+		}
+		pods := &corev1.PodList{}
+		if err := c.Client.List(ctx, pods); err == nil {
+			for _, p := range pods.Items {
+				grace := int64(1)
+				if off[p.Spec.NodeName] || p.Spec.NodeName == "" {
+					grace = 0
+				}
+				_ = c.Client.Delete(ctx, &p, client.GracePeriodSeconds(grace))
 			}
 		}
 		for ctx.Err() == nil {
@@ -319,13 +406,20 @@ func (rn *realNode) stop() {
 		rn.stopProvisioning()
 		<-rn.provisioned
 	}
+	for _, close := range rn.exposed {
+		close()
+	}
 	if rn.dns != nil {
 		rn.dns.stop()
 	}
-	if rn.node != nil {
-		rn.node.Stop() // deletes the namespace
-	} else if rn.netns != nil {
-		rn.netns.Delete()
+	for _, n := range rn.nodes {
+		n.Stop() // deletes its namespace
+	}
+	if rn.proxy != nil {
+		rn.proxy.Stop(10 * time.Second)
+	}
+	if rn.network != nil {
+		rn.network.Delete()
 	}
 	if rn.registry != nil {
 		_ = rn.registry.Stop()
@@ -333,10 +427,90 @@ func (rn *realNode) stop() {
 	if rn.dir != "" {
 		_ = os.RemoveAll(rn.dir)
 	}
+	node.Restore(rn.before)
+}
+
+// Nodes are the names of the cluster's real nodes, in order.
+func (c *Cluster) Nodes() []string {
+	if c.real == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.real.nodes))
+	for _, n := range c.real.nodes {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+// node is the real node of that name.
+func (c *Cluster) node(name string) (*node.Node, error) {
+	if c.real == nil {
+		return nil, errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
+	}
+	for _, n := range c.real.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("no node %s in this cluster", name)
+}
+
+// PowerOff stops a node at once, as a machine losing power (node.Node.PowerOff): its pods'
+// processes die with it, and the API server only sees its lease lapse.
+func (c *Cluster) PowerOff(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return n.PowerOff()
+}
+
+// PowerOn boots a node that was powered off, on what it kept on disk.
+func (c *Cluster) PowerOn(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return n.PowerOn()
+}
+
+// FreezeNode stops every process of a node (SIGSTOP): a hung machine. ThawNode lets them run.
+func (c *Cluster) FreezeNode(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return n.Freeze()
+}
+
+// ThawNode lets a frozen node's processes run on.
+func (c *Cluster) ThawNode(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return n.Thaw()
+}
+
+// CutNode isolates a node's network from the other nodes and the control plane; JoinNode
+// joins it again.
+func (c *Cluster) CutNode(name string) error {
+	if _, err := c.node(name); err != nil {
+		return err
+	}
+	return c.real.network.Cut(name)
+}
+
+// JoinNode joins a cut node to the network again.
+func (c *Cluster) JoinNode(name string) error {
+	if _, err := c.node(name); err != nil {
+		return err
+	}
+	return c.real.network.Join(name)
 }
 
 // ServiceAddress is where a Service's clients connect: its ClusterIP at its first port, which
-// kube-proxy routes inside the node's namespace (Dial reaches it).
+// kube-proxy routes inside the control plane's namespace (Dial reaches it).
 func (c *Cluster) ServiceAddress(ctx context.Context, namespace, service string) (string, error) {
 	svc := &corev1.Service{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: service}, svc); err != nil {
@@ -349,9 +523,15 @@ func (c *Cluster) ServiceAddress(ctx context.Context, namespace, service string)
 }
 
 // ReachableFromPods makes addr, a server the test runs on the machine's loopback (an S3 server),
-// reachable from pods at the node's address, same port, and returns that address.
+// reachable from pods of every node at the control plane's address, same port, and returns
+// that address.
 func (c *Cluster) ReachableFromPods(addr string) (string, error) {
-	return c.real.node.ExposeToPods(addr)
+	exposed, stop, err := c.real.network.ExposeToPods(addr)
+	if err != nil {
+		return "", err
+	}
+	c.real.exposed = append(c.real.exposed, stop)
+	return exposed, nil
 }
 
 // ContainerID is the runtime's id of a pod's container, as its status says.
@@ -381,10 +561,11 @@ func runningContainer(p *corev1.Pod, container string) (string, int32) {
 // KillContainer ends a container's process at once (SIGKILL from the machine, as a crash or the
 // OOM killer would), by its id: the kubelet sees it exit and restarts it.
 func (c *Cluster) KillContainer(ctx context.Context, id string) error {
-	if c.real == nil {
-		return errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
+	n, _, err := c.nodeOfContainer(ctx, id)
+	if err != nil {
+		return err
 	}
-	_, err := c.real.node.Containerd.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+	_, err = n.Containerd.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
 	return err
 }
 
@@ -400,34 +581,49 @@ func (c *Cluster) ThawContainer(ctx context.Context, id string) error {
 }
 
 func (c *Cluster) ctrTask(ctx context.Context, verb, id string) error {
-	if c.real == nil {
-		return errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
+	n, _, err := c.nodeOfContainer(ctx, id)
+	if err != nil {
+		return err
 	}
-	_, err := c.real.node.Containerd.Ctr(ctx, "tasks", verb, id)
+	_, err = n.Containerd.Ctr(ctx, "tasks", verb, id)
 	return err
 }
 
 // PodNetns is the file of the network namespace of a pod's container (its process's
 // /proc/<pid>/ns/net), for a test to put packet filters there (test/partition).
 func (c *Cluster) PodNetns(ctx context.Context, namespace, pod, container string) (string, error) {
-	if c.real == nil {
-		return "", errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
-	}
 	id, err := c.ContainerID(ctx, namespace, pod, container)
 	if err != nil {
 		return "", err
 	}
-	out, err := c.real.node.Containerd.Ctr(ctx, "tasks", "ls")
+	_, pid, err := c.nodeOfContainer(ctx, id)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("pod %s/%s: container %s: %w", namespace, pod, container, err)
 	}
-	for _, line := range strings.Split(out, "\n") {
-		// TASK PID STATUS
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
-			return "/proc/" + f[1] + "/ns/net", nil
+	return "/proc/" + pid + "/ns/net", nil
+}
+
+// nodeOfContainer is the node whose containerd runs the container id, and its task's pid.
+func (c *Cluster) nodeOfContainer(ctx context.Context, id string) (*node.Node, string, error) {
+	if c.real == nil {
+		return nil, "", errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
+	}
+	for _, n := range c.real.nodes {
+		if n.Off() || n.Containerd == nil {
+			continue
+		}
+		out, err := n.Containerd.Ctr(ctx, "tasks", "ls")
+		if err != nil {
+			return nil, "", err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			// TASK PID STATUS
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+				return n, f[1], nil
+			}
 		}
 	}
-	return "", fmt.Errorf("pod %s/%s: container %s (%s) has no running task", namespace, pod, container, id)
+	return nil, "", fmt.Errorf("no node runs a task of container %s", id)
 }
 
 // operatorContainer is the operator's pod and its manager container's id and restarts.
@@ -459,13 +655,19 @@ func (c *Cluster) OperatorRestarts(ctx context.Context) (int32, error) {
 	return restarts, err
 }
 
-// NodePIDs are the real node's own processes by name (kubelet, kube-proxy, containerd,
-// containerd-shim), for what the node costs.
+// NodePIDs are the real nodes' own processes by name (kubelet, kube-proxy, containerd,
+// containerd-shim), for what the nodes cost.
 func (c *Cluster) NodePIDs() map[string][]int {
-	if c.real == nil || c.real.node == nil {
+	if c.real == nil {
 		return nil
 	}
-	return c.real.node.PIDs()
+	pids := map[string][]int{}
+	for _, n := range c.real.nodes {
+		for name, p := range n.PIDs() {
+			pids[name] = append(pids[name], p...)
+		}
+	}
+	return pids
 }
 
 // The ConfigMap in which a cluster says where its local registry is (KEP-1755, as kind's

@@ -273,6 +273,19 @@ func (c *Containerd) Stop() {
 	}
 }
 
+// Crashed is what is left to do once containerd, its shims and its containers were killed at
+// once (a node powered off): wait for containerd to end, and remove runc's state of the
+// containers, with their cgroups. Its metadata (the containers it knew, its images) stays, as
+// on a machine's disk.
+func (c *Containerd) Crashed() {
+	if c.proc == nil {
+		return
+	}
+	<-c.proc.Done()
+	c.proc = nil
+	c.removeLeftovers()
+}
+
 // removeLeftovers stops what outlives containerd when it could not stop its containers (it was
 // killed first): runc's state names each container, which runc deletes with its processes and
 // cgroups; then the shims, which serve containerd's socket path.

@@ -82,8 +82,10 @@ func nodeProcesses() []string {
 	return procs
 }
 
-// kubeletCgroups are the cgroups the kubelet makes, in each hierarchy.
+// kubeletCgroups are the cgroups kubelets make, in each hierarchy: the default root's, and the
+// nodes' own roots (Node.CgroupRoot).
 func kubeletCgroups() []string {
 	m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods*")
-	return m
+	own, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupRootPrefix + "*")
+	return append(m, own...)
 }

@@ -2,8 +2,8 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,17 +18,19 @@ import (
 )
 
 // Node is a real Kubernetes node: a kubelet with containerd, runc and the CNI bridge plugin, in a
-// network namespace of its own. It joins the API server the harness runs on the machine's
-// loopback: inside the namespace, the same address is forwarded to it.
+// network namespace of its own joined to the cluster's Network. It can be powered off (every
+// process and container killed at once, its link down), powered on again with what it kept on
+// disk, frozen (every process stopped: a hung machine) and thawed.
 type Node struct {
 	Name       string
 	Netns      *Netns
 	Containerd *Containerd
-	dir        string
+	cfg        Config
 	procs      []*Process // the kubelet, then kube-proxy
 	mu         sync.Mutex
 	forwards   []net.Listener
-	before     Machine
+	// off is true while the node is powered off.
+	off bool
 }
 
 // Config says what a node joins.
@@ -37,11 +39,14 @@ type Config struct {
 	Dir string
 	// Name is the node's name.
 	Name string
-	// Netns is the node's namespace (CreateNodeNetns); Stop deletes it.
+	// Netns is the node's namespace and Addrs its addresses (Network.AddNode).
 	Netns *Netns
-	// Before is the machine as it was before the namespace was made (Snapshot): what Stop
-	// restores.
-	Before Machine
+	Addrs Addrs
+	// Network is what the node is joined to: powering it off takes its link down.
+	Network *Network
+	// Labels are the node's own labels (topology.kubernetes.io/zone), which the kubelet
+	// registers it with.
+	Labels map[string]string
 	// Kubeconfig is the kubelet's and kube-proxy's credentials for the API server, at an address
 	// they reach from inside the namespace.
 	Kubeconfig string
@@ -58,51 +63,18 @@ type Config struct {
 	ClusterDNS string
 }
 
+// LeaseDuration is how long a node's lease lasts: its kubelet renews it every quarter of it (5s).
+const LeaseDuration = 20 * time.Second
+
 // ClusterDomain is the domain of the cluster's Service names (<service>.<namespace>.svc.cluster.local).
 const ClusterDomain = "cluster.local"
-
-// The node's addresses, inside its namespace.
-const (
-	NodeIP = "10.87.0.2"
-	// PodCIDR is where its pods' addresses come from.
-	PodCIDR = "10.244.0.0/24"
-	// ServiceCIDR is where the API server allocates ClusterIPs, which kube-proxy routes.
-	ServiceCIDR = "10.96.0.0/16"
-	nodeSubnet  = "/24"
-)
-
-// CreateNodeNetns makes a node's namespace, name, with the node's address on a bridge of its
-// own: the kubelet refuses a loopback address, and the kernel here has no dummy interfaces.
-func CreateNodeNetns(name string) (*Netns, error) {
-	n, err := CreateNetns(name)
-	if err != nil {
-		return nil, err
-	}
-	for _, args := range [][]string{
-		{"link", "add", "node0", "type", "bridge"},
-		{"addr", "add", NodeIP + nodeSubnet, "dev", "node0"},
-		{"link", "set", "node0", "up"},
-		// A route for every address: ClusterIPs are routed nowhere until kube-proxy's rules
-		// rewrite them, and without a route a connection fails before the rules are read.
-		{"route", "add", "default", "dev", "node0"},
-	} {
-		if err := n.IP(args...); err != nil {
-			n.Delete()
-			return nil, err
-		}
-	}
-	return n, nil
-}
 
 // Start brings the node up; it is Ready once the API server says so (the caller waits).
 func Start(cfg Config) (n *Node, err error) {
 	if err := Required(); err != nil {
 		return nil, err
 	}
-	if cfg.Before.Sysctls == nil {
-		return nil, errors.New("node.Config.Before: take a Snapshot before making the namespace")
-	}
-	n = &Node{Name: cfg.Name, Netns: cfg.Netns, dir: cfg.Dir, before: cfg.Before}
+	n = &Node{Name: cfg.Name, Netns: cfg.Netns, cfg: cfg}
 	defer func() {
 		if err != nil {
 			n.Stop()
@@ -114,19 +86,35 @@ func Start(cfg Config) (n *Node, err error) {
 			return n, err
 		}
 	}
-	cniConf := filepath.Join(cfg.Dir, "cni", "net.d")
-	if err := n.writeCNIConfig(cniConf); err != nil {
+	if err := n.writeCNIConfig(n.cniConfDir()); err != nil {
 		return n, err
 	}
-	if n.Containerd, err = StartContainerd(ContainerdConfig{Dir: filepath.Join(cfg.Dir, "containerd"), RegistryHost: cfg.RegistryHost,
-		Mirrored: cfg.Mirrored, Netns: n.Netns, CNIConfDir: cniConf}); err != nil {
-		return n, err
-	}
-	if err := n.startKubelet(cfg); err != nil {
-		return n, err
-	}
-	return n, n.startKubeProxy(cfg)
+	return n, n.boot()
 }
+
+// boot starts containerd, the kubelet and kube-proxy: at Start, and at each power on.
+func (n *Node) boot() error {
+	var err error
+	if n.Containerd, err = StartContainerd(ContainerdConfig{Dir: filepath.Join(n.cfg.Dir, "containerd"), RegistryHost: n.cfg.RegistryHost,
+		Mirrored: n.cfg.Mirrored, Netns: n.Netns, CNIConfDir: n.cniConfDir()}); err != nil {
+		return err
+	}
+	if err := n.startKubelet(n.cfg); err != nil {
+		return err
+	}
+	return n.startKubeProxy(n.cfg)
+}
+
+func (n *Node) cniConfDir() string { return filepath.Join(n.cfg.Dir, "cni", "net.d") }
+
+// CgroupRoot is the node's own cgroup tree, in every hierarchy, under which its kubelet puts its
+// pods: two kubelets sharing one would each kill the other's pods as orphans. It is named after
+// the node's namespace, unique on the machine (node names repeat from one cluster to the next,
+// and two clusters may run at once).
+func (n *Node) CgroupRoot() string { return "/" + cgroupRootPrefix + n.Netns.Name }
+
+// cgroupRootPrefix starts the name of every node's cgroup tree (Snapshot lists them).
+const cgroupRootPrefix = "k8s-"
 
 // forwardFromMachine makes addr (127.0.0.1:<port> on the machine) answer at the same address
 // inside the namespace.
@@ -142,28 +130,9 @@ func (n *Node) forwardFromMachine(addr string) error {
 	return nil
 }
 
-// ExposeToPods makes addr (127.0.0.1:<port> on the machine: an S3 server the test runs) answer
-// at the node's address, same port, which pods reach through their default route; it returns
-// that address. Stop closes it.
-func (n *Node) ExposeToPods(addr string) (string, error) {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", err
-	}
-	inNode := net.JoinHostPort(NodeIP, port)
-	l, err := n.Netns.Listen("tcp", inNode)
-	if err != nil {
-		return "", fmt.Errorf("listening on %s in the node's namespace: %w", inNode, err)
-	}
-	n.mu.Lock()
-	n.forwards = append(n.forwards, l)
-	n.mu.Unlock()
-	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
-	return inNode, nil
-}
-
 // writeCNIConfig is the pods' network: the bridge plugin on cni0 with host-local addresses from
-// the node's pod CIDR, its state under the node's directory.
+// the node's pod CIDR, its state under the node's directory. No masquerade: pods reach pods on
+// other nodes and the control plane by their own addresses, routed by the Network.
 func (n *Node) writeCNIConfig(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -172,11 +141,11 @@ func (n *Node) writeCNIConfig(dir string) error {
   "cniVersion": "1.0.0",
   "name": "pods",
   "plugins": [{
-    "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+    "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}], "dataDir": %q}
   }]
 }
-`, PodCIDR, filepath.Join(n.dir, "cni", "networks"))
+`, n.cfg.Addrs.PodCIDR, filepath.Join(n.cfg.Dir, "cni", "networks"))
 	return os.WriteFile(filepath.Join(dir, "10-pods.conflist"), []byte(conf), 0o644)
 }
 
@@ -184,12 +153,16 @@ func (n *Node) writeCNIConfig(dir string) error {
 // API server calls it (logs, exec, port-forward) without a client certificate: anonymous, and
 // AlwaysAllow. failCgroupV1: this machine has cgroup v1 (hybrid). NeverVerify: otherwise a preloaded image becomes ErrImageNeverPull once the same
 // image was pulled under another name. The kubelet's pod logs and root are the node's own; its
-// cgroup driver is cgroupfs (containerd 1.6 does not answer RuntimeConfig). It works out the
-// node's status every second instead of every 10s (and still reports an unchanged one every
-// 5 minutes): the node is Ready about 6s sooner after each start.
+// cgroup driver is cgroupfs (containerd 1.6 does not answer RuntimeConfig), its pods under the
+// node's own cgroup root. It works out the node's status every second instead of every 10s (and
+// still reports an unchanged one every 5 minutes): the node is Ready about 6s sooner after each
+// start. Its lease lasts LeaseDuration (40s by default).
 func (n *Node) startKubelet(cfg Config) error {
 	root := filepath.Join(cfg.Dir, "kubelet")
 	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	if err := makeCgroup(n.CgroupRoot()); err != nil {
 		return err
 	}
 	config := filepath.Join(cfg.Dir, "kubelet.yaml")
@@ -197,6 +170,7 @@ func (n *Node) startKubelet(cfg Config) error {
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
+cgroupRoot: %s
 containerRuntimeEndpoint: unix://%s
 imagePullCredentialsVerificationPolicy: NeverVerify
 podLogsDir: %s
@@ -217,17 +191,42 @@ clusterDNS: [%s]
 clusterDomain: %s
 nodeStatusUpdateFrequency: 1s
 nodeStatusReportFrequency: 5m
-`, n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), NodeIP, cfg.ClusterDNS, ClusterDomain), 0o644); err != nil {
+nodeLeaseDurationSeconds: %d
+`, n.CgroupRoot(), n.Containerd.Socket, filepath.Join(cfg.Dir, "pod-logs"), cfg.Addrs.IP, cfg.ClusterDNS, ClusterDomain,
+		int(LeaseDuration.Seconds())), 0o644); err != nil {
 		return err
 	}
-	return n.run("kubelet", "--config="+config, "--kubeconfig="+cfg.Kubeconfig,
-		"--root-dir="+root, "--node-ip="+NodeIP, "--hostname-override="+cfg.Name, "--v=1")
+	args := []string{"--config=" + config, "--kubeconfig=" + cfg.Kubeconfig,
+		"--root-dir=" + root, "--node-ip=" + cfg.Addrs.IP, "--hostname-override=" + cfg.Name, "--v=1"}
+	if len(cfg.Labels) > 0 {
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(cfg.Labels)) {
+			labels = append(labels, k+"="+cfg.Labels[k])
+		}
+		args = append(args, "--node-labels="+strings.Join(labels, ","))
+	}
+	p, err := startIn(n.Netns, cfg.Dir, "kubelet", args...)
+	if err != nil {
+		return err
+	}
+	n.procs = append(n.procs, p)
+	return nil
 }
 
-// startKubeProxy runs kube-proxy in iptables mode in the namespace: its chains live and die
-// there. It leaves conntrack's sysctls alone (they are the machine's).
 func (n *Node) startKubeProxy(cfg Config) error {
-	config := filepath.Join(cfg.Dir, "kube-proxy.yaml")
+	p, err := StartKubeProxy(n.Netns, cfg.Dir, cfg.Name, cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	n.procs = append(n.procs, p)
+	return nil
+}
+
+// StartKubeProxy runs kube-proxy in iptables mode in netns (a node's, or the control plane's,
+// whose own processes reach Services too): its chains live and die there. It leaves conntrack's
+// sysctls alone (they are the machine's). Its configuration and log are in dir.
+func StartKubeProxy(netns *Netns, dir, hostname, kubeconfig string) (*Process, error) {
+	config := filepath.Join(dir, "kube-proxy.yaml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -242,32 +241,27 @@ conntrack:
   tcpCloseWaitTimeout: 0s
 healthzBindAddress: ""
 metricsBindAddress: ""
-`, cfg.Name, PodCIDR, cfg.Kubeconfig), 0o644); err != nil {
-		return err
+`, hostname, ClusterCIDR, kubeconfig), 0o644); err != nil {
+		return nil, err
 	}
-	return n.run("kube-proxy", "--config="+config, "--v=1")
+	return startIn(netns, dir, "kube-proxy", "--config="+config, "--v=1")
 }
 
-// run starts one of the node's Kubernetes binaries in the namespace, its output in
-// <dir>/<name>.log.
-func (n *Node) run(name string, args ...string) error {
+// startIn starts one of the Kubernetes binaries in netns, its output appended to
+// <dir>/<name>.log (a node powered on again writes on after what it wrote before).
+func startIn(netns *Netns, dir, name string, args ...string) (*Process, error) {
 	bin, err := k8sBinary(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log, err := os.Create(filepath.Join(n.dir, name+".log"))
+	log, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer log.Close()
-	cmd := n.Netns.Command(context.Background(), bin, args...)
+	cmd := netns.Command(context.Background(), bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	p, err := StartProcess(cmd)
-	if err != nil {
-		return err
-	}
-	n.procs = append(n.procs, p)
-	return nil
+	return StartProcess(cmd)
 }
 
 // k8sBinary is <name> beside the other Kubernetes binaries the harness runs (bin/k8s: make
@@ -305,49 +299,64 @@ func (n *Node) PIDs() map[string][]int {
 
 // Log is the end of a component's log (kubelet, kube-proxy), for a failure message.
 func (n *Node) Log(name string) string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, name+".log"))
+	b, _ := os.ReadFile(filepath.Join(n.cfg.Dir, name+".log"))
 	return string(b[max(0, len(b)-4000):])
 }
 
-// Stop ends the node and undoes what it did to the machine: the kubelet first (the caller
-// deletes its pods before), then containerd with whatever containers remain, the mounts under
-// its directory, the namespace with its interfaces and rules, the kubelet's cgroups, the
-// sysctls it set, and the fixed-path directories that were not there before.
+// Stop ends the node and removes what it made: the kubelet first (the caller deletes its pods
+// before), then containerd with whatever containers remain, the mounts under its directory, its
+// cgroup tree and its namespace (with its interfaces and rules). What nodes share on the machine
+// (sysctls, fixed-path directories) is put back by Restore, once the last node has stopped.
 func (n *Node) Stop() {
-	for _, p := range slices.Backward(n.procs) {
-		p.Stop(10 * time.Second)
-	}
-	n.procs = nil
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.halt()
 	if n.Containerd != nil {
 		n.Containerd.Stop()
+		n.Containerd = nil
 	}
-	n.mu.Lock()
 	for _, l := range n.forwards {
 		_ = l.Close()
 	}
 	n.forwards = nil
-	n.mu.Unlock()
-	unmountUnder(n.dir)
-	// Pod sandboxes' namespaces that containerd made and a forced stop left.
+	unmountUnder(n.cfg.Dir)
+	removeCgroupTree(n.CgroupRoot())
+	if n.cfg.Network != nil {
+		n.cfg.Network.RemoveNode(n.Name)
+	} else if n.Netns != nil {
+		n.Netns.Delete()
+	}
+}
+
+// halt stops the kubelet and kube-proxy.
+func (n *Node) halt() {
+	for _, p := range slices.Backward(n.procs) {
+		p.Stop(10 * time.Second)
+	}
+	n.procs = nil
+}
+
+// Restore puts back what nodes change on the machine outside their directories, as before was
+// (Snapshot, taken before the first node's namespace was made): pods' network namespaces a
+// forced stop left, /run/netns, the kubelets' cgroups, the sysctls they set, and the
+// fixed-path directories that were not there.
+func Restore(before Machine) {
 	now, _ := filepath.Glob("/run/netns/cni-*")
 	for _, ns := range now {
-		if !slices.Contains(n.before.Netns, ns) {
+		if !slices.Contains(before.Netns, ns) {
 			_ = unix.Unmount(ns, unix.MNT_DETACH)
 			_ = os.Remove(ns)
 		}
 	}
-	if n.Netns != nil {
-		n.Netns.Delete()
-	}
-	if left, _ := filepath.Glob("/run/netns/*"); !n.before.NetnsDir && len(left) == 0 {
+	if left, _ := filepath.Glob("/run/netns/*"); !before.NetnsDir && len(left) == 0 {
 		_ = unix.Unmount("/run/netns", unix.MNT_DETACH)
 		_ = os.Remove("/run/netns")
 	}
-	removeCgroups(n.before.Cgroups)
-	for key, value := range n.before.Sysctls {
+	removeCgroups(before.Cgroups)
+	for key, value := range before.Sysctls {
 		_ = os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
 	}
-	for d, existed := range n.before.Dirs {
+	for d, existed := range before.Dirs {
 		if !existed {
 			_ = os.RemoveAll(d)
 		}
@@ -387,19 +396,51 @@ func MountPointsUnder(dir string) []string {
 // (a cgroup directory goes with rmdir once its children are gone).
 func removeCgroups(before []string) {
 	for _, top := range kubeletCgroups() {
-		if slices.Contains(before, top) {
-			continue
-		}
-		var dirs []string
-		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
-		for _, d := range dirs {
-			_ = os.Remove(d)
+		if !slices.Contains(before, top) {
+			removeDirTree(top)
 		}
 	}
+}
+
+// removeCgroupTree removes the cgroup path (/k8s-node-1) in every hierarchy.
+func removeCgroupTree(path string) {
+	tops, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", path))
+	for _, top := range tops {
+		removeDirTree(top)
+	}
+}
+
+// removeDirTree removes a cgroup and those under it, deepest first (a cgroup directory goes
+// with rmdir once its children are gone and no process is in it).
+func removeDirTree(top string) {
+	var dirs []string
+	_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}
+
+// makeCgroup makes the cgroup path in every hierarchy of the machine (cgroup v1: one per
+// controller, and the unified one).
+func makeCgroup(path string) error {
+	hierarchies, err := filepath.Glob("/sys/fs/cgroup/*")
+	if err != nil {
+		return err
+	}
+	for _, h := range hierarchies {
+		var st unix.Statfs_t
+		if unix.Statfs(h, &st) != nil || (st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC) {
+			continue // a symlink (cpu -> cpu,cpuacct) resolves to its hierarchy, seen once more: harmless
+		}
+		if err := os.MkdirAll(filepath.Join(h, path), 0o755); err != nil {
+			return fmt.Errorf("making cgroup %s: %w", path, err)
+		}
+	}
+	return nil
 }

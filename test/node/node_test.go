@@ -66,15 +66,19 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	before := node.Snapshot()
 	dir := shortDir(t)
 	name := "node-" + strconv.Itoa(os.Getpid()%100000)
-	netns, err := node.CreateNodeNetns(name)
+	network, err := node.CreateNetwork("net-" + strconv.Itoa(os.Getpid()%100000))
 	require.NoError(t, err)
-	n, err := node.Start(node.Config{Dir: dir, Name: name, Netns: netns, Before: before, Kubeconfig: kubeconfig,
+	netns, addrs, err := network.AddNode(name, 1)
+	require.NoError(t, err)
+	n, err := node.Start(node.Config{Dir: dir, Name: name, Netns: netns, Addrs: addrs, Network: network, Kubeconfig: kubeconfig,
 		ForwardFromMachine: []string{apiURL.Host, reg.Host}, RegistryHost: reg.Host, Mirrored: mirrored})
 	require.NoError(t, err)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
 			n.Stop()
+			network.Delete()
+			node.Restore(before)
 		}
 	})
 	t.Cleanup(func() {
@@ -129,7 +133,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 		running = got
 	}, 120*time.Second, 250*time.Millisecond, "the pod runs and its probe passes")
 	t.Logf("pod Ready %.1fs after its creation, at %s", time.Since(start).Seconds(), running.Status.PodIP)
-	assert.True(t, strings.HasPrefix(running.Status.PodIP, "10.244.0."), running.Status.PodIP)
+	assert.True(t, strings.HasPrefix(running.Status.PodIP, "10.244.1."), running.Status.PodIP)
 
 	client := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(running.Status.PodIP, "6379"),
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -140,7 +144,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 	assert.Equal(t, "v", client.Get(ctx, "k").Val())
 
 	// Limits alone make the pod Guaranteed, whose cgroups sit right under kubepods (the other
-	// classes have a level of their own).
+	// classes have a level of their own), in the node's own cgroup root.
 	require.Equal(t, corev1.PodQOSGuaranteed, running.Status.QOSClass)
 	// A Service's ClusterIP, routed by kube-proxy's rules to the pod. envtest runs no
 	// controllers: the test writes the EndpointSlice the EndpointSlice controller would.
@@ -164,7 +168,7 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 		assert.Equal(c, "v", viaService.Get(ctx, "k").Val())
 	}, 30*time.Second, 250*time.Millisecond, "kube-proxy routes the ClusterIP %s to the pod", svc.Spec.ClusterIP)
 
-	limits, err := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/memory/kubepods/pod%s/*/memory.limit_in_bytes", running.UID))
+	limits, err := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/memory%s/kubepods/pod%s/*/memory.limit_in_bytes", n.CgroupRoot(), running.UID))
 	require.NoError(t, err)
 	var found bool
 	for _, l := range limits {
@@ -181,6 +185,8 @@ func TestAPodRunsOnTheRealNodeAndTheNodeLeavesNothingBehind(t *testing.T) {
 		assert.True(c, apierrors.IsNotFound(err), "pod gone: %v", err)
 	}, 60*time.Second, 250*time.Millisecond, "the kubelet removes the deleted pod")
 	n.Stop()
+	network.Delete()
+	node.Restore(before)
 	stopped = true
 	assert.Equal(t, before, node.Snapshot(), "the machine after the node stopped")
 	assert.Empty(t, node.MountPointsUnder(dir))

@@ -1,5 +1,6 @@
-// Command localcluster is `make demo`: it starts a local Kubernetes control plane with a real
-// node (test/node) in a network namespace of their own, runs the operator as its CSV's
+// Command localcluster is `make demo`: it starts a local Kubernetes control plane with real
+// nodes (test/node; one by default, --nodes N: make demo NODES=3), each in a network namespace
+// of its own on the cluster's network, runs the operator as its CSV's
 // Deployment from its image, applies the sample RedisCluster, shows it working, and keeps the
 // cluster up until Ctrl-C. With --olm it runs OLM on the same node and lets it install the
 // operator from the catalog.
@@ -45,7 +46,11 @@ func run() error {
 
 	withOLM := flag.Bool("olm", false, "run OLM and let it install the operator from the catalog")
 	olmOnly := flag.Bool("olm-only", false, "run OLM and install nothing: for make run-bundle")
+	nodes := flag.Int("nodes", 1, "how many real nodes, each in a zone of its own (not with --olm)")
 	flag.Parse()
+	if *nodes < 1 || ((*withOLM || *olmOnly) && *nodes != 1) {
+		return fmt.Errorf("--nodes %d: a cluster has 1 node or more, and OLM runs on a cluster of one", *nodes)
+	}
 
 	var cluster *localcluster.Cluster
 	if *withOLM || *olmOnly {
@@ -55,10 +60,13 @@ func run() error {
 			return err
 		}
 	} else {
-		step("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a node (kubelet, containerd, runc, " +
-			"the CNI bridge, kube-proxy) in a network namespace of their own; the operator runs as its CSV's Deployment, " +
-			"from its image")
-		if cluster, err = localcluster.StartOnRealNode(ctx, root, dir); err != nil {
+		step(fmt.Sprintf("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and %d node(s) (kubelet, containerd, runc, "+
+			"the CNI bridge, kube-proxy), each in a network namespace of its own; the operator runs as its CSV's Deployment, "+
+			"from its image", *nodes))
+		if cluster, err = localcluster.StartOnRealNodes(ctx, root, dir, *nodes); err != nil {
+			return err
+		}
+		if err := show(cluster, "get", "nodes", "-L", localcluster.ZoneLabel); err != nil {
 			return err
 		}
 		if err := show(cluster, "get", "-n", localcluster.OperatorNamespace, "deployments,pods", "-o", "wide"); err != nil {
