@@ -84,9 +84,9 @@ func (p provisioner) provisionPending(ctx context.Context) error {
 				AccessModes:                   pvc.Spec.AccessModes,
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				// The scheduler's volume binding finds it by the claim's class.
-				StorageClassName:              ptr.Deref(pvc.Spec.StorageClassName, ""),
-				ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+				StorageClassName:       ptr.Deref(pvc.Spec.StorageClassName, ""),
+				ClaimRef:               &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
 				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 				}}}},

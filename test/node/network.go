@@ -37,7 +37,7 @@ const (
 	// ServiceCIDR is where the API server allocates ClusterIPs, which kube-proxy routes.
 	ServiceCIDR = "10.96.0.0/16"
 	// ClusterCIDR holds every node's pod CIDR.
-	ClusterCIDR = "10.244.0.0/16"
+	ClusterCIDR   = "10.244.0.0/16"
 	networkSubnet = "/24"
 )
 
