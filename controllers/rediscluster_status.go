@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/placement"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -37,6 +39,8 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 	for _, c := range modeStatus(rc, state) {
 		setCondition(rc, c)
 	}
+	// After the mode's fields: it reads the primaries they name.
+	setCondition(rc, resilientCondition(rc, state.pods))
 	if state.err == nil {
 		// observedGeneration moves when the spec was carried out, or is being (a phase waits:
 		// Progressing says for what); not when a phase failed.
@@ -209,6 +213,32 @@ func persistentCondition(rc *cachev1.RedisCluster) *metav1.Condition {
 		"Data lives in emptyDir volumes and is lost when a pod is deleted or moves; set spec.storage to keep it")
 }
 
+// resilientCondition says what losing one machine would do, from the nodes the pods run on
+// (placement.Decide keeps the rule); nil before any pod has a node, or when every pod has
+// one only in part (the scheduler is still placing them).
+func resilientCondition(rc *cachev1.RedisCluster, pods []corev1.Pod) *metav1.Condition {
+	primaries := map[string]bool{rc.Status.Primary: rc.Status.Primary != ""}
+	for _, sh := range rc.Status.Shards {
+		primaries[sh.Primary] = sh.Primary != ""
+	}
+	var placed []placement.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			return nil
+		}
+		shard, _ := resources.ShardOf(p.Labels)
+		placed = append(placed, placement.Pod{Name: p.Name, Node: p.Spec.NodeName, Shard: shard, Primary: primaries[p.Name]})
+	}
+	if len(placed) == 0 {
+		return nil
+	}
+	if risk := placement.Decide(placed, rc.Spec.Cluster != nil); risk.Node != "" {
+		return condition(cachev1.ConditionResilient, metav1.ConditionFalse, cachev1.ReasonNodesShared, risk.Message)
+	}
+	return condition(cachev1.ConditionResilient, metav1.ConditionTrue, cachev1.ReasonSpreadOverNodes,
+		"Losing any one node keeps every shard's data on another node")
+}
+
 // dataLostCondition says what this reconcile lost, in either mode (a promotion of a node holding
 // no data, shards given their slots again empty); nil when it lost nothing: the
 // condition keeps what it said of an earlier loss.
@@ -255,6 +285,13 @@ func (r *RedisClusterReconciler) recordStatusEvents(before, after *cachev1.Redis
 	events := map[string]string{cachev1.ReasonRedisFailedToStart: cachev1.EventRedisFailedToStart, cachev1.ReasonRedisKilled: cachev1.EventRedisKilled}
 	if now != nil && events[now.Reason] != "" && (was == nil || was.Reason != now.Reason) {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, events[now.Reason], "Observe", "%s", now.Message)
+	}
+	// A placement that one machine's loss would take down, when it becomes so (or names
+	// another machine): the pods were scheduled so, or a failover put primaries together.
+	was = meta.FindStatusCondition(before.Status.Conditions, cachev1.ConditionResilient)
+	now = meta.FindStatusCondition(after.Status.Conditions, cachev1.ConditionResilient)
+	if now != nil && now.Status == metav1.ConditionFalse && (was == nil || was.Status != now.Status || was.Message != now.Message) {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, cachev1.EventNodesShared, "Observe", "%s", now.Message)
 	}
 }
 

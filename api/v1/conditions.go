@@ -22,6 +22,11 @@ const (
 	// memory (ReasonOOMKilled), or while a node's data fills its maxmemory and it refuses writes
 	// (ReasonMaxMemoryReached); False (AsExpected) otherwise.
 	ConditionOutOfMemory = "OutOfMemory"
+	// ConditionResilient is True when losing any one node (machine) keeps the RedisCluster
+	// serving with its data: every shard has a node on another machine, and in cluster mode no
+	// machine holds half the primaries or more. False names the machine and the pods on it
+	// (ReasonNodesShared). Ready stays about serving now.
+	ConditionResilient = "Resilient"
 )
 
 // Condition types on a RedisBackup.
@@ -120,6 +125,11 @@ const (
 	ReasonPersistentVolumeClaims = "PersistentVolumeClaims"
 	// ReasonEmptyDir (Persistent=False): data lives in emptyDir and is lost with the pod.
 	ReasonEmptyDir = "EmptyDir"
+	// ReasonSpreadOverNodes (Resilient=True): any one node can be lost.
+	ReasonSpreadOverNodes = "SpreadOverNodes"
+	// ReasonNodesShared (Resilient=False): losing one node would lose a shard's every copy of
+	// its data, or too many primaries for Redis Cluster to elect replacements.
+	ReasonNodesShared = "NodesShared"
 
 	// ReasonBackupNotReady (Restored=False, Progressing=True): spec.restore's RedisBackup does
 	// not exist or has not completed; no pod starts until it has.
@@ -180,6 +190,9 @@ const (
 	EventRedisFailedToStart = "RedisFailedToStart"
 	// EventRedisKilled (Warning): a node's redis-server was killed and is restarted with back-off.
 	EventRedisKilled = "RedisKilled"
+	// EventNodesShared (Warning): the RedisCluster became not Resilient; the message names the
+	// node and what losing it loses.
+	EventNodesShared = "NodesShared"
 	// EventDataLost (Warning): a node holding no data was made primary while the primary before
 	// it held some (ConditionDataLost).
 	EventDataLost = "DataLost"

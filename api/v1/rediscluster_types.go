@@ -121,7 +121,10 @@ type RedisClusterSpec struct {
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Affinity of the pods. The API server checks it when the operator applies the
+	// Affinity of the pods. Default: the pods of a shard (in replication mode, all of them)
+	// prefer different nodes (pod anti-affinity by kubernetes.io/hostname, weight 100), so
+	// that losing one machine loses one copy of the data where the nodes allow it; an affinity
+	// given here replaces that default. The API server checks it when the operator applies the
 	// StatefulSet; a refusal shows at once as Degraded (ApplyFailed) with its message, which
 	// names the field. (A CEL rule over these Kubernetes types, whose strings have no length
 	// bound, costs more than the API server allows a CRD.)
@@ -133,7 +136,9 @@ type RedisClusterSpec struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// TopologySpreadConstraints of the pods. Default: spread across nodes where possible. As
+	// TopologySpreadConstraints of the pods. Default: spread across nodes and across zones
+	// (topology.kubernetes.io/zone) where possible (maxSkew 1, ScheduleAnyway); constraints
+	// given here replace both. As
 	// a pod's: maxSkew 1 or more, a topologyKey, whenUnsatisfiable DoNotSchedule or
 	// ScheduleAnyway, minDomains (1 or more) only with DoNotSchedule; the grammar of the
 	// topologyKey, labelSelector and matchLabelKeys are checked when the operator applies the

@@ -289,8 +289,70 @@ func TestStatefulSetStorageAndScheduling(t *testing.T) {
 	assert.Equal(t, map[string]string{"disk": "ssd"}, pod.NodeSelector)
 	require.Len(t, pod.Tolerations, 1)
 	assert.Equal(t, "dedicated", *pod.Tolerations[0].Key)
-	require.Len(t, pod.TopologySpreadConstraints, 1, "spread across nodes by default")
+	require.Len(t, pod.TopologySpreadConstraints, 2, "spread across nodes and zones by default")
 	assert.Equal(t, corev1.LabelHostname, *pod.TopologySpreadConstraints[0].TopologyKey)
+	assert.Equal(t, corev1.LabelTopologyZone, *pod.TopologySpreadConstraints[1].TopologyKey)
+}
+
+// The default placement keeps the copies of a shard's data on different machines where the
+// nodes allow (preferred anti-affinity by hostname among the shard's pods: in cluster mode the
+// shard's alone, so that six pods on three nodes put each shard's two on two nodes), and
+// spreads every pod of the RedisCluster over nodes and zones; what the user gives replaces
+// each default, and only it.
+func TestPlacementDefaultsAndTheUsersReplaceThem(t *testing.T) {
+	antiAffinity := func(pod *corev1ac.PodSpecApplyConfiguration) map[string]string {
+		require.NotNil(t, pod.Affinity)
+		require.NotNil(t, pod.Affinity.PodAntiAffinity)
+		terms := pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		require.Len(t, terms, 1)
+		assert.Equal(t, int32(100), *terms[0].Weight)
+		assert.Equal(t, corev1.LabelHostname, *terms[0].PodAffinityTerm.TopologyKey)
+		assert.Empty(t, pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "preferred: fewer nodes than pods still run them all")
+		return terms[0].PodAffinityTerm.LabelSelector.MatchLabels
+	}
+	spread := func(pod *corev1ac.PodSpecApplyConfiguration) []string {
+		var keys []string
+		for _, c := range pod.TopologySpreadConstraints {
+			assert.Equal(t, corev1.ScheduleAnyway, *c.WhenUnsatisfiable)
+			assert.Equal(t, int32(1), *c.MaxSkew)
+			keys = append(keys, *c.TopologyKey)
+		}
+		return keys
+	}
+
+	rc := redisCluster(nil)
+	pod := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 3}).Spec.Template.Spec
+	assert.Equal(t, resources.SelectorLabels(rc), antiAffinity(pod), "replication: every pod apart")
+	assert.Equal(t, []string{corev1.LabelHostname, corev1.LabelTopologyZone}, spread(pod))
+
+	sharded := redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3} })
+	pod = resources.DesiredStatefulSet(sharded, resources.StatefulSetOptions{Replicas: 2, Shard: 1}).Spec.Template.Spec
+	apart := antiAffinity(pod)
+	assert.Equal(t, "1", apart[resources.LabelShard], "cluster mode: a shard's pods apart")
+	for k, v := range resources.SelectorLabels(sharded) {
+		assert.Equal(t, v, apart[k])
+	}
+	assert.Equal(t, []string{corev1.LabelHostname, corev1.LabelTopologyZone}, spread(pod))
+	for _, c := range pod.TopologySpreadConstraints {
+		assert.Equal(t, resources.SelectorLabels(sharded), c.LabelSelector.MatchLabels, "every shard's pods spread together")
+	}
+
+	own := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"redis"}}}}}}}}
+	})
+	pod = resources.DesiredStatefulSet(own, resources.StatefulSetOptions{Replicas: 3}).Spec.Template.Spec
+	assert.Nil(t, pod.Affinity.PodAntiAffinity, "the user's affinity replaces the default")
+	require.NotNil(t, pod.Affinity.NodeAffinity)
+	assert.Len(t, pod.TopologySpreadConstraints, 2, "and leaves the default spread")
+
+	ownSpread := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "rack", WhenUnsatisfiable: corev1.DoNotSchedule}}
+	})
+	pod = resources.DesiredStatefulSet(ownSpread, resources.StatefulSetOptions{Replicas: 3}).Spec.Template.Spec
+	require.Len(t, pod.TopologySpreadConstraints, 1, "the user's constraints replace both defaults")
+	assert.Equal(t, "rack", *pod.TopologySpreadConstraints[0].TopologyKey)
+	assert.NotNil(t, pod.Affinity.PodAntiAffinity, "and leave the default anti-affinity")
 }
 
 func TestPodDisruptionBudget(t *testing.T) {

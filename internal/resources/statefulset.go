@@ -135,26 +135,47 @@ func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpe
 	if len(rc.Spec.NodeSelector) > 0 {
 		pod.WithNodeSelector(rc.Spec.NodeSelector)
 	}
-	if rc.Spec.Affinity != nil {
-		pod.WithAffinity(affinity(rc.Spec.Affinity))
-	}
 	for i := range rc.Spec.Tolerations {
 		pod.WithTolerations(toleration(rc.Spec.Tolerations[i]))
+	}
+	placement(pod, rc, opts)
+	return pod
+}
+
+// placement says where the pods go: the user's affinity and spread constraints when given,
+// each replacing its default. By default (as CloudNativePG's), the pods of one shard (in
+// replication mode, every pod) prefer nodes apart (pod anti-affinity by hostname), so that one
+// machine's loss takes at most one copy of the data where the nodes allow it; and all the
+// RedisCluster's pods spread over nodes and zones where the scheduler can (whenUnsatisfiable
+// ScheduleAnyway: fewer nodes than pods still run them all).
+func placement(pod *corev1ac.PodSpecApplyConfiguration, rc *cachev1.RedisCluster, opts StatefulSetOptions) {
+	if rc.Spec.Affinity != nil {
+		pod.WithAffinity(affinity(rc.Spec.Affinity))
+	} else {
+		together := SelectorLabels(rc)
+		if rc.Spec.Cluster != nil {
+			together[LabelShard] = strconv.Itoa(opts.Shard)
+		}
+		pod.WithAffinity(corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
+			WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().
+				WithWeight(100).
+				WithPodAffinityTerm(corev1ac.PodAffinityTerm().
+					WithTopologyKey(corev1.LabelHostname).
+					WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(together))))))
 	}
 	if len(rc.Spec.TopologySpreadConstraints) > 0 {
 		for i := range rc.Spec.TopologySpreadConstraints {
 			pod.WithTopologySpreadConstraints(spreadConstraint(rc.Spec.TopologySpreadConstraints[i]))
 		}
-	} else {
-		// Spread the nodes across machines where the scheduler can, so that one machine's loss
-		// takes at most one node.
+		return
+	}
+	for _, key := range []string{corev1.LabelHostname, corev1.LabelTopologyZone} {
 		pod.WithTopologySpreadConstraints(corev1ac.TopologySpreadConstraint().
 			WithMaxSkew(1).
-			WithTopologyKey(corev1.LabelHostname).
+			WithTopologyKey(key).
 			WithWhenUnsatisfiable(corev1.ScheduleAnyway).
 			WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(rc))))
 	}
-	return pod
 }
 
 func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.ContainerApplyConfiguration {

@@ -1,10 +1,11 @@
 //go:build e2e
 
-// Package e2e runs the whole story on the local cluster on its real node
-// (localcluster.StartOnRealNode): a real control plane, a kubelet running containers from the
-// images of the operator and of Redis, and the operator as the CSV's Deployment with the
-// bundle's RBAC. Users' steps go through kubectl; clients connect where a user's would, to the
-// Services' ClusterIPs (kube-proxy) from the node, or through kubectl. `make test-e2e` (root).
+// Package e2e runs the whole story on the local cluster on its real nodes
+// (localcluster.StartOnRealNodes: three, each in a zone of its own): a real control plane,
+// kubelets running containers from the images of the operator and of Redis, and the operator as
+// the CSV's Deployment with the bundle's RBAC. Users' steps go through kubectl; clients connect
+// where a user's would, to the Services' ClusterIPs (kube-proxy) from the control plane's
+// network, or through kubectl. `make test-e2e` (root).
 package e2e
 
 import (
@@ -60,7 +61,7 @@ func TestMain(m *testing.M) {
 			if kubeconfig := os.Getenv("E2E_KUBECONFIG"); kubeconfig != "" {
 				c, err = localcluster.Attach(ctx, root, kubeconfig, os.Getenv("IMG"))
 			} else {
-				c, err = localcluster.StartOnRealNode(ctx, root, dir)
+				c, err = localcluster.StartOnRealNodes(ctx, root, dir, e2eNodes)
 			}
 			if err == nil {
 				// Users' namespaces enforce the restricted Pod Security Standard: the Redis pods

@@ -284,6 +284,16 @@ func (c *Containerd) Crashed() {
 	<-c.proc.Done()
 	c.proc = nil
 	c.removeLeftovers()
+	// A killed shim leaves its socket at the fixed path it listened on, which its bundle's
+	// address file names (unix:///run/containerd/s/<hash>).
+	addresses, _ := filepath.Glob(filepath.Join(c.dir, "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
+	for _, a := range addresses {
+		if b, err := os.ReadFile(a); err == nil {
+			if path, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "unix://"); ok && strings.HasPrefix(path, runDir+"/") {
+				_ = os.Remove(path)
+			}
+		}
+	}
 }
 
 // removeLeftovers stops what outlives containerd when it could not stop its containers (it was

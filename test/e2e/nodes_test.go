@@ -1,0 +1,165 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/localcluster"
+	"github.com/org/redis-operator/test/partition"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// e2eNodes is how many real nodes the e2e cluster runs, each in a zone of its own.
+const e2eNodes = 3
+
+// needsNodes skips a test on a cluster of fewer than n nodes of the harness's own.
+func needsNodes(t *testing.T, n int) {
+	t.Helper()
+	needsLocalNode(t, "powers nodes off")
+	if got := len(cluster.Nodes()); got < n {
+		t.Skipf("needs %d nodes, the cluster has %d", n, got)
+	}
+}
+
+// nodeOf is the node a pod runs on.
+func nodeOf(t require.TestingT, namespace, pod string) string {
+	p := &corev1.Pod{}
+	require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: pod}, p))
+	require.NotEmpty(t, p.Spec.NodeName, "%s has a node", pod)
+	return p.Spec.NodeName
+}
+
+// operatorOffNode moves the operator off node when it runs there (cordon, delete its pod, wait
+// for the new one to lead, uncordon): the scenario loses a Redis node's machine, not the
+// operator's. (Losing both at once waits for Kubernetes to give the operator's pod up, 5
+// minutes: docs/replication.md says why the operator should run with two replicas.)
+func operatorOffNode(t *testing.T, node string) {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := cluster.OperatorPod(ctx)
+	require.NoError(t, err)
+	if nodeOf(t, localcluster.OperatorNamespace, pod) != node {
+		return
+	}
+	cluster.MustKubectl(t, "cordon", node)
+	defer cluster.MustKubectl(t, "uncordon", node)
+	cluster.MustKubectl(t, "-n", localcluster.OperatorNamespace, "delete", "pod", pod, "--wait=true")
+	cluster.MustKubectl(t, "-n", localcluster.OperatorNamespace, "rollout", "status", "deployment/redis-operator-controller-manager", "--timeout=120s")
+	moved, err := cluster.OperatorPod(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, node, nodeOf(t, localcluster.OperatorNamespace, moved))
+}
+
+// The machine of the primary loses power under a workload (three clients through the primary
+// Service, each write acknowledged by a replica with WAIT 1): the operator finds the primary
+// unreachable, fences nothing it cannot reach, and promotes a replica on another node within
+// unreachableTimeout and its check; the clients reconnect through the Service; nothing
+// acknowledged is lost. The node comes back with the old primary's pod: it rejoins as a
+// replica of the new primary, and acknowledges nothing of its own (no split brain). The
+// RedisCluster is Resilient before and after (its pods on three nodes).
+func TestNodeLossThePrimarysMachineLosesPower(t *testing.T) {
+	needsNodes(t, 3)
+	for i, setting := range settings {
+		t.Run(setting.name, func(t *testing.T) {
+			rc := readyCluster(t, fmt.Sprintf("power-%d", i), setting.minReplicasToWrite)
+			t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), rc) })
+			resilient := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionResilient)
+			require.NotNil(t, resilient)
+			assert.Equal(t, metav1.ConditionTrue, resilient.Status, "three pods on three nodes: %s", resilient.Message)
+			primary := rc.Status.Primary
+			node := nodeOf(t, ns, primary)
+			operatorOffNode(t, node)
+
+			var off, promoted time.Time
+			outcome := scenario{partition: func(t *testing.T, _ *partition.Net, _ map[string]partition.Member, primary string, _ partition.Member) {
+				off = time.Now()
+				require.NoError(t, cluster.PowerOff(node))
+				t.Cleanup(func() { _ = cluster.PowerOn(node) }) // a no-op once it is on again
+				require.EventuallyWithT(t, func(c *assert.CollectT) {
+					got := redisClusterNamed(c, rc.Name)
+					assert.NotEqual(c, primary, got.Status.Primary, "a replica is promoted")
+					assert.NotEmpty(c, got.Status.Primary)
+				}, waitFor, 50*time.Millisecond)
+				promoted = time.Now()
+				// Writes go on to the new primary for a while before the machine comes back.
+				time.Sleep(2 * time.Second)
+				require.NoError(t, cluster.PowerOn(node))
+			}}.run(t, rc)
+
+			t.Logf("node %s (primary %s) off: a new primary on record %.1fs later; longest without an acknowledged write %s",
+				node, primary, promoted.Sub(off).Seconds(), outcome.NoWritablePrimary.Round(time.Millisecond))
+			assert.Empty(t, outcome.Lost, "acknowledged writes lost")
+			assert.Empty(t, outcome.ByNonPrimary, "writes acknowledged by a node that was not the primary of record")
+			assert.Less(t, promoted.Sub(off), unreachableTimeout+5*time.Second, "promoted within unreachableTimeout and a few checks")
+
+			// The old primary's pod runs again on its node, as a replica of the new primary.
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				got := redisClusterNamed(c, rc.Name)
+				assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady))
+				assert.NotEqual(c, primary, got.Status.Primary)
+				for _, n := range got.Status.Nodes {
+					if n.Name == primary {
+						assert.Equal(c, cachev1.RoleReplica, n.Role, "the old primary rejoins as a replica")
+					}
+				}
+				assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionResilient))
+			}, 2*waitFor, tick)
+		})
+	}
+}
+
+// redisClusterNamed reads a RedisCluster of the e2e namespace.
+func redisClusterNamed(c require.TestingT, name string) *cachev1.RedisCluster {
+	rc := &cachev1.RedisCluster{}
+	require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, rc))
+	return rc
+}
+
+// Pods a user pinned to one node (spec.nodeSelector): Ready, for Redis serves, and not
+// Resilient, the status and a Warning Event naming the node and what losing it loses. Once the
+// pin goes, the pods move apart (the operator replaces them, replicas first) and the
+// RedisCluster is Resilient.
+func TestPlacementSaysWhenOneNodeHoldsEveryCopy(t *testing.T) {
+	needsNodes(t, 2)
+	ctx := context.Background()
+	rc := testenv.RedisCluster(ns, "pinned", 2)
+	rc.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "node-2"}
+	require.NoError(t, cluster.Client.Create(ctx, rc))
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), rc) })
+	rc = readyAgain(t, rc)
+	var message string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		resilient := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionResilient)
+		require.NotNil(c, resilient)
+		assert.Equal(c, metav1.ConditionFalse, resilient.Status)
+		assert.Equal(c, cachev1.ReasonNodesShared, resilient.Reason)
+		assert.Equal(c, "pinned-0 and pinned-1 are all on node-2: losing node-2 loses the primary and its only replica", resilient.Message)
+		message = resilient.Message
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready stays about serving")
+	}, waitFor, tick)
+	events := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=pinned,reason="+cachev1.EventNodesShared,
+		"-o", "jsonpath={.items[*].message}")
+	assert.Equal(t, message, events, "one Warning Event says it")
+
+	require.NoError(t, cluster.Client.Patch(ctx, rc, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"nodeSelector":null}}`))))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionResilient), "%+v", got.Status.Conditions)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady))
+		assert.NotEqual(c, nodeOf(c, ns, "pinned-0"), nodeOf(c, ns, "pinned-1"), "the pods moved apart")
+	}, 3*waitFor, tick)
+}
