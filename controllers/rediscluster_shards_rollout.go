@@ -15,7 +15,9 @@ import (
 
 // reconcileShardRollout takes the next step of rolling the shards' current template out, as
 // shards.DecideRollout says (see its safety rule): replace a replica's pod, or hand a shard to
-// its updated replica (CLUSTER FAILOVER) before its primary's pod is replaced.
+// its updated replica (CLUSTER FAILOVER) before its primary's pod is replaced. Once every pod
+// runs the current template, it hands a shard whose primary shares a machine with another
+// shard's primary to a replica on a machine holding none (shards.DecidePrimaryPlacement).
 func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	s := &state.shards
 	if s.plan == nil || state.changed || s.clusterDown != "" {
@@ -27,6 +29,12 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 	}
 	step := shards.DecideRollout(*s.plan, outdated, rc.Spec.Storage != nil)
 	s.rollout = step
+	purpose := "to roll out the current spec"
+	if len(outdated) == 0 {
+		// Rolled out: keep the primaries on machines of their own (shards.DecidePrimaryPlacement).
+		step = shards.DecidePrimaryPlacement(*s.plan, nodesOf(state.pods))
+		purpose = "to keep each primary on a machine of its own"
+	}
 	switch step.Kind {
 	case shards.Failover:
 		if err := shards.TakeOver(ctx, state.dial, s.addrs[step.Pod]); err != nil {
@@ -34,7 +42,7 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 		}
 		state.changed = true
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "Failover",
-			"%s takes over shard %d to roll out the current spec: %s", step.Pod, step.Shard, step.Why)
+			"%s takes over shard %d %s: %s", step.Pod, step.Shard, purpose, step.Why)
 	case shards.ReplacePod:
 		pod := podByName(state.pods, step.Pod)
 		if pod == nil {
@@ -49,6 +57,17 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 			"Replacing pod %s to roll out the current spec: %s", pod.Name, step.Why)
 	}
 	return nil
+}
+
+// nodesOf is each pod's machine (spec.nodeName); a pod not scheduled yet is left out.
+func nodesOf(pods []corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			out[p.Name] = p.Spec.NodeName
+		}
+	}
+	return out
 }
 
 // outdatedShardPods are the pods that do not run their shard StatefulSet's current template;

@@ -163,3 +163,63 @@ func TestPlacementSaysWhenOneNodeHoldsEveryCopy(t *testing.T) {
 		assert.NotEqual(c, nodeOf(c, ns, "pinned-0"), nodeOf(c, ns, "pinned-1"), "the pods moved apart")
 	}, 3*waitFor, tick)
 }
+
+// primariesByNode counts each node's shard primaries, as the status names them.
+func primariesByNode(c require.TestingT, rc *cachev1.RedisCluster) map[string]int {
+	out := map[string]int{}
+	for _, s := range rc.Status.Shards {
+		out[nodeOf(c, ns, s.Primary)]++
+	}
+	return out
+}
+
+// Cluster mode, three shards of two on three nodes: each node holds one shard's primary (the
+// operator hands a shard to its replica when two primaries share a machine), and the
+// RedisCluster is Resilient. A node holding a primary loses power under three cluster clients
+// (each write acknowledged by a replica, WAIT 1): Redis Cluster promotes the shard's replica on
+// another node, every slot is served again, nothing acknowledged is lost; the new primary now
+// shares a machine with another shard's, which the status says (Resilient False). When the node
+// powers on, its pod rejoins as a replica, and the operator hands the shard back to it (CLUSTER
+// FAILOVER, once the cluster is whole): one primary per machine again, Resilient.
+func TestNodeLossAShardPrimarysMachineLosesPower(t *testing.T) {
+	needsNodes(t, 3)
+	rc := shardedCluster(t, "sharded-power")
+	onePerNode := func(c *assert.CollectT) *cachev1.RedisCluster {
+		got := redisClusterNamed(c, rc.Name)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready")
+		assert.Equal(c, map[string]int{"node-1": 1, "node-2": 1, "node-3": 1}, primariesByNode(c, got), "a primary per node")
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionResilient), "Resilient: %+v", got.Status.Conditions)
+		return got
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { rc = onePerNode(c) }, 2*waitFor, tick)
+	victim := rc.Status.Shards[0].Primary
+	node := nodeOf(t, ns, victim)
+	operatorOffNode(t, node)
+
+	var off time.Time
+	report, after := shardedScenario{partition: func(t *testing.T, _ *partition.Net) {
+		off = time.Now()
+		require.NoError(t, cluster.PowerOff(node))
+		t.Cleanup(func() { _ = cluster.PowerOn(node) })
+		replaced(t, rc, victim)
+		t.Logf("%s (shard 0's primary) off with %s: its replica took over %.1fs later", node, victim, time.Since(off).Seconds())
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := redisClusterNamed(c, rc.Name)
+			resilient := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionResilient)
+			require.NotNil(c, resilient)
+			assert.Equal(c, metav1.ConditionFalse, resilient.Status, "two primaries on one node: %s", resilient.Message)
+		}, waitFor, tick)
+		require.NoError(t, cluster.PowerOn(node))
+	}}.run(t, rc)
+	t.Logf("longest without an acknowledged write %s", report.NoWritablePrimary.Round(time.Millisecond))
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	assert.Positive(t, report.Acknowledged)
+	t.Logf("after power on: primaries %v", primariesOf(after))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := onePerNode(c)
+		assert.Equal(c, victim, got.Status.Shards[0].Primary, "the old primary rejoined, and was handed its shard back on its machine")
+	}, 3*waitFor, tick, "the operator gives each node one primary again")
+	events := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged,
+		"-o", "jsonpath={.items[*].message}")
+	assert.Contains(t, events, "to keep each primary on a machine of its own", "an Event says why a shard changed hands")
+}
