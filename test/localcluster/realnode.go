@@ -455,58 +455,37 @@ func (c *Cluster) node(name string) (*node.Node, error) {
 	return nil, fmt.Errorf("no node %s in this cluster", name)
 }
 
+// onNode does what to the real node of that name.
+func (c *Cluster) onNode(name string, what func(*node.Node) error) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	return what(n)
+}
+
 // PowerOff stops a node at once, as a machine losing power (node.Node.PowerOff): its pods'
 // processes die with it, and the API server only sees its lease lapse.
-func (c *Cluster) PowerOff(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return n.PowerOff()
-}
+func (c *Cluster) PowerOff(name string) error { return c.onNode(name, (*node.Node).PowerOff) }
 
 // PowerOn boots a node that was powered off, on what it kept on disk.
-func (c *Cluster) PowerOn(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return n.PowerOn()
-}
+func (c *Cluster) PowerOn(name string) error { return c.onNode(name, (*node.Node).PowerOn) }
 
 // FreezeNode stops every process of a node (SIGSTOP): a hung machine. ThawNode lets them run.
-func (c *Cluster) FreezeNode(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return n.Freeze()
-}
+func (c *Cluster) FreezeNode(name string) error { return c.onNode(name, (*node.Node).Freeze) }
 
 // ThawNode lets a frozen node's processes run on.
-func (c *Cluster) ThawNode(name string) error {
-	n, err := c.node(name)
-	if err != nil {
-		return err
-	}
-	return n.Thaw()
-}
+func (c *Cluster) ThawNode(name string) error { return c.onNode(name, (*node.Node).Thaw) }
 
 // CutNode isolates a node's network from the other nodes and the control plane; JoinNode
 // joins it again.
 func (c *Cluster) CutNode(name string) error {
-	if _, err := c.node(name); err != nil {
-		return err
-	}
-	return c.real.network.Cut(name)
+	return c.onNode(name, func(*node.Node) error { return c.real.network.Cut(name) })
 }
 
 // JoinNode joins a cut node to the network again.
 func (c *Cluster) JoinNode(name string) error {
-	if _, err := c.node(name); err != nil {
-		return err
-	}
-	return c.real.network.Join(name)
+	return c.onNode(name, func(*node.Node) error { return c.real.network.Join(name) })
 }
 
 // ServiceAddress is where a Service's clients connect: its ClusterIP at its first port, which
