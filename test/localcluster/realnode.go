@@ -582,7 +582,8 @@ func (c *Cluster) PodNetns(ctx context.Context, namespace, pod, container string
 	return "/proc/" + pid + "/ns/net", nil
 }
 
-// nodeOfContainer is the node whose containerd runs the container id, and its task's pid.
+// nodeOfContainer is the node whose containerd runs the container id (its task running or
+// frozen), and its task's pid.
 func (c *Cluster) nodeOfContainer(ctx context.Context, id string) (*node.Node, string, error) {
 	if c.real == nil {
 		return nil, "", errors.New("this Cluster has no node of its own: it was made from a kubeconfig")
@@ -596,8 +597,8 @@ func (c *Cluster) nodeOfContainer(ctx context.Context, id string) (*node.Node, s
 			return nil, "", err
 		}
 		for _, line := range strings.Split(out, "\n") {
-			// TASK PID STATUS
-			if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+			// TASK PID STATUS: RUNNING, or PAUSED (frozen: FreezeContainer), not STOPPED
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] != "STOPPED" {
 				return n, f[1], nil
 			}
 		}
