@@ -72,55 +72,60 @@ func slotMoveScenario(ready func(*testing.T, *run)) scenario {
 // movedBack says whether every node sees the moved slots served by shard 2's primary, and no
 // node has a slot open.
 func (r *run) movedBack(ctx context.Context) error {
-	pods, err := r.pods()
+	pods, views, err := r.clusterViews(ctx)
 	if err != nil {
 		return err
 	}
 	shardOfID := map[string]int{}
-	var views [][]redis.ClusterNode
-	for _, p := range pods {
-		admin, err := r.redis(ctx, p.Status.PodIP)
-		if err != nil {
-			return err
-		}
-		raw, err := admin.ClusterNodes(ctx).Result()
-		_ = admin.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.Name, err)
-		}
-		nodes, err := redis.ParseClusterNodes(raw)
-		if err != nil {
-			return err
-		}
+	for i, nodes := range views {
 		for _, n := range nodes {
 			if !n.Myself() {
 				continue
 			}
 			if len(n.Importing) > 0 || len(n.Migrating) > 0 {
-				return fmt.Errorf("%s has slots open: importing %v, migrating %v", p.Name, n.Importing, n.Migrating)
+				return fmt.Errorf("%s has slots open: importing %v, migrating %v", pods[i].Name, n.Importing, n.Migrating)
 			}
-			shard, _ := resources.ShardOf(p.Labels)
-			shardOfID[n.ID] = shard
+			shardOfID[n.ID], _ = resources.ShardOf(pods[i].Labels)
 		}
-		views = append(views, nodes)
 	}
 	for i, nodes := range views {
 		for _, slot := range movedSlots {
-			served := false
+			owner := ""
 			for _, n := range nodes {
 				if n.Serves(slot) {
-					served = true
-					if shard, ok := shardOfID[n.ID]; !ok || shard != 2 {
-						return fmt.Errorf("%s sees slot %d served by %s, not shard 2", pods[i].Name, slot, n.ID)
-					}
+					owner = n.ID
 				}
 			}
-			if !served {
-				return fmt.Errorf("%s sees nobody serve slot %d", pods[i].Name, slot)
+			if shard, ok := shardOfID[owner]; !ok || shard != 2 {
+				return fmt.Errorf("%s sees slot %d served by %q, not by shard 2", pods[i].Name, slot, owner)
 			}
 		}
 	}
 	return nil
+}
+
+// clusterViews are the pods and each one's CLUSTER NODES.
+func (r *run) clusterViews(ctx context.Context) ([]corev1.Pod, [][]redis.ClusterNode, error) {
+	pods, err := r.pods()
+	if err != nil {
+		return nil, nil, err
+	}
+	views := make([][]redis.ClusterNode, len(pods))
+	for i, p := range pods {
+		admin, err := r.redis(ctx, p.Status.PodIP)
+		if err != nil {
+			return nil, nil, err
+		}
+		raw, err := admin.ClusterNodes(ctx).Result()
+		_ = admin.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if views[i], err = redis.ParseClusterNodes(raw); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pods, views, nil
 }
 
 // clusterAdmin is a client of one node as the default user.
