@@ -60,7 +60,7 @@ func TestThreeNodesLoseAndRegainMachines(t *testing.T) {
 		require.NoError(t, c.Client.Create(ctx, redisPodOn(ns, name)))
 	}
 	for _, name := range c.Nodes() {
-		ips[name] = waitPodRunning(t, c, ns, "redis-"+name, "")
+		ips[name] = waitPodRunning(t, c, ns, "redis-"+name, time.Time{})
 		assert.True(t, strings.HasPrefix(ips[name], "10.244."+strings.TrimPrefix(name, "node-")+"."), "%s's pod in its CIDR: %s", name, ips[name])
 	}
 	// Pods reach pods on other nodes, by their own addresses (redis-cli in the pod, through
@@ -81,7 +81,9 @@ func TestThreeNodesLoseAndRegainMachines(t *testing.T) {
 	require.NoError(t, c.PowerOn("node-2"))
 	on := time.Now()
 	waitNodeReady(t, c, "node-2", true, 90*time.Second)
-	ips["node-2"] = waitPodRunning(t, c, ns, "redis-node-2", "")
+	// The pod's status says Running at its old address until the kubelet, back, reports the
+	// container it started again (in a new sandbox, at an address of its own).
+	ips["node-2"] = waitPodRunning(t, c, ns, "redis-node-2", on)
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
 		assert.NoError(co, ping(ctx, c, ips["node-2"], time.Second))
 	}, 60*time.Second, 250*time.Millisecond)
@@ -129,9 +131,9 @@ func redisPodOn(ns, nodeName string) *corev1.Pod {
 	}
 }
 
-// waitPodRunning waits until the pod runs (at another address than not, when given) and
-// returns its address.
-func waitPodRunning(t *testing.T, c *localcluster.Cluster, ns, name, not string) string {
+// waitPodRunning waits until the pod's container runs, started after since, and returns the
+// pod's address.
+func waitPodRunning(t *testing.T, c *localcluster.Cluster, ns, name string, since time.Time) string {
 	t.Helper()
 	var ip string
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
@@ -139,11 +141,10 @@ func waitPodRunning(t *testing.T, c *localcluster.Cluster, ns, name, not string)
 		require.NoError(co, c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p))
 		running := false
 		for _, s := range p.Status.ContainerStatuses {
-			running = running || s.State.Running != nil
+			running = running || (s.State.Running != nil && !s.State.Running.StartedAt.Time.Before(since.Truncate(time.Second)))
 		}
-		assert.True(co, running, "%s running: %+v", name, p.Status.ContainerStatuses)
+		assert.True(co, running, "%s running since %s: %+v", name, since, p.Status.ContainerStatuses)
 		assert.NotEmpty(co, p.Status.PodIP)
-		assert.NotEqual(co, not, p.Status.PodIP)
 		ip = p.Status.PodIP
 	}, 120*time.Second, 250*time.Millisecond)
 	return ip
