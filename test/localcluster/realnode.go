@@ -156,6 +156,12 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if err != nil {
 		return nil, err
 	}
+	// OLM v1's catalogd and operator-controller pull catalogs and bundles from the registry.
+	stopForward, err := rn.network.ForwardFromMachine(rn.registry.Host)
+	if err != nil {
+		return nil, err
+	}
+	rn.exposed = append(rn.exposed, stopForward)
 	cp, err := StartControlPlane(ctx, Options{BinDir: filepath.Join(root, "bin", "k8s"), Dir: dir, Netns: rn.netns})
 	if err != nil {
 		return nil, err

@@ -189,6 +189,18 @@ func (nw *Network) ExposeToPods(addr string) (exposed string, stop func(), err e
 	return exposed, func() { _ = l.Close() }, nil
 }
 
+// ForwardFromMachine makes addr (127.0.0.1:<port> on the machine: the registry) answer at the
+// same address inside the control plane's namespace, where OLM's processes pull from it as the
+// nodes' containerd do in theirs. The listener closes with stop.
+func (nw *Network) ForwardFromMachine(addr string) (stop func(), err error) {
+	l, err := nw.Netns.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s in the control plane's namespace: %w", addr, err)
+	}
+	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+	return func() { _ = l.Close() }, nil
+}
+
 // Delete removes every node's namespace and the network's.
 func (nw *Network) Delete() {
 	nw.mu.Lock()
