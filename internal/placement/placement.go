@@ -102,19 +102,22 @@ func names(pods []Pod) string {
 	for _, p := range pods {
 		n = append(n, p.Name)
 	}
-	if len(n) < 2 {
-		return strings.Join(n, "")
-	}
-	return strings.Join(n[:len(n)-1], ", ") + " and " + n[len(n)-1]
+	return sentence(n)
 }
 
+// shardList lists the pods' shards as a sentence does.
 func shardList(pods []Pod) string {
 	var s []string
 	for _, p := range pods {
 		s = append(s, fmt.Sprint(p.Shard))
 	}
-	if len(s) < 2 {
-		return strings.Join(s, "")
+	return sentence(s)
+}
+
+// sentence joins words as a sentence does: "a", "a and b", "a, b and c".
+func sentence(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
 	}
-	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }

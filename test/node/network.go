@@ -181,23 +181,25 @@ func (nw *Network) ExposeToPods(addr string) (exposed string, stop func(), err e
 		return "", nil, err
 	}
 	exposed = net.JoinHostPort(ControlPlaneIP, port)
-	l, err := nw.Netns.Listen("tcp", exposed)
-	if err != nil {
-		return "", nil, fmt.Errorf("listening on %s in the control plane's namespace: %w", exposed, err)
-	}
-	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
-	return exposed, func() { _ = l.Close() }, nil
+	stop, err = nw.forward(exposed, addr)
+	return exposed, stop, err
 }
 
 // ForwardFromMachine makes addr (127.0.0.1:<port> on the machine: the registry) answer at the
 // same address inside the control plane's namespace, where OLM's processes pull from it as the
 // nodes' containerd do in theirs. The listener closes with stop.
 func (nw *Network) ForwardFromMachine(addr string) (stop func(), err error) {
-	l, err := nw.Netns.Listen("tcp", addr)
+	return nw.forward(addr, addr)
+}
+
+// forward listens at at inside the control plane's namespace and joins each connection to one
+// to the machine's to; the listener closes with stop.
+func (nw *Network) forward(at, to string) (stop func(), err error) {
+	l, err := nw.Netns.Listen("tcp", at)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s in the control plane's namespace: %w", addr, err)
+		return nil, fmt.Errorf("listening on %s in the control plane's namespace: %w", at, err)
 	}
-	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", to) })
 	return func() { _ = l.Close() }, nil
 }
 
