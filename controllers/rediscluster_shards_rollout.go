@@ -13,9 +13,10 @@ import (
 	"github.com/org/redis-operator/internal/shards"
 )
 
-// reconcileShardRollout takes the next step of rolling the shards' current template out, as
-// shards.DecideRollout says (see its safety rule): replace a replica's pod, or hand a shard to
-// its updated replica (CLUSTER FAILOVER) before its primary's pod is replaced. Once every pod
+// reconcileShardRollout hands a shard whose primary's pod is being deleted to a replica
+// (shards.DecideHandover), or else takes the next step of rolling the shards' current template
+// out, as shards.DecideRollout says (see its safety rule): replace a replica's pod, or hand a
+// shard to its updated replica (CLUSTER FAILOVER) before its primary's pod is replaced. Once every pod
 // runs the current template, it hands a shard whose primary shares a machine with another
 // shard's primary to a replica on a machine holding none (shards.DecidePrimaryPlacement).
 func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
@@ -23,18 +24,7 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 	if s.plan == nil || state.changed || s.clusterDown != "" {
 		return nil
 	}
-	outdated, known := outdatedShardPods(rc, state)
-	if !known {
-		return nil
-	}
-	step := shards.DecideRollout(*s.plan, outdated, rc.Spec.Storage != nil)
-	s.rollout = step
-	purpose := "to roll out the current spec"
-	if len(outdated) == 0 {
-		// Rolled out: keep the primaries on machines of their own (shards.DecidePrimaryPlacement).
-		step = shards.DecidePrimaryPlacement(*s.plan, nodesOf(state.pods))
-		purpose = "to keep each primary on a machine of its own"
-	}
+	step, purpose := nextShardStep(rc, state)
 	switch step.Kind {
 	case shards.Failover:
 		if err := shards.TakeOver(ctx, state.dial, s.addrs[step.Pod]); err != nil {
@@ -57,6 +47,35 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 			"Replacing pod %s to roll out the current spec: %s", pod.Name, step.Why)
 	}
 	return nil
+}
+
+// nextShardStep is the one step this reconcile takes on the shards' pods, and what it is for.
+func nextShardStep(rc *cachev1.RedisCluster, state *reconcileState) (shards.RolloutStep, string) {
+	s := &state.shards
+	if step := shards.DecideHandover(*s.plan, terminatingPods(state.pods), nodesOf(state.pods)); step.Kind != "" {
+		return step, "while its primary still answers"
+	}
+	outdated, known := outdatedShardPods(rc, state)
+	if !known {
+		return shards.RolloutStep{}, ""
+	}
+	s.rollout = shards.DecideRollout(*s.plan, outdated, rc.Spec.Storage != nil)
+	if len(outdated) > 0 {
+		return s.rollout, "to roll out the current spec"
+	}
+	// Rolled out: keep the primaries on machines of their own.
+	return shards.DecidePrimaryPlacement(*s.plan, nodesOf(state.pods)), "to keep each primary on a machine of its own"
+}
+
+// terminatingPods are the pods being deleted.
+func terminatingPods(pods []corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			out[p.Name] = true
+		}
+	}
+	return out
 }
 
 // nodesOf is each pod's machine (spec.nodeName); a pod not scheduled yet is left out.

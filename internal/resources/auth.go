@@ -20,9 +20,11 @@ import (
 const (
 	// AuthConfKey is the key of the password file in the <name>-auth-conf Secret.
 	AuthConfKey = "auth.conf"
-	// PasswordKey is the key of the generated password in <name>-auth.
+	// PasswordKey is the key of the generated password in <name>-auth, and of the current
+	// password in <name>-auth-conf (for the pod's own tools: the preStop hook).
 	PasswordKey = "password"
-	authDir     = "/etc/redis-auth"
+	// AuthDir is where the pod mounts the auth-conf Secret.
+	AuthDir = "/etc/redis-auth"
 )
 
 // PasswordSecretName names the Secret the operator generates when spec.auth is not set.
@@ -84,7 +86,8 @@ func RandomPassword() string {
 }
 
 // DesiredAuthConfSecret holds the password file Redis includes from redis.conf: the password
-// and, while it still works, the one before it, then the users of spec.users that Redis took.
+// and, while it still works, the one before it, then the users of spec.users that Redis took;
+// and the current password alone (key password), which the pod's preStop hook logs in with.
 func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string, stillValid []string, users []User) *corev1ac.SecretApplyConfiguration {
 	conf := AuthConf(password, stillValid...)
 	for _, u := range users {
@@ -94,7 +97,7 @@ func DesiredAuthConfSecret(rc *cachev1.RedisCluster, password string, stillValid
 		WithLabels(Labels(rc)).
 		WithOwnerReferences(ownerReference(rc)).
 		WithType(corev1.SecretTypeOpaque).
-		WithData(map[string][]byte{AuthConfKey: []byte(conf)})
+		WithData(map[string][]byte{AuthConfKey: []byte(conf), PasswordKey: []byte(password)})
 }
 
 // OperatorUserName is the ACL user the operator logs in as.

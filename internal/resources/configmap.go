@@ -50,9 +50,9 @@ func redisConf(rc *cachev1.RedisCluster, live bool) string {
 		lines = []string{
 			"port 0",
 			"tls-port " + strconv.Itoa(RedisPort),
-			"tls-cert-file " + tlsDir + "/" + TLSCertKey,
-			"tls-key-file " + tlsDir + "/" + TLSKeyKey,
-			"tls-ca-cert-file " + tlsDir + "/" + TLSCAKey,
+			"tls-cert-file " + TLSDir + "/" + TLSCertKey,
+			"tls-key-file " + TLSDir + "/" + TLSKeyKey,
+			"tls-ca-cert-file " + TLSDir + "/" + TLSCAKey,
 			"tls-replication yes",
 			"tls-auth-clients " + clientAuth,
 		}
@@ -114,7 +114,7 @@ func redisConf(rc *cachev1.RedisCluster, live bool) string {
 	}
 	lines = append(lines,
 		// requirepass and masterauth, from a Secret: never in the ConfigMap, never in argv.
-		"include "+authDir+"/"+AuthConfKey,
+		"include "+AuthDir+"/"+AuthConfKey,
 		"replica-read-only yes",
 	)
 	if rc.Spec.Cluster == nil {

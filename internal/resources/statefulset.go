@@ -21,9 +21,10 @@ const (
 	authVolume   = "auth"
 	dataVolume   = "data"
 	tlsVolume    = "tls"
-	tlsDir       = "/etc/redis-tls"
-	configDir    = "/etc/redis"
-	dataDir      = "/data"
+	// TLSDir is where the pod mounts spec.tls's Secret.
+	TLSDir    = "/etc/redis-tls"
+	configDir = "/etc/redis"
+	dataDir   = "/data"
 )
 
 // StatefulSetOptions are what the controller decides beyond the spec.
@@ -106,7 +107,7 @@ func podSpec(rc *cachev1.RedisCluster, opts StatefulSetOptions) *corev1ac.PodSpe
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
-		WithTerminationGracePeriodSeconds(30).
+		WithTerminationGracePeriodSeconds(TerminationGracePeriod).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsNonRoot(true).
 			WithRunAsUser(redisUID).
@@ -188,6 +189,7 @@ func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.Cont
 		// Redis says why it refuses to start (a bad directive) in its last log lines: the
 		// kubelet keeps them as the termination message, which the operator reports.
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
+		WithLifecycle(handoverHook(rc)).
 		WithPorts(corev1ac.ContainerPort().WithName("redis").WithContainerPort(RedisPort).WithProtocol(corev1.ProtocolTCP)).
 		WithReadinessProbe(corev1ac.Probe().
 			WithTCPSocket(corev1ac.TCPSocketAction().WithPort(port)).
@@ -206,11 +208,11 @@ func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.Cont
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithVolumeMounts(
 			corev1ac.VolumeMount().WithName(configVolume).WithMountPath(configDir).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName(authVolume).WithMountPath(authDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(authVolume).WithMountPath(AuthDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(dataVolume).WithMountPath(dataDir),
 		)
 	if rc.Spec.TLS != nil {
-		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(tlsVolume).WithMountPath(tlsDir).WithReadOnly(true))
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(tlsVolume).WithMountPath(TLSDir).WithReadOnly(true))
 	}
 	if rc.Spec.Cluster != nil {
 		// Each node tells the others its pod IP, which the file cannot hold. (apiVersion is

@@ -103,10 +103,10 @@ func BackupPod(b *cachev1.RedisBackup, rc *cachev1.RedisCluster, o BackupPodOpti
 	volumes := []corev1.Volume{claimVolume(backupVolume, claim, false)}
 	mounts := []corev1.VolumeMount{{Name: backupVolume, MountPath: backupDir}}
 	if rc.Spec.TLS != nil {
-		args = append(args, "--tls-dir="+tlsDir, "--server-name="+o.ServerName)
+		args = append(args, "--tls-dir="+TLSDir, "--server-name="+o.ServerName)
 		volumes = append(volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: rc.Spec.TLS.SecretName, DefaultMode: ptr.To[int32](0o440)}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsDir, ReadOnly: true})
+		mounts = append(mounts, corev1.VolumeMount{Name: tlsVolume, MountPath: TLSDir, ReadOnly: true})
 	}
 	name := BackupPodName(b)
 	if o.Shard != nil {

@@ -66,3 +66,33 @@ func DecideRollout(plan Plan, outdated map[string]bool, persistent bool) Rollout
 	}
 	return RolloutStep{Why: "outdated pods have no part in the cluster yet"}
 }
+
+// DecideHandover hands a shard whose primary's pod is being deleted (a drain's eviction, kubectl
+// delete pod) to one of its replicas with CLUSTER FAILOVER while the primary still answers (the
+// pod's preStop hook holds its SIGTERM until it is a replica): Redis carries it out only once the
+// replica has every write the primary acknowledged, so nothing is lost, and the slots are served
+// on without waiting for cluster-node-timeout after the pod is gone. terminating are the pods
+// being deleted, nodes each pod's machine: the replica is one whose pod stays, on another machine
+// than the primary's where the shard has one (a drain takes the whole machine). Without such a
+// replica there is no step: Redis Cluster fails over once the primary is gone, if it can.
+func DecideHandover(plan Plan, terminating map[string]bool, nodes map[string]string) RolloutStep {
+	for _, sh := range plan.Shards {
+		if sh.Primary == "" || !terminating[sh.Primary] {
+			continue
+		}
+		target := ""
+		for _, r := range sh.Replicas {
+			if terminating[r] {
+				continue
+			}
+			if target == "" || (nodes[target] == nodes[sh.Primary] && nodes[r] != nodes[sh.Primary]) {
+				target = r
+			}
+		}
+		if target != "" {
+			return RolloutStep{Kind: Failover, Pod: target, Shard: sh.Index,
+				Why: fmt.Sprintf("the pod of its primary %s is being deleted", sh.Primary)}
+		}
+	}
+	return RolloutStep{}
+}

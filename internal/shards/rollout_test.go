@@ -61,3 +61,35 @@ func TestAShardOfOneNodeIsReplacedOnlyWhenItsDataIsOnAVolume(t *testing.T) {
 	assert.Equal(t, shards.ReplacePod, step.Kind)
 	assert.Equal(t, "rc-shard2-0", step.Pod)
 }
+
+func TestHandoverGivesAShardWhosePrimarysPodIsBeingDeletedToAReplicaThatStays(t *testing.T) {
+	twoReplicas := func() shards.Plan {
+		p := settled()
+		p.Shards[0].Replicas = []string{"rc-shard0-1", "rc-shard0-2"}
+		return p
+	}
+	nodes := map[string]string{"rc-shard0-0": "node-1", "rc-shard0-1": "node-1", "rc-shard0-2": "node-2", "rc-shard1-1": "node-2", "rc-shard1-0": "node-3"}
+	why := "the pod of its primary rc-shard0-0 is being deleted"
+	tests := []struct {
+		name        string
+		plan        func() shards.Plan
+		terminating map[string]bool
+		want        shards.RolloutStep
+	}{
+		{"no pod going away", settled, nil, shards.RolloutStep{}},
+		{"a replica's pod going away: nothing to hand over", settled, map[string]bool{"rc-shard0-1": true}, shards.RolloutStep{}},
+		{"a primary's pod going away: its replica takes over", settled, map[string]bool{"rc-shard0-0": true},
+			shards.RolloutStep{Kind: shards.Failover, Pod: "rc-shard0-1", Shard: 0, Why: why}},
+		{"a replica on another machine than the primary's goes first (a drain takes the machine)", twoReplicas, map[string]bool{"rc-shard0-0": true},
+			shards.RolloutStep{Kind: shards.Failover, Pod: "rc-shard0-2", Shard: 0, Why: why}},
+		{"a replica whose own pod is going away is passed over", twoReplicas, map[string]bool{"rc-shard0-0": true, "rc-shard0-2": true},
+			shards.RolloutStep{Kind: shards.Failover, Pod: "rc-shard0-1", Shard: 0, Why: why}},
+		{"every pod of the shard going away: nothing", settled, map[string]bool{"rc-shard0-0": true, "rc-shard0-1": true}, shards.RolloutStep{}},
+		{"a shard without replicas: nothing", settled, map[string]bool{"rc-shard2-0": true}, shards.RolloutStep{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, shards.DecideHandover(tc.plan(), tc.terminating, nodes))
+		})
+	}
+}

@@ -47,15 +47,22 @@ type RolloutStep struct {
 	Reason string
 }
 
-// DecideRollout chooses at most one disruptive step: a switchover off a pod that scale-in
-// removes, or the replacement of one outdated pod, replicas first (highest ordinal first), the
-// primary last and only after a switchover to an up-to-date replica.
+// DecideRollout chooses at most one disruptive step: a switchover off a primary whose pod is
+// being deleted or that scale-in removes, or the replacement of one outdated pod, replicas first
+// (highest ordinal first), the primary last and only after a switchover to an up-to-date
+// replica.
 //
 // Safety: nothing moves unless every node serves and no pod is still going away, so a step
 // never takes down a second node while one is missing, and the primary's pod is replaced only
-// when no replica could take its role (a single node). The one exception serves nothing: an
-// outdated pod whose Redis keeps exiting.
+// when no replica could take its role (a single node). Two exceptions: an outdated pod whose
+// Redis keeps exiting serves nothing; and a primary whose pod is going away anyway (a drain, a
+// delete) is switched over to a caught-up replica whose pod stays, whatever the others do: the
+// switchover loses no acknowledged write (it holds the primary's writes until the replica has
+// them all), where waiting would leave a failover once the pod is gone.
 func DecideRollout(v View, in RolloutInput) RolloutStep {
+	if step, ok := handOverFromTerminatingPrimary(v, in); ok {
+		return step
+	}
 	// An outdated pod whose Redis keeps exiting serves nothing and holds nothing a client was
 	// told is written: replacing it is how a fixed spec (a directive Redis refused) reaches it.
 	if in.RevisionKnown {
@@ -101,4 +108,29 @@ func DecideRollout(v View, in RolloutInput) RolloutStep {
 		return RolloutStep{Action: RolloutReplacePod, Pod: primary.Name, Role: "the only node; writes pause until it is back"}
 	}
 	return RolloutStep{Action: RolloutSwitchover, From: primary, To: target, Reason: "rolling out the new spec, replicas are done"}
+}
+
+// handOverFromTerminatingPrimary is the switchover off a primary whose pod is being deleted,
+// while its Redis still answers (the pod's preStop hook holds its SIGTERM until it is a
+// replica): to the caught-up replica holding the most, among those whose pods stay. ok is
+// false when the primary's pod is not going away; a step without an action means it is, but
+// no replica can take the role now.
+func handOverFromTerminatingPrimary(v View, in RolloutInput) (RolloutStep, bool) {
+	terminating := map[string]bool{}
+	for _, p := range in.Pods {
+		terminating[p.Name] = p.Terminating
+	}
+	primary, ok := v.Find(v.Primary)
+	if !ok || !terminating[primary.Name] {
+		return RolloutStep{}, false
+	}
+	if !primary.IsPrimary() {
+		return RolloutStep{}, true
+	}
+	target, ok := v.BestReplica(func(o Observed) bool { return !terminating[o.Name] && o.Ordinal < in.Replicas })
+	if !ok {
+		return RolloutStep{}, true
+	}
+	return RolloutStep{Action: RolloutSwitchover, From: primary, To: target,
+		Reason: fmt.Sprintf("the pod of %s is being deleted", primary.Name)}, true
 }

@@ -64,6 +64,36 @@ func TestDecideRollout(t *testing.T) {
 			view: healthy, in: RolloutInput{Replicas: 3, Pods: []Pod{{Name: "r-0"}, {Name: "r-1", Terminating: true}, {Name: "r-2", Outdated: true}}, RevisionKnown: true},
 		},
 		{
+			name: "the primary's pod is being deleted (a drain): switch over to the caught-up replica with the most data, even with an outdated pod and the revision unknown",
+			view: healthy, in: RolloutInput{Replicas: 3, Pods: []Pod{{Name: "r-0", Terminating: true}, {Name: "r-1", Outdated: true}, {Name: "r-2"}}},
+			wantAction: RolloutSwitchover, wantFrom: "r-0", wantTo: "r-2",
+		},
+		{
+			name:       "the primary's pod is being deleted and a replica does not serve: switch over to the one that does",
+			view:       View{Primary: "r-0", Nodes: []Observed{primaryNode("r-0", 0, 100), replicaNode("r-1", 1, "r-0", true, 90), downNode("r-2", 2, errRefused)}},
+			in:         RolloutInput{Replicas: 3, Pods: []Pod{{Name: "r-0", Terminating: true}, {Name: "r-1"}, {Name: "r-2"}}},
+			wantAction: RolloutSwitchover, wantFrom: "r-0", wantTo: "r-1",
+		},
+		{
+			name: "the primary's pod and the best replica's are both going away: the other replica takes the role",
+			view: healthy, in: RolloutInput{Replicas: 3, Pods: []Pod{{Name: "r-0", Terminating: true}, {Name: "r-1"}, {Name: "r-2", Terminating: true}}},
+			wantAction: RolloutSwitchover, wantFrom: "r-0", wantTo: "r-1",
+		},
+		{
+			name: "the primary's pod is being deleted and no replica is caught up: nothing (a failover follows if it goes)",
+			view: View{Primary: "r-0", Nodes: []Observed{primaryNode("r-0", 0, 100), replicaNode("r-1", 1, "r-0", false, 90)}},
+			in:   RolloutInput{Replicas: 2, Pods: []Pod{{Name: "r-0", Terminating: true}, {Name: "r-1"}}},
+		},
+		{
+			name: "every pod is being deleted (the RedisCluster is): nothing",
+			view: healthy, in: RolloutInput{Replicas: 3, Pods: []Pod{{Name: "r-0", Terminating: true}, {Name: "r-1", Terminating: true}, {Name: "r-2", Terminating: true}}},
+		},
+		{
+			name: "the primary's pod is being deleted but its Redis no longer answers: nothing (the failover's to decide)",
+			view: View{Primary: "r-0", Nodes: []Observed{downNode("r-0", 0, errRefused), replicaNode("r-1", 1, "r-0", true, 90)}},
+			in:   RolloutInput{Replicas: 2, Pods: []Pod{{Name: "r-0", Terminating: true}, {Name: "r-1"}}},
+		},
+		{
 			name:       "scale-in removes the primary's pod: switch over to a pod that stays, even before the revision is known",
 			view:       View{Primary: "r-2", Nodes: []Observed{replicaNode("r-0", 0, "r-2", true, 80), replicaNode("r-1", 1, "r-2", true, 90), primaryNode("r-2", 2, 100)}},
 			in:         RolloutInput{Replicas: 2, Pods: pods()},

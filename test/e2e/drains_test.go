@@ -1,0 +1,134 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/partition"
+)
+
+// Planned maintenance: a node drained (kubectl drain: every pod evicted, the PodDisruptionBudget
+// letting one Redis pod go at a time), a pod deleted, a rollout. The operator hands the primary
+// role over before the primary's Redis stops (the pod's preStop hook holds its SIGTERM until the
+// node is a replica), so clients through the Service see a short pause and lose nothing.
+
+// drain drains node as a cluster upgrade does (DaemonSets stay, emptyDir data goes with its
+// pod) and returns once every pod it evicted is gone; the node stays cordoned until uncordon.
+func drain(t *testing.T, node string) {
+	t.Helper()
+	t.Cleanup(func() { _ = cluster.Kubectl("uncordon", node) }) // a no-op once uncordoned
+	cluster.MustKubectl(t, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s")
+}
+
+// handedOver asserts that rc's primary changed by switchovers (the SwitchedOver Event) and never
+// by a failover (FailedOver): the role moved while the old primary still answered.
+func handedOver(t *testing.T, rc *cachev1.RedisCluster) {
+	t.Helper()
+	events := func(reason string) string {
+		return cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+rc.Name+",reason="+reason,
+			"-o", "jsonpath={.items[*].message}")
+	}
+	assert.Empty(t, events(cachev1.EventFailedOver), "no failover: the primary was handed over before its Redis stopped")
+	assert.Contains(t, events(cachev1.EventSwitchedOver), "is being deleted", "switchovers")
+}
+
+// readyOnEveryNode waits until rc is Ready with each pod on a node of its own (Resilient).
+func readyOnEveryNode(t *testing.T, rc *cachev1.RedisCluster) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready")
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionResilient), "Resilient: %+v", got.Status.Conditions)
+	}, 2*waitFor, tick)
+}
+
+// The primary's pod deleted (kubectl delete pod, gracefully), then its node drained, then every
+// node drained in turn (a cluster upgrade: drain, uncordon, the next), all under one workload of
+// three clients through the primary Service (WAIT 1). Each time the primary's pod goes, the
+// operator switches the role over to a replica on another node while the old primary still
+// answers: no failover, nothing acknowledged lost, and the longest time without an acknowledged
+// write is printed for each.
+func TestDrainsAndDeletesHandThePrimaryOverBeforeItsRedisStops(t *testing.T) {
+	needsNodes(t, 3)
+	rc := readyCluster(t, "drains", nil)
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), rc) })
+	readyOnEveryNode(t, rc)
+
+	var steps []string
+	outcome := scenario{partition: func(t *testing.T, _ *partition.Net, _ map[string]partition.Member, primary string, _ partition.Member) {
+		// The primary's pod deleted: the StatefulSet brings it back, as a replica.
+		start := time.Now()
+		cluster.MustKubectl(t, "-n", ns, "delete", "pod", primary, "--wait=true")
+		steps = append(steps, fmt.Sprintf("delete pod %s: %.1fs", primary, time.Since(start).Seconds()))
+		readyOnEveryNode(t, rc)
+
+		// Its node drained, then every node in turn.
+		first := nodeOf(t, ns, redisClusterNamed(t, rc.Name).Status.Primary)
+		order := []string{first}
+		for _, n := range cluster.Nodes() {
+			if n != first {
+				order = append(order, n)
+			}
+		}
+		for _, node := range order {
+			before := redisClusterNamed(t, rc.Name).Status.Primary
+			held := nodeOf(t, ns, before) == node
+			start := time.Now()
+			drain(t, node)
+			if held {
+					}
+			readyAgain(t, rc)
+			cluster.MustKubectl(t, "uncordon", node)
+			steps = append(steps, fmt.Sprintf("drain %s (primary %s there: %t): %.1fs", node, before, held, time.Since(start).Seconds()))
+			// The evicted pod came back on another node: the next drain may take two of them,
+			// one at a time.
+			readyAgain(t, rc)
+		}
+	}}.run(t, rc)
+
+	t.Logf("%s; longest without an acknowledged write %s over %d acknowledged writes",
+		strings.Join(steps, "; "), outcome.NoWritablePrimary.Round(time.Millisecond), outcome.Acknowledged)
+	assert.Empty(t, outcome.Lost, "acknowledged writes lost")
+	assert.Empty(t, outcome.ByNonPrimary, "writes acknowledged by a node that was not the primary of record")
+	assert.Positive(t, outcome.Acknowledged)
+	assert.Less(t, outcome.NoWritablePrimary, 2*time.Second, "a switchover's pause, not a failover's wait")
+	handedOver(t, rc)
+}
+
+// Cluster mode, three shards of two on three nodes: the node of shard 0's primary drained under
+// three cluster clients (WAIT 1). The operator hands the shard to its replica with CLUSTER
+// FAILOVER while the primary still answers (Redis waits until the replica has every write):
+// every slot stays served, nothing acknowledged is lost.
+func TestDrainAShardPrimarysNodeHandsTheShardOver(t *testing.T) {
+	needsNodes(t, 3)
+	rc := shardedCluster(t, "sharded-drain")
+	require.EventuallyWithT(t, func(c *assert.CollectT) { rc = redisClusterNamed(c, rc.Name); assert.Len(c, primariesByNode(c, rc), 3) }, 2*waitFor, tick)
+	victim := rc.Status.Shards[0].Primary
+	node := nodeOf(t, ns, victim)
+
+	var took time.Duration
+	report, after := shardedScenario{partition: func(t *testing.T, _ *partition.Net) {
+		start := time.Now()
+		drain(t, node)
+		took = time.Since(start)
+		replaced(t, rc, victim)
+		cluster.MustKubectl(t, "uncordon", node)
+	}}.run(t, rc)
+	t.Logf("drain %s (shard 0's primary %s): %.1fs; longest without an acknowledged write %s over %d acknowledged writes; primaries after %v",
+		node, victim, took.Seconds(), report.NoWritablePrimary.Round(time.Millisecond), report.Acknowledged, primariesOf(after))
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	assert.Positive(t, report.Acknowledged)
+	events := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged,
+		"-o", "jsonpath={.items[*].message}")
+	assert.Contains(t, events, "takes over shard 0 while its primary still answers: the pod of its primary "+victim+" is being deleted")
+}
