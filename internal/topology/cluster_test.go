@@ -542,3 +542,23 @@ func TestAFullRestartWithTheAppendOnlyFileKeepsEveryAcknowledgedWrite(t *testing
 	}
 	c.eventuallyEverywhere(ctx, acked[len(acked)-1], strconv.Itoa(len(acked)-1), 15*time.Second)
 }
+
+// The operator's context ends while it switches over (its pod evicted by the drain that evicts
+// the primary's): the switchover still runs to its end, so the cluster is never left with the old
+// primary demoted and nobody promoted.
+func TestASwitchoverWhoseCallerGoesAwayStillPromotes(t *testing.T) {
+	c := newCluster(t, 3, "")
+	c.converge(context.Background())
+	view := topology.Observe(context.Background(), c.exec.Dial, c.members(), c.currentPrimary())
+	from, to := view.Nodes[0], view.Nodes[2]
+
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	steps, err := c.exec.Switchover(ended, from, to, view, 5*time.Second)
+
+	require.NoError(t, err)
+	assert.Len(t, steps, 4)
+	info, err := c.exec.Dial(c.server(to.Name).Addr()).Replication(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, redis.RolePrimary, info.Role)
+}

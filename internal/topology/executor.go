@@ -70,7 +70,13 @@ func (e Executor) Apply(ctx context.Context, plan Plan, v View) ([]Step, error) 
 // has every byte of the replication stream, demotes the old primary, promotes the target and
 // points the other nodes at it. Writes held during the switch fail on the demoted primary
 // (READONLY) and are retried by clients on the new one; none that was acknowledged is lost.
+//
+// Once started, it runs to its end (at most maxPause) even when ctx ends: an operator that shuts
+// down (its pod evicted by the same drain that evicts the primary's) and stopped between the
+// demotion and the promotion would leave no primary until a failover.
 func (e Executor) Switchover(ctx context.Context, from, to Observed, v View, maxPause time.Duration) ([]Step, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maxPause)
+	defer cancel()
 	old := e.Dial(from.Addr)
 	defer old.Close()
 	target := e.Dial(to.Addr)

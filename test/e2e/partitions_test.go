@@ -270,7 +270,7 @@ func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 	report := history.Check(rec.Ops(), final, terms())
 	failovers := len(terms()) - 1
 	t.Logf("%s: primary %s before, %s after, %d changes; %s", t.Name(), rc.Status.Primary, after.Status.Primary, failovers, report)
-	return outcome{Report: report, primaryChanges: failovers}
+	return outcome{Report: report, primaryChanges: failovers, ops: rec.Ops()}
 }
 
 // outcome is what a scenario's run found.
@@ -278,6 +278,8 @@ type outcome struct {
 	history.Report
 	// primaryChanges are the changes of the primary of record during the run.
 	primaryChanges int
+	// ops are the clients' operations, for a timeline of a gap.
+	ops []history.Op
 }
 
 // pollPrimary records the primary of record (status.primary) every 100ms until ctx ends; the

@@ -114,6 +114,8 @@ type Report struct {
 	// NoWritablePrimary is the longest time no write was acknowledged while writes were tried:
 	// from the last acknowledgement before a failed write to the first one after it.
 	NoWritablePrimary time.Duration
+	// Gaps are the stretches NoWritablePrimary is the longest of, in order.
+	Gaps []Gap
 	// SlowestAcknowledged is the longest an acknowledged write took (a slow link shows here).
 	SlowestAcknowledged time.Duration
 	// Unacknowledged counts the writes not acknowledged by why: the error's first word (a
@@ -166,9 +168,18 @@ func Check(ops []Op, final map[string]string, terms []Term) Report {
 			r.StaleWindow = max(r.StaleWindow, op.Start.Sub(w.End))
 		}
 	}
-	r.NoWritablePrimary = longestWithoutWrite(writes)
+	r.Gaps = gapsWithoutWrite(writes)
+	for _, g := range r.Gaps {
+		r.NoWritablePrimary = max(r.NoWritablePrimary, g.Length())
+	}
 	return r
 }
+
+// Gap is a stretch without an acknowledged write while writes were tried.
+type Gap struct{ From, To time.Time }
+
+// Length is how long the gap lasted.
+func (g Gap) Length() time.Duration { return g.To.Sub(g.From) }
 
 // primaryAt is the primary of record at t: the last term that began at or before it.
 func primaryAt(terms []Term, t time.Time) string {
@@ -182,15 +193,15 @@ func primaryAt(terms []Term, t time.Time) string {
 	return primary
 }
 
-// longestWithoutWrite is the longest stretch between two acknowledgements (or the first write's
-// start and the first acknowledgement, or the last acknowledgement and the last write's end)
-// during which a write was tried and failed.
-func longestWithoutWrite(writes []Op) time.Duration {
+// gapsWithoutWrite are the stretches between two acknowledgements (or the first write's start
+// and the first acknowledgement, or the last acknowledgement and the last write's end) during
+// which a write was tried and failed.
+func gapsWithoutWrite(writes []Op) []Gap {
 	if len(writes) == 0 {
-		return 0
+		return nil
 	}
 	slices.SortFunc(writes, func(a, b Op) int { return a.End.Compare(b.End) })
-	var longest time.Duration
+	var gaps []Gap
 	last := slices.MinFunc(writes, func(a, b Op) int { return a.Start.Compare(b.Start) }).Start
 	failed := false
 	for _, w := range writes {
@@ -199,14 +210,14 @@ func longestWithoutWrite(writes []Op) time.Duration {
 			continue
 		}
 		if failed {
-			longest = max(longest, w.End.Sub(last))
+			gaps = append(gaps, Gap{From: last, To: w.End})
 		}
 		last, failed = w.End, false
 	}
 	if failed {
-		longest = max(longest, writes[len(writes)-1].End.Sub(last))
+		gaps = append(gaps, Gap{From: last, To: writes[len(writes)-1].End})
 	}
-	return longest
+	return gaps
 }
 
 // why names an error for counting: a Redis error by its code (its first word, in capitals, such as
@@ -299,4 +310,34 @@ func (r Report) unacknowledged() string {
 		parts = append(parts, fmt.Sprintf("%s x%d", reason, r.Unacknowledged[reason]))
 	}
 	return "; not acknowledged: " + strings.Join(parts, ", ")
+}
+
+// Timeline says, client by client, how the writes that ended within [from, to] went: each change
+// of outcome (acknowledged by which node, or why not) with its time after from. It explains a gap.
+func Timeline(ops []Op, from, to time.Time) string {
+	byClient := map[string][]Op{}
+	for _, op := range ops {
+		if op.Kind == Write && !op.End.Before(from) && !op.End.After(to) {
+			byClient[op.Client] = append(byClient[op.Client], op)
+		}
+	}
+	var b strings.Builder
+	for _, c := range slices.Sorted(maps.Keys(byClient)) {
+		writes := byClient[c]
+		slices.SortFunc(writes, func(a, b Op) int { return a.End.Compare(b.End) })
+		b.WriteString(c + ":")
+		last := ""
+		for _, w := range writes {
+			outcome := "ok " + w.Node
+			if w.Err != nil {
+				outcome = why(w.Err)
+			}
+			if outcome != last {
+				fmt.Fprintf(&b, " +%dms %s;", w.End.Sub(from).Milliseconds(), outcome)
+				last = outcome
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
