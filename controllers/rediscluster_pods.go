@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +42,11 @@ func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.Redis
 	}
 	state.pods = pods.Items
 	state.exited = exitedNode(pods.Items)
+	stranded, err := r.strandedPods(ctx, pods.Items)
+	if err != nil {
+		return err
+	}
+	state.stranded = stranded
 	state.members = membersOf(pods.Items)
 	state.dial = r.dialer(rc, state)
 	return nil
@@ -59,6 +65,68 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 		}
 	}
 	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.login(), addrs)
+}
+
+// strandedPod is a pod whose machine (its Kubernetes node) is not ready: the node controller
+// found its kubelet silent, or the node is gone. Its Redis answers nobody; Kubernetes lets the
+// pod go only once the machine comes back or is marked out of service.
+type strandedPod struct {
+	pod, node   string
+	terminating bool
+}
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// strandedPods are the pods on nodes that are not ready (or no longer exist), read from the
+// cache of nodes, by pod name.
+func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]strandedPod, error) {
+	var out []strandedPod
+	ready := map[string]bool{}
+	for _, p := range pods {
+		name := p.Spec.NodeName
+		if name == "" {
+			continue
+		}
+		if _, seen := ready[name]; !seen {
+			node := &corev1.Node{}
+			err := r.Get(ctx, client.ObjectKey{Name: name}, node)
+			if client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("reading node %s: %w", name, err)
+			}
+			ready[name] = err == nil && nodeReady(node)
+		}
+		if !ready[name] {
+			out = append(out, strandedPod{pod: p.Name, node: name, terminating: p.DeletionTimestamp != nil})
+		}
+	}
+	return out, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// replicasNotReady is Ready False while fewer nodes are ready than wanted (both modes), naming
+// the pods whose machines are not ready, and what lets a pod deleted there go.
+func replicasNotReady(ready, want int32, stranded []strandedPod) *metav1.Condition {
+	counted := fmt.Sprintf("%d of %d Redis nodes are ready", ready, want)
+	if len(stranded) == 0 {
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady, counted)
+	}
+	var says []string
+	for _, s := range stranded {
+		say := fmt.Sprintf("%s is on node %s, which is not ready", s.pod, s.node)
+		if s.terminating {
+			say += fmt.Sprintf("; its pod is being deleted, and stays until %s comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node", s.node)
+		}
+		says = append(says, say)
+	}
+	return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonNodeNotReady, counted+": "+strings.Join(says, "; "))
 }
 
 // nodeExit is why a node's Redis is down while its container waits out a restart back-off:

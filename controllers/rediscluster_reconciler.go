@@ -189,6 +189,8 @@ type reconcileState struct {
 	dial topology.Dialer
 	// exited says why a node's Redis is down and restarted with back-off; nil when none is.
 	exited *nodeExit
+	// stranded are the pods on machines that are not ready (lost, powered off, cut off).
+	stranded []strandedPod
 	// childrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
 	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
 	// the health check then leaves them alone.

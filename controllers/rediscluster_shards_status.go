@@ -129,8 +129,7 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 	case state.err != nil || degraded.Status == metav1.ConditionTrue:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case rc.Status.ReadyReplicas < want || len(state.shards.statefulSets) < int(rc.Spec.Cluster.Shards):
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
-			fmt.Sprintf("%d of %d Redis nodes are ready", rc.Status.ReadyReplicas, want))
+		return replicasNotReady(rc.Status.ReadyReplicas, want, state.stranded)
 	case state.wait != nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
 	case plan == nil:

@@ -177,8 +177,7 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 	case state.wait != nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
 	case state.wroteStatefulSet() || !stsObserved(state.replication.statefulSet) || ready < rc.Spec.Replicas:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady,
-			fmt.Sprintf("%d of %d Redis nodes are ready", ready, rc.Spec.Replicas))
+		return replicasNotReady(ready, rc.Spec.Replicas, state.stranded)
 	case degraded.Status == metav1.ConditionTrue:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case !replicationServing(rc):

@@ -283,3 +283,25 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	assert.Equal(t, 2*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}}))
 	assert.Equal(t, time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: time.Second}, replication: replicationState{view: serving}}))
 }
+
+func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {
+	tests := []struct {
+		name         string
+		stranded     []strandedPod
+		reason, says string
+	}{
+		{"no machine lost: the count", nil, cachev1.ReasonReplicasNotReady, "2 of 3 Redis nodes are ready"},
+		{"a pod on a machine that is not ready", []strandedPod{{pod: "sessions-0", node: "node-2"}}, cachev1.ReasonNodeNotReady,
+			"2 of 3 Redis nodes are ready: sessions-0 is on node node-2, which is not ready"},
+		{"its pod being deleted: what lets it go", []strandedPod{{pod: "sessions-0", node: "node-2", terminating: true}}, cachev1.ReasonNodeNotReady,
+			"2 of 3 Redis nodes are ready: sessions-0 is on node node-2, which is not ready; its pod is being deleted, and stays until node-2 comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := replicasNotReady(2, 3, tc.stranded)
+			assert.Equal(t, metav1.ConditionFalse, c.Status)
+			assert.Equal(t, tc.reason, c.Reason)
+			assert.Equal(t, tc.says, c.Message)
+		})
+	}
+}

@@ -42,6 +42,10 @@ const (
 	ReasonAllReplicasReady = "AllReplicasReady"
 	// ReasonReplicasNotReady (Ready=False): fewer nodes are ready than spec.replicas.
 	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonNodeNotReady (Ready=False): fewer nodes are ready than wanted, and some of their pods
+	// are on Kubernetes nodes that are not ready (a machine lost, powered off or cut off); the
+	// message names each pod and its node, and what lets a pod deleted there start elsewhere.
+	ReasonNodeNotReady = "NodeNotReady"
 	// ReasonRolloutInProgress (Progressing=True): the StatefulSet is rolling out a change.
 	ReasonRolloutInProgress = "RolloutInProgress"
 	// ReasonRolloutComplete (Progressing=False): the StatefulSet runs the current spec.

@@ -109,8 +109,6 @@ func TestDrainsAndDeletesHandThePrimaryOverBeforeItsRedisStops(t *testing.T) {
 			held := nodeOf(t, ns, before) == node
 			start := time.Now()
 			drain(t, node)
-			if held {
-					}
 			readyAgain(t, rc)
 			cluster.MustKubectl(t, "uncordon", node)
 			steps = append(steps, step{fmt.Sprintf("drain %s (primary %s there: %t)", node, before, held), start, time.Now()})
