@@ -398,15 +398,6 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if reconciler.BackupsServed, err = backupsServed(cfg, opts.WatchNamespaces); err != nil {
 		return nil, err
 	}
-	// The connections are opened by reconciles, which only the leader runs, and closed when
-	// the manager stops.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		<-ctx.Done()
-		connections.Close()
-		return nil
-	})); err != nil {
-		return nil, fmt.Errorf("adding the Redis connections' closer: %w", err)
-	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)
 	}
@@ -447,5 +438,21 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("adding ready check: %w", err)
 		}
 	}
-	return mgr, nil
+	return closingManager{Manager: mgr, close: connections.Close}, nil
+}
+
+// closingManager closes the Redis connections once the manager has stopped, after every
+// reconcile returned. A runnable of its own closed them as soon as the stop began, beside the
+// reconcilers (one group, stopped at once): a switchover in flight when the operator's pod was
+// evicted (the drain that evicts the primary's pod) lost its connections between the demotion
+// and the promotion, and left no primary until the next operator failed over.
+type closingManager struct {
+	ctrl.Manager
+	close func()
+}
+
+// Start runs the manager until ctx ends and it has stopped, then closes the connections.
+func (m closingManager) Start(ctx context.Context) error {
+	defer m.close()
+	return m.Manager.Start(ctx)
 }

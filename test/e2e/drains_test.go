@@ -40,6 +40,8 @@ func handedOver(t *testing.T, rc *cachev1.RedisCluster) {
 	}
 	assert.Empty(t, events(cachev1.EventFailedOver), "no failover: the primary was handed over before its Redis stopped")
 	assert.Contains(t, events(cachev1.EventSwitchedOver), "is being deleted", "switchovers")
+	hooks := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=FailedPreStopHook", "-o", "jsonpath={.items[*].message}")
+	assert.Empty(t, hooks, "every preStop hook ran to its end")
 }
 
 // step is one disruption of a scenario, for its figures.

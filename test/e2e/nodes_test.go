@@ -223,3 +223,94 @@ func TestNodeLossAShardPrimarysMachineLosesPower(t *testing.T) {
 		"-o", "jsonpath={.items[*].message}")
 	assert.Contains(t, events, "to keep each primary on a machine of its own", "an Event says why a shard changed hands")
 }
+
+// The primary's machine hangs (every process of the node stopped: the kubelet, containerd and
+// Redis), under three clients through the primary Service (WAIT 1): its Redis accepts
+// connections and answers nothing, so the operator promotes a replica on another node within
+// unreachableTimeout and its check, and the clients reconnect to it. The machine resumes before
+// Kubernetes gives it up: the old primary, which believed itself primary throughout, is demoted
+// to a replica of the new one, and acknowledges nothing of its own (no split brain); nothing
+// acknowledged is lost.
+func TestNodeLossThePrimarysMachineFreezesThenResumes(t *testing.T) {
+	needsNodes(t, 3)
+	rc := sharedCluster(t, 0)
+	primary := rc.Status.Primary
+	node := nodeOf(t, ns, primary)
+	operatorOffNode(t, node)
+
+	var frozen, promoted time.Time
+	outcome := scenario{partition: func(t *testing.T, _ *partition.Net, _ map[string]partition.Member, primary string, _ partition.Member) {
+		frozen = time.Now()
+		require.NoError(t, cluster.FreezeNode(node))
+		t.Cleanup(func() { _ = cluster.ThawNode(node) }) // a no-op once thawed
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := redisClusterNamed(c, rc.Name)
+			assert.NotEqual(c, primary, got.Status.Primary, "a replica is promoted")
+			assert.NotEmpty(c, got.Status.Primary)
+		}, waitFor, 50*time.Millisecond)
+		promoted = time.Now()
+		time.Sleep(2 * time.Second)
+		require.NoError(t, cluster.ThawNode(node))
+	}}.run(t, rc)
+
+	t.Logf("node %s (primary %s) frozen: a new primary on record %.1fs later; longest without an acknowledged write %s",
+		node, primary, promoted.Sub(frozen).Seconds(), outcome.NoWritablePrimary.Round(time.Millisecond))
+	assert.Empty(t, outcome.Lost, "acknowledged writes lost")
+	assert.Empty(t, outcome.ByNonPrimary, "writes acknowledged by a node that was not the primary of record")
+	assert.Less(t, promoted.Sub(frozen), unreachableTimeout+5*time.Second, "promoted within unreachableTimeout and a few checks")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady))
+		for _, n := range got.Status.Nodes {
+			if n.Name == primary {
+				assert.Equal(c, cachev1.RoleReplica, n.Role, "the old primary is a replica once thawed")
+			}
+		}
+	}, 2*waitFor, tick)
+}
+
+// A machine lost for good (powered off, not coming back) with the primary on it: a replica on
+// another node takes over, and the old primary's pod stays on the lost node, its Redis out of
+// reach: not counted, out of the Services, never promoted, and named by the status once
+// Kubernetes marks the node NotReady (Ready False, NodeNotReady: the pod and its node). Kubernetes
+// does not let a StatefulSet's pod on a silent node go by itself (it cannot know the machine is
+// off rather than cut off); once the administrator marks the node out of service (the taint of
+// non-graceful node shutdown), it deletes the pod, and the StatefulSet starts it again on another
+// node: without storage, a new replica that syncs from the primary. Ready with every node.
+func TestNodeLossOutOfServiceBringsTheStrandedPodBackElsewhere(t *testing.T) {
+	needsNodes(t, 3)
+	ctx := context.Background()
+	rc := sharedCluster(t, 1)
+	primary := rc.Status.Primary
+	node := nodeOf(t, ns, primary)
+	operatorOffNode(t, node)
+
+	require.NoError(t, cluster.PowerOff(node))
+	t.Cleanup(func() { _ = cluster.PowerOn(node) })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		assert.NotEqual(c, primary, got.Status.Primary, "a replica is promoted")
+		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady)
+		require.NotNil(c, ready)
+		assert.Equal(c, cachev1.ReasonNodeNotReady, ready.Reason)
+		assert.Contains(c, ready.Message, fmt.Sprintf("%s is on node %s, which is not ready", primary, node))
+	}, 2*waitFor, tick, "the status names the pod and its lost node")
+	pod := &corev1.Pod{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: primary}, pod))
+	assert.Empty(t, pod.Labels["cache.example.com/role"], "the stranded pod is in no Service")
+
+	taint := "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+	marked := time.Now()
+	cluster.MustKubectl(t, "taint", "node", node, taint)
+	t.Cleanup(func() { _ = cluster.Kubectl("taint", "node", node, taint+"-") })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready: %+v", got.Status.Conditions)
+		assert.Len(c, got.Status.Nodes, 3)
+		assert.NotEqual(c, node, nodeOf(c, ns, primary), "the pod runs on another node")
+	}, 3*waitFor, tick)
+	t.Logf("node %s marked out of service: %s back on %s, Ready %.1fs later", node, primary, nodeOf(t, ns, primary), time.Since(marked).Seconds())
+
+	require.NoError(t, cluster.PowerOn(node))
+	cluster.MustKubectl(t, "taint", "node", node, taint+"-")
+}
