@@ -53,6 +53,8 @@ func (r *RedisClusterReconciler) wakeups() chan event.TypedGenericEvent[types.Na
 // Reconcile applies the children of one RedisCluster, manages its replication, then writes its
 // status once. It runs again after CheckInterval: the health check.
 func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, cancel := withStopGrace(ctx, stopGrace)
+	defer cancel()
 	rc := &cachev1.RedisCluster{}
 	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -279,4 +281,22 @@ func podToRedisCluster(_ context.Context, obj client.Object) []reconcile.Request
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// stopGrace is how long a reconcile runs on once the operator stops (its pod deleted or evicted),
+// within the pod's terminationGracePeriodSeconds (10 s).
+const stopGrace = 5 * time.Second
+
+// withStopGrace is ctx, ended stopGrace after parent ends rather than at once. A reconcile cut
+// off when the operator stops (the drain that evicts the primary's pod evicts the operator's
+// too) did its switchover but not the role labels and status that follow: the Service had no
+// primary until the next operator led (3 s on the local cluster). The lease is released only
+// once every reconcile returned, so no other operator acts meanwhile.
+func withStopGrace(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	stop := context.AfterFunc(parent, func() {
+		timer := time.AfterFunc(grace, cancel)
+		context.AfterFunc(ctx, func() { timer.Stop() })
+	})
+	return ctx, func() { stop(); cancel() }
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -304,4 +305,24 @@ func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {
 			assert.Equal(t, tc.says, c.Message)
 		})
 	}
+}
+
+// A reconcile goes on for its grace once the operator stops, then ends; one that returns first
+// releases its timer.
+func TestAReconcileRunsOnForItsGraceOnceTheOperatorStops(t *testing.T) {
+	parent, stop := context.WithCancel(context.Background())
+	ctx, cancel := withStopGrace(parent, 200*time.Millisecond)
+	defer cancel()
+	stop()
+	time.Sleep(50 * time.Millisecond)
+	assert.NoError(t, ctx.Err(), "still running just after the stop")
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("not ended after its grace")
+	}
+
+	running, cancelRunning := withStopGrace(context.Background(), time.Hour)
+	cancelRunning()
+	assert.Error(t, running.Err(), "a reconcile that returned ends its context")
 }
