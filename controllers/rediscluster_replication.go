@@ -42,6 +42,9 @@ type replicationState struct {
 	round topology.Round
 	// move is the change of primary this reconcile started (failover or switchover).
 	move *primaryMove
+	// primaryMoved is true when this reconcile made another node primary: view was observed
+	// before, and no longer says who serves.
+	primaryMoved bool
 }
 
 // The phases in this file act on what internal/topology decides: observe the nodes, fail over,
@@ -107,7 +110,7 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 		dataLost.WithLabelValues(rc.Namespace, rc.Name).Inc()
 	}
 	// A promotion stands even if repointing a replica failed afterwards: record it.
-	state.replication.view = state.replication.view.WithPrimary(round.Primary())
+	primaryChanged(state, round.Primary())
 	if err != nil {
 		return err
 	}
@@ -188,8 +191,7 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventSwitchedOver, "Switchover", "%s", strings.ToUpper(msg[:1])+msg[1:])
 	state.replication.move.done = true
 	state.rolled = true
-	// The labels follow on the next reconcile, from what the nodes then say.
-	state.replication.view = state.replication.view.WithPrimary(to)
+	primaryChanged(state, to)
 	if err != nil {
 		return fmt.Errorf("after the switchover from %s to %s: %w", from, to, err)
 	}
@@ -208,6 +210,14 @@ func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.Red
 		"Replacing pod %s (%s) to roll out the current spec", pod.Name, step.Role)
 	state.rolled = true
 	return nil
+}
+
+// primaryChanged records primary as the primary of this reconcile.
+func primaryChanged(state *reconcileState, primary string) {
+	if primary != state.replication.view.Primary && primary != "" {
+		state.replication.primaryMoved = true
+	}
+	state.replication.view = state.replication.view.WithPrimary(primary)
 }
 
 // announce records a change of primary before it starts and writes FailingOver at once, so
@@ -240,8 +250,17 @@ func (r *RedisClusterReconciler) recordSteps(rc *cachev1.RedisCluster, steps []t
 // reconcileRoleLabels labels the primary pod primary and each caught-up replica replica, and
 // removes the label from every other pod, so that the Services follow the primary. Removals go
 // first: two pods are never labelled primary.
-func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
-	desired := desiredRoleLabels(state.replication.view)
+//
+// After a change of primary in this reconcile it asks the nodes again: judged against the view
+// from before the change, no node serves, and every pod would lose its label (the Services their
+// endpoints) until the next reconcile, which an operator stopping right after a switchover (its
+// pod evicted by the same drain) never ran: 3 s without a primary in the e2e drain.
+func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	view := state.replication.view
+	if state.replication.primaryMoved {
+		view = observeReplication(ctx, rc, state)
+	}
+	desired := desiredRoleLabels(view)
 	var removals, additions []corev1.Pod
 	for _, p := range state.pods {
 		have, want := p.Labels[resources.LabelRole], desired[p.Name]
