@@ -1,6 +1,6 @@
-//go:build node
+//go:build e2e
 
-package localcluster_test
+package e2e
 
 import (
 	"context"
@@ -21,96 +21,83 @@ import (
 
 	"github.com/org/redis-operator/test/images"
 	"github.com/org/redis-operator/test/localcluster"
-	"github.com/org/redis-operator/test/node"
-	"github.com/org/redis-operator/test/testenv"
 )
 
-// Three real nodes, each in a zone of its own, and what happens to machines, done to them: a
-// Redis pod on each node reaches the others at their pods' addresses; a node powered off takes
-// its pod with it (nothing reaches it, the node goes NotReady) and, powered on, comes back Ready
-// with its pod running again; a frozen node's pod accepts connections and answers nothing
-// until it thaws; a cut node's pod is out of reach until it joins again. Then the cluster stops
-// and leaves the machine as it was.
-func TestThreeNodesLoseAndRegainMachines(t *testing.T) {
-	require.NoError(t, node.Required())
+// The e2e cluster's three real nodes, each in a zone of its own, and what happens to machines,
+// done to them, before any RedisCluster relies on it: a Redis pod on each node reaches the
+// others at their pods' addresses; a node powered off takes its pod with it (nothing reaches
+// it, the node goes NotReady) and, powered on, comes back Ready with its pod running again; a
+// frozen node's pod accepts connections and answers nothing until it thaws; a cut node's pod is
+// out of reach until it joins again. (The suite checks, once the cluster stops, that the
+// machine is as it found it.)
+func TestMachinesLoseAndRegainPowerFreezeAndAreCut(t *testing.T) {
+	needsNodes(t, 3)
 	ctx := context.Background()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	before := node.Snapshot()
-	c, err := localcluster.StartOnRealNodes(ctx, root, t.TempDir(), 3)
-	require.NoError(t, err)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			c.Stop()
-		}
-	})
-	require.Equal(t, []string{"node-1", "node-2", "node-3"}, c.Nodes())
-	for i, name := range c.Nodes() {
+	require.Equal(t, []string{"node-1", "node-2", "node-3"}, cluster.Nodes())
+	for i, name := range cluster.Nodes() {
 		n := &corev1.Node{}
-		require.NoError(t, c.Client.Get(ctx, client.ObjectKey{Name: name}, n))
+		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: name}, n))
 		assert.Equal(t, fmt.Sprintf("zone-%d", i+1), n.Labels[localcluster.ZoneLabel], name)
 		assert.Equal(t, name, n.Labels[corev1.LabelHostname])
 	}
 
 	ns := "machines"
-	require.NoError(t, c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	require.NoError(t, cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	t.Cleanup(func() {
+		_ = cluster.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 	ips := map[string]string{}
-	for _, name := range c.Nodes() {
-		require.NoError(t, c.Client.Create(ctx, redisPodOn(ns, name)))
+	for _, name := range cluster.Nodes() {
+		require.NoError(t, cluster.Client.Create(ctx, redisPodOn(ns, name)))
 	}
-	for _, name := range c.Nodes() {
-		ips[name] = waitPodRunning(t, c, ns, "redis-"+name, time.Time{})
+	for _, name := range cluster.Nodes() {
+		ips[name] = waitPodRunning(t, ns, "redis-"+name, time.Time{})
 		assert.True(t, strings.HasPrefix(ips[name], "10.244."+strings.TrimPrefix(name, "node-")+"."), "%s's pod in its CIDR: %s", name, ips[name])
 	}
 	// Pods reach pods on other nodes, by their own addresses (redis-cli in the pod, through
 	// kubectl exec and the node's kubelet).
 	for from, to := range map[string]string{"node-1": "node-2", "node-2": "node-3", "node-3": "node-1"} {
-		out := c.MustKubectl(t, "-n", ns, "exec", "redis-"+from, "--", "redis-cli", "-h", ips[to], "ping")
+		out := cluster.MustKubectl(t, "-n", ns, "exec", "redis-"+from, "--", "redis-cli", "-h", ips[to], "ping")
 		assert.Equal(t, "PONG", strings.TrimSpace(out), "%s's pod reaches %s's", from, to)
 	}
 
 	// Power off node-2: its pod is unreachable at once, the node NotReady once its lease lapses.
-	require.NoError(t, c.PowerOff("node-2"))
-	assert.Error(t, ping(ctx, c, ips["node-2"], time.Second), "node-2's pod after its node lost power")
-	assert.NoError(t, ping(ctx, c, ips["node-1"], time.Second), "node-1's pod is not touched")
+	require.NoError(t, cluster.PowerOff("node-2"))
+	assert.Error(t, ping(ctx, ips["node-2"], time.Second), "node-2's pod after its node lost power")
+	assert.NoError(t, ping(ctx, ips["node-1"], time.Second), "node-1's pod is not touched")
 	off := time.Now()
-	waitNodeReady(t, c, "node-2", false, 90*time.Second)
+	waitNodeReady(t, "node-2", false, 90*time.Second)
 	t.Logf("node-2 NotReady %.1fs after it lost power", time.Since(off).Seconds())
 	// Powered on, it comes back with what it kept on disk: the kubelet starts its pod again.
-	require.NoError(t, c.PowerOn("node-2"))
+	require.NoError(t, cluster.PowerOn("node-2"))
 	on := time.Now()
-	waitNodeReady(t, c, "node-2", true, 90*time.Second)
+	waitNodeReady(t, "node-2", true, 90*time.Second)
 	// The pod's status says Running at its old address until the kubelet, back, reports the
 	// container it started again (in a new sandbox, at an address of its own).
-	ips["node-2"] = waitPodRunning(t, c, ns, "redis-node-2", on)
+	ips["node-2"] = waitPodRunning(t, ns, "redis-node-2", on)
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
-		assert.NoError(co, ping(ctx, c, ips["node-2"], time.Second))
+		assert.NoError(co, ping(ctx, ips["node-2"], time.Second))
 	}, 60*time.Second, 250*time.Millisecond)
 	t.Logf("node-2's pod answers %.1fs after power on", time.Since(on).Seconds())
 
 	// Freeze node-3: its pod's connections open (the kernel answers) and nothing comes back.
-	require.NoError(t, c.FreezeNode("node-3"))
-	assert.Error(t, ping(ctx, c, ips["node-3"], time.Second), "a frozen node's pod answers nothing")
-	require.NoError(t, c.ThawNode("node-3"))
+	require.NoError(t, cluster.FreezeNode("node-3"))
+	assert.Error(t, ping(ctx, ips["node-3"], time.Second), "a frozen node's pod answers nothing")
+	require.NoError(t, cluster.ThawNode("node-3"))
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
-		assert.NoError(co, ping(ctx, c, ips["node-3"], time.Second))
+		assert.NoError(co, ping(ctx, ips["node-3"], time.Second))
 	}, 30*time.Second, 250*time.Millisecond, "node-3's pod answers once thawed")
 
 	// Cut node-1: out of reach of the control plane's network and of the other nodes' pods.
-	require.NoError(t, c.CutNode("node-1"))
-	assert.Error(t, ping(ctx, c, ips["node-1"], time.Second), "a cut node's pod is out of reach")
-	out, err := c.KubectlOutput("-n", ns, "exec", "redis-node-3", "--", "redis-cli", "-h", ips["node-1"], "-t", "1", "ping")
+	require.NoError(t, cluster.CutNode("node-1"))
+	assert.Error(t, ping(ctx, ips["node-1"], time.Second), "a cut node's pod is out of reach")
+	out, err := cluster.KubectlOutput("-n", ns, "exec", "redis-node-3", "--", "redis-cli", "-h", ips["node-1"], "-t", "1", "ping")
 	assert.False(t, err == nil && strings.TrimSpace(out) == "PONG", "node-3's pod does not reach node-1's: %s", out)
-	require.NoError(t, c.JoinNode("node-1"))
+	require.NoError(t, cluster.JoinNode("node-1"))
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
-		assert.NoError(co, ping(ctx, c, ips["node-1"], time.Second))
+		assert.NoError(co, ping(ctx, ips["node-1"], time.Second))
 	}, 30*time.Second, 250*time.Millisecond, "node-1's pod answers once joined")
 
-	// The machine as found, a node having been powered off and on.
-	c.Stop()
-	stopped = true
-	assert.Equal(t, before, node.Snapshot(), "the machine after the cluster stopped")
 }
 
 // redisPodOn is a Redis pod bound to the node name (its hostname label), as a test's workload.
@@ -133,12 +120,12 @@ func redisPodOn(ns, nodeName string) *corev1.Pod {
 
 // waitPodRunning waits until the pod's container runs, started after since, and returns the
 // pod's address.
-func waitPodRunning(t *testing.T, c *localcluster.Cluster, ns, name string, since time.Time) string {
+func waitPodRunning(t *testing.T, ns, name string, since time.Time) string {
 	t.Helper()
 	var ip string
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
 		p := &corev1.Pod{}
-		require.NoError(co, c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p))
+		require.NoError(co, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p))
 		running := false
 		for _, s := range p.Status.ContainerStatuses {
 			running = running || (s.State.Running != nil && !s.State.Running.StartedAt.Time.Before(since.Truncate(time.Second)))
@@ -151,11 +138,11 @@ func waitPodRunning(t *testing.T, c *localcluster.Cluster, ns, name string, sinc
 }
 
 // waitNodeReady waits until the node's Ready condition is ready.
-func waitNodeReady(t *testing.T, c *localcluster.Cluster, name string, ready bool, within time.Duration) {
+func waitNodeReady(t *testing.T, name string, ready bool, within time.Duration) {
 	t.Helper()
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
 		n := &corev1.Node{}
-		require.NoError(co, c.Client.Get(context.Background(), client.ObjectKey{Name: name}, n))
+		require.NoError(co, cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, n))
 		got := false
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
@@ -168,9 +155,9 @@ func waitNodeReady(t *testing.T, c *localcluster.Cluster, name string, ready boo
 
 // ping sends PING to the Redis at ip from the control plane's network, within timeout; the
 // error when it gets no PONG.
-func ping(ctx context.Context, c *localcluster.Cluster, ip string, timeout time.Duration) error {
+func ping(ctx context.Context, ip string, timeout time.Duration) error {
 	rdb := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(ip, "6379"), MaxRetries: -1,
-		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, Dialer: c.Dial})
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, Dialer: cluster.Dial})
 	defer rdb.Close()
 	return rdb.Ping(ctx).Err()
 }
