@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -269,15 +270,20 @@ func permissionsFromBindings(roles map[string]*unstructured.Unstructured, bindin
 				continue
 			}
 			bound[key] = true
-			p := operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: subject.Name, Rules: rules}
-			// Rules on namespaced resources alone are permissions even when bound cluster-wide:
-			// OLM grants them in the OperatorGroup's target namespaces, and cluster-wide (as
+			// Rules on namespaced resources are permissions even when bound cluster-wide: OLM
+			// grants them in the OperatorGroup's target namespaces, and cluster-wide (as
 			// ClusterRoles) only when it targets every namespace. So an operator installed for one
-			// namespace holds no right outside it.
-			if obj.GetKind() == "ClusterRoleBinding" && !allNamespaced(rules) {
-				clusterPerms = append(clusterPerms, p)
-			} else {
-				perms = append(perms, p)
+			// namespace holds no namespaced right outside it; only the rules on cluster-scoped
+			// resources (reading nodes) are cluster permissions.
+			namespaced, cluster := rules, []rbacv1.PolicyRule(nil)
+			if obj.GetKind() == "ClusterRoleBinding" {
+				namespaced, cluster = splitByScope(rules)
+			}
+			if len(namespaced) > 0 {
+				perms = append(perms, operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: subject.Name, Rules: namespaced})
+			}
+			if len(cluster) > 0 {
+				clusterPerms = append(clusterPerms, operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: subject.Name, Rules: cluster})
 			}
 		}
 	}
@@ -300,26 +306,49 @@ var clusterScoped = map[string][]string{
 	"node.k8s.io":                  {"runtimeclasses"},
 }
 
-// allNamespaced is true when every rule names only namespaced resources (and no URL).
-func allNamespaced(rules []rbacv1.PolicyRule) bool {
+// splitByScope parts rules into those on namespaced resources and those on cluster-scoped ones
+// (or on every resource, or on URLs), a rule naming both split in two with the same verbs.
+func splitByScope(rules []rbacv1.PolicyRule) (namespaced, cluster []rbacv1.PolicyRule) {
 	for _, r := range rules {
-		if len(r.NonResourceURLs) > 0 {
-			return false
+		if len(r.NonResourceURLs) > 0 || slices.Contains(r.APIGroups, "*") {
+			cluster = append(cluster, r)
+			continue
 		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				if g == "*" || res == "*" {
-					return false
-				}
-				for _, cs := range clusterScoped[g] {
-					if cs == "*" || cs == strings.SplitN(res, "/", 2)[0] {
-						return false
-					}
-				}
+		var ns, cs []string
+		for _, res := range r.Resources {
+			if clusterScopedIn(r.APIGroups, res) {
+				cs = append(cs, res)
+			} else {
+				ns = append(ns, res)
+			}
+		}
+		if len(ns) > 0 {
+			n := *r.DeepCopy()
+			n.Resources = ns
+			namespaced = append(namespaced, n)
+		}
+		if len(cs) > 0 {
+			c := *r.DeepCopy()
+			c.Resources = cs
+			cluster = append(cluster, c)
+		}
+	}
+	return namespaced, cluster
+}
+
+// clusterScopedIn is true when res is cluster-scoped in any of groups (or is every resource).
+func clusterScopedIn(groups []string, res string) bool {
+	if res == "*" {
+		return true
+	}
+	for _, g := range groups {
+		for _, cs := range clusterScoped[g] {
+			if cs == "*" || cs == strings.SplitN(res, "/", 2)[0] {
+				return true
 			}
 		}
 	}
-	return true
+	return false
 }
 
 // almExamples is the samples as the JSON array OLM shows users as templates.

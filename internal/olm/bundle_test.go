@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	apimanifests "github.com/operator-framework/api/pkg/manifests"
@@ -81,26 +82,35 @@ func TestCSVInstallsTheOperatorTheWayConfigDescribesIt(t *testing.T) {
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['olm.targetNamespaces']"},
 	}})
 
-	// The role that `make manifests` generated from the RBAC markers names only namespaced
-	// resources, so it is a namespaced permission: OLM grants it in the OperatorGroup's target
-	// namespaces (cluster-wide only for AllNamespaces). The one cluster permission is the
-	// metrics endpoint's: asking the API server who a scraper is and what it may do.
+	// The role that `make manifests` generated from the RBAC markers is a namespaced permission
+	// but for its rule on nodes (cluster-scoped): OLM grants the rest in the OperatorGroup's
+	// target namespaces (cluster-wide only for AllNamespaces). The cluster permissions are that
+	// rule, reading nodes (whether a pod's machine is ready), and the metrics endpoint's: asking
+	// the API server who a scraper is and what it may do.
 	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "role.yaml"))
 	require.NoError(t, err)
 	role := rbacv1.ClusterRole{}
 	require.NoError(t, yaml.Unmarshal(raw, &role))
-	require.Len(t, strategy.ClusterPermissions, 1)
-	assert.Equal(t, pod.ServiceAccountName, strategy.ClusterPermissions[0].ServiceAccountName)
-	assert.Equal(t, []rbacv1.PolicyRule{
+	var clusterRules []rbacv1.PolicyRule
+	for _, p := range strategy.ClusterPermissions {
+		assert.Equal(t, pod.ServiceAccountName, p.ServiceAccountName)
+		clusterRules = append(clusterRules, p.Rules...)
+	}
+	assert.ElementsMatch(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
-	}, strategy.ClusterPermissions[0].Rules)
+	}, clusterRules)
 	var rules []rbacv1.PolicyRule
 	for _, p := range strategy.Permissions {
 		assert.Equal(t, pod.ServiceAccountName, p.ServiceAccountName)
 		rules = append(rules, p.Rules...)
 	}
 	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "nodes") {
+			assert.Contains(t, clusterRules, r)
+			continue
+		}
 		assert.Contains(t, rules, r)
 	}
 	// And leader election's Lease.
