@@ -191,6 +191,9 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventSwitchedOver, "Switchover", "%s", strings.ToUpper(msg[:1])+msg[1:])
 	state.replication.move.done = true
 	state.rolled = true
+	// What a loss of the new primary loses, until it is seen serving (a switchover off a pod being
+	// deleted may be followed at once by the loss of every node: the DataLost report counts on it).
+	r.clusterState(rc).downtime.Promoted(to, step.To.Info.Keys)
 	primaryChanged(state, to)
 	if err != nil {
 		return fmt.Errorf("after the switchover from %s to %s: %w", from, to, err)
