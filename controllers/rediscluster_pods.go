@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,24 +108,6 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// replicasNotReady is Ready False while fewer nodes are ready than wanted (both modes), naming
-// the pods whose machines are not ready, and what lets a pod deleted there go.
-func replicasNotReady(ready, want int32, stranded []strandedPod) *metav1.Condition {
-	counted := fmt.Sprintf("%d of %d Redis nodes are ready", ready, want)
-	if len(stranded) == 0 {
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady, counted)
-	}
-	var says []string
-	for _, s := range stranded {
-		say := fmt.Sprintf("%s is on node %s, which is not ready", s.pod, s.node)
-		if s.terminating {
-			say += fmt.Sprintf("; its pod is being deleted, and stays until %s comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node", s.node)
-		}
-		says = append(says, say)
-	}
-	return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonNodeNotReady, counted+": "+strings.Join(says, "; "))
 }
 
 // nodeExit is why a node's Redis is down while its container waits out a restart back-off:

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -186,6 +187,24 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 	}
 	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
 		fmt.Sprintf("%d of %d Redis nodes are ready; %s is the primary", ready, rc.Spec.Replicas, rc.Status.Primary))
+}
+
+// replicasNotReady is Ready False while fewer nodes are ready than wanted (both modes), naming
+// the pods whose machines are not ready, and what lets a pod deleted there go.
+func replicasNotReady(ready, want int32, stranded []strandedPod) *metav1.Condition {
+	counted := fmt.Sprintf("%d of %d Redis nodes are ready", ready, want)
+	if len(stranded) == 0 {
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady, counted)
+	}
+	var says []string
+	for _, s := range stranded {
+		say := fmt.Sprintf("%s is on node %s, which is not ready", s.pod, s.node)
+		if s.terminating {
+			say += fmt.Sprintf("; its pod is being deleted, and stays until %s comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node", s.node)
+		}
+		says = append(says, say)
+	}
+	return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonNodeNotReady, counted+": "+strings.Join(says, "; "))
 }
 
 // replicationServing is true when the status shows every node serving: the primary and
