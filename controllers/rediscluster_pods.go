@@ -79,6 +79,9 @@ type strandedPod struct {
 // strandedPods are the pods on nodes that are not ready (or no longer exist), read from the
 // cache of nodes, by pod name.
 func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]strandedPod, error) {
+	if !r.NodesReadable {
+		return nil, nil
+	}
 	var out []strandedPod
 	ready := map[string]bool{}
 	for _, p := range pods {

@@ -63,6 +63,9 @@ type RedisClusterReconciler struct {
 	// BackupsServed is true when the API server serves RedisBackups: spec.backup and
 	// spec.restore need them.
 	BackupsServed bool
+	// NodesReadable is true when the operator may watch nodes (an older bundle's RBAC does not
+	// let it): Ready then names the pods on machines that are not ready.
+	NodesReadable bool
 
 	clusters sync.Map // types.NamespacedName -> *clusterState
 

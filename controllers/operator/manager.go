@@ -165,22 +165,34 @@ func backupsServed(cfg *rest.Config, namespaces []string) (bool, error) {
 	if !served {
 		return false, nil
 	}
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	return mayWatch(cfg, cachev1.GroupVersion.Group, "redisbackups", namespaces)
+}
+
+// nodesReadable says whether the operator may watch nodes (to name the pods on machines that
+// are not ready): an older bundle's RBAC does not let it, and an informer on a kind it may not
+// list would hold every reconcile that asks it.
+func nodesReadable(cfg *rest.Config) (bool, error) {
+	return mayWatch(cfg, "", "nodes", []string{""})
+}
+
+// mayWatch asks the API server whether the operator may watch resource of group in each of
+// namespaces ("" for cluster-wide).
+func mayWatch(cfg *rest.Config, group, resource string, namespaces []string) (bool, error) {
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return false, err
-	}
-	if len(namespaces) == 0 {
-		namespaces = []string{""}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, ns := range namespaces {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "watch",
-				Group: cachev1.GroupVersion.Group, Resource: "redisbackups"}}}
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "watch", Group: group, Resource: resource}}}
 		got, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
-			return false, fmt.Errorf("asking whether the operator may watch RedisBackups: %w", err)
+			return false, fmt.Errorf("asking whether the operator may watch %s: %w", resource, err)
 		}
 		if !got.Status.Allowed {
 			return false, nil
@@ -396,6 +408,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// An operator whose CRDs were installed from an older bundle (or by hand) runs without
 	// backups rather than not at all: its informers would wait for a kind that is not served.
 	if reconciler.BackupsServed, err = backupsServed(cfg, opts.WatchNamespaces); err != nil {
+		return nil, err
+	}
+	if reconciler.NodesReadable, err = nodesReadable(cfg); err != nil {
 		return nil, err
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
