@@ -34,14 +34,16 @@ func drain(t *testing.T, node string) {
 // by a failover (FailedOver): the role moved while the old primary still answered.
 func handedOver(t *testing.T, rc *cachev1.RedisCluster) {
 	t.Helper()
-	events := func(reason string) string {
-		return cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+rc.Name+",reason="+reason,
-			"-o", "jsonpath={.items[*].message}")
-	}
-	assert.Empty(t, events(cachev1.EventFailedOver), "no failover: the primary was handed over before its Redis stopped")
-	assert.Contains(t, events(cachev1.EventSwitchedOver), "is being deleted", "switchovers")
-	hooks := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=FailedPreStopHook", "-o", "jsonpath={.items[*].message}")
-	assert.Empty(t, hooks, "every preStop hook ran to its end")
+	assert.Empty(t, eventMessages(t, "involvedObject.name="+rc.Name+",reason="+cachev1.EventFailedOver),
+		"no failover: the primary was handed over before its Redis stopped")
+	assert.Contains(t, eventMessages(t, "involvedObject.name="+rc.Name+",reason="+cachev1.EventSwitchedOver), "is being deleted", "switchovers")
+	assert.Empty(t, eventMessages(t, "reason=FailedPreStopHook"), "every preStop hook ran to its end")
+}
+
+// eventMessages are the messages of the e2e namespace's Events that fieldSelector selects.
+func eventMessages(t *testing.T, fieldSelector string) string {
+	t.Helper()
+	return cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", fieldSelector, "-o", "jsonpath={.items[*].message}")
 }
 
 // step is one disruption of a scenario, for its figures.
@@ -153,7 +155,6 @@ func TestDrainAShardPrimarysNodeHandsTheShardOver(t *testing.T) {
 		node, victim, took.Seconds(), report.NoWritablePrimary.Round(time.Millisecond), report.Acknowledged, primariesOf(after))
 	assert.Empty(t, report.Lost, "acknowledged writes lost")
 	assert.Positive(t, report.Acknowledged)
-	events := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged,
-		"-o", "jsonpath={.items[*].message}")
+	events := eventMessages(t, "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged)
 	assert.Contains(t, events, "takes over shard 0 while its primary still answers: the pod of its primary "+victim+" is being deleted")
 }

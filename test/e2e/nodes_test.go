@@ -163,8 +163,7 @@ func TestPlacementSaysWhenOneNodeHoldsEveryCopy(t *testing.T) {
 		message = resilient.Message
 		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready stays about serving")
 	}, waitFor, tick)
-	events := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=pinned,reason="+cachev1.EventNodesShared,
-		"-o", "jsonpath={.items[*].message}")
+	events := eventMessages(t, "involvedObject.name=pinned,reason="+cachev1.EventNodesShared)
 	assert.Equal(t, message, events, "one Warning Event says it")
 
 	require.NoError(t, cluster.Client.Patch(ctx, rc, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"nodeSelector":null}}`))))
@@ -231,8 +230,7 @@ func TestNodeLossAShardPrimarysMachineLosesPower(t *testing.T) {
 		got := onePerNode(c)
 		assert.Equal(c, victim, got.Status.Shards[0].Primary, "the old primary rejoined, and was handed its shard back on its machine")
 	}, 3*waitFor, tick, "the operator gives each node one primary again")
-	events := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged,
-		"-o", "jsonpath={.items[*].message}")
+	events := eventMessages(t, "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged)
 	assert.Contains(t, events, "to keep each primary on a machine of its own", "an Event says why a shard changed hands")
 }
 

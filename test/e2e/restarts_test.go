@@ -255,7 +255,7 @@ func TestAMemoryLimitWithoutMaxmemoryRefusesWritesInsteadOfBeingOOMKilled(t *tes
 	// restarts was a kill).
 	var out string
 	require.EventuallyWithT(t, func(co *assert.CollectT) {
-		out = cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=OOMKilled", "-o", "jsonpath={.items[*].message}")
+		out = eventMessages(t, "reason=OOMKilled")
 		require.NoError(co, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tight-0"}, pod))
 		cs := pod.Status.ContainerStatuses[0]
 		require.NotNil(co, cs.State.Running, "Redis runs again")
