@@ -365,6 +365,13 @@ grpc-health-probe: $(GRPC_HEALTH_PROBE) ## Build grpc_health_probe (bin/): the p
 $(GRPC_HEALTH_PROBE): hack/tools/grpc-health-probe/go.mod hack/tools/grpc-health-probe/go.sum
 	hack/build-tool.sh $(GRPC_HEALTH_PROBE) hack/tools/grpc-health-probe github.com/grpc-ecosystem/grpc-health-probe
 
+# Rancher's local-path-provisioner (Apache-2.0): the local cluster's volumes, each on one node.
+LOCAL_PATH_PROVISIONER ?= $(LOCALBIN)/local-path-provisioner
+.PHONY: local-path-provisioner
+local-path-provisioner: $(LOCAL_PATH_PROVISIONER) ## Build Rancher's local-path-provisioner v0.0.30 (bin/): the default StorageClass's provisioner on the local cluster.
+$(LOCAL_PATH_PROVISIONER): hack/tools/local-path-provisioner/go.mod hack/tools/local-path-provisioner/go.sum
+	hack/build-tool.sh $(LOCAL_PATH_PROVISIONER) hack/tools/local-path-provisioner github.com/rancher/local-path-provisioner
+
 VERSITYGW ?= $(LOCALBIN)/versitygw
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Build the Versity S3 Gateway (bin/versitygw): the S3 server of the backup tests.
@@ -411,7 +418,7 @@ $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_
 	$(ENVTEST_BIN)/kubectl version --client | grep '$(K8S_VERSION)' >/dev/null
 
 .PHONY: node
-node: localcluster $(ENVTEST_BIN)/kubelet ## Also build the kubelet and kube-proxy: the local cluster's real node (with Debian's containerd and runc).
+node: localcluster $(ENVTEST_BIN)/kubelet $(LOCAL_PATH_PROVISIONER) ## Also build the kubelet, kube-proxy and the volume provisioner: the local cluster's real nodes (with Debian's containerd and runc).
 
 $(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_BIN)/kubectl
 	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,40 +69,108 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 
 // strandedPod is a pod whose machine (its Kubernetes node) is not ready: the node controller
 // found its kubelet silent, or the node is gone. Its Redis answers nobody; Kubernetes lets the
-// pod go only once the machine comes back or is marked out of service.
+// pod go only once the machine comes back or is marked out of service. A pod started again
+// after that, whose volume is that machine's disk (a local volume), waits for the machine:
+// claim names its claim.
 type strandedPod struct {
 	pod, node   string
 	terminating bool
+	claim       string
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
+// selectedNode is the annotation the scheduler puts on a claim of a WaitForFirstConsumer class:
+// the node of the first pod that used it, where a local volume was made.
+const selectedNode = "volume.kubernetes.io/selected-node"
+
 // strandedPods are the pods on nodes that are not ready (or no longer exist), read from the
-// cache of nodes, by pod name.
+// cache of nodes, by pod name, and the pods not yet scheduled whose claim's volume is on such
+// a node.
 func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]strandedPod, error) {
 	if !r.NodesReadable {
 		return nil, nil
 	}
 	var out []strandedPod
 	ready := map[string]bool{}
+	nodeReadyNamed := func(name string) (bool, error) {
+		if seen, ok := ready[name]; ok {
+			return seen, nil
+		}
+		node := &corev1.Node{}
+		err := r.Get(ctx, client.ObjectKey{Name: name}, node)
+		if client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("reading node %s: %w", name, err)
+		}
+		ready[name] = err == nil && nodeReady(node)
+		return ready[name], nil
+	}
 	for _, p := range pods {
-		name := p.Spec.NodeName
-		if name == "" {
+		if p.Spec.NodeName == "" {
+			waits, err := r.waitsForVolume(ctx, &p, nodeReadyNamed)
+			if err != nil {
+				return nil, err
+			}
+			if waits != nil {
+				out = append(out, *waits)
+			}
 			continue
 		}
-		if _, seen := ready[name]; !seen {
-			node := &corev1.Node{}
-			err := r.Get(ctx, client.ObjectKey{Name: name}, node)
-			if client.IgnoreNotFound(err) != nil {
-				return nil, fmt.Errorf("reading node %s: %w", name, err)
-			}
-			ready[name] = err == nil && nodeReady(node)
+		ok, err := nodeReadyNamed(p.Spec.NodeName)
+		if err != nil {
+			return nil, err
 		}
-		if !ready[name] {
-			out = append(out, strandedPod{pod: p.Name, node: name, terminating: p.DeletionTimestamp != nil})
+		if !ok {
+			out = append(out, strandedPod{pod: p.Name, node: p.Spec.NodeName, terminating: p.DeletionTimestamp != nil})
 		}
 	}
 	return out, nil
+}
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
+
+// waitsForVolume says whether a pod the scheduler could not place uses a claim whose volume is
+// on a node that is not ready. The claim is read only then (uncached: the operator does not
+// watch claims).
+func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.Pod, nodeReady func(string) (bool, error)) (*strandedPod, error) {
+	if !unschedulable(p) {
+		return nil, nil
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		claim := &corev1.PersistentVolumeClaim{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, claim)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading claim %s of pod %s: %w", v.PersistentVolumeClaim.ClaimName, p.Name, err)
+		}
+		node := claim.Annotations[selectedNode]
+		if node == "" || claim.Status.Phase != corev1.ClaimBound {
+			continue
+		}
+		ok, err := nodeReady(node)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return &strandedPod{pod: p.Name, node: node, claim: claim.Name}, nil
+		}
+	}
+	return nil, nil
+}
+
+// unschedulable is true when the scheduler tried the pod and found no node for it.
+func unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
 }
 
 func nodeReady(n *corev1.Node) bool {

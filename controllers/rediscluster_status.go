@@ -198,6 +198,10 @@ func replicasNotReady(ready, want int32, stranded []strandedPod) *metav1.Conditi
 	}
 	var says []string
 	for _, s := range stranded {
+		if s.claim != "" {
+			says = append(says, fmt.Sprintf("%s waits for its volume (claim %s) on node %s, which is not ready: it starts when %s comes back, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted", s.pod, s.claim, s.node, s.node))
+			continue
+		}
 		say := fmt.Sprintf("%s is on node %s, which is not ready", s.pod, s.node)
 		if s.terminating {
 			say += fmt.Sprintf("; its pod is being deleted, and stays until %s comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node", s.node)

@@ -44,7 +44,8 @@ const (
 	ReasonReplicasNotReady = "ReplicasNotReady"
 	// ReasonNodeNotReady (Ready=False): fewer nodes are ready than wanted, and some of their pods
 	// are on Kubernetes nodes that are not ready (a machine lost, powered off or cut off); the
-	// message names each pod and its node, and what lets a pod deleted there start elsewhere.
+	// message names each pod and its node, and what lets a pod deleted there start elsewhere, or
+	// the claim whose volume on such a node a pod not yet started waits for.
 	ReasonNodeNotReady = "NodeNotReady"
 	// ReasonRolloutInProgress (Progressing=True): the StatefulSet is rolling out a change.
 	ReasonRolloutInProgress = "RolloutInProgress"

@@ -556,13 +556,16 @@ func everyPodDeletedWithStorage(t *testing.T) {
 	if !cluster.Local() {
 		return // the cluster's own provisioner made the volumes
 	}
-	// The claims are bound to local volumes, which the kubelet mounted with the pods' fsGroup
+	// The claims are bound to local volumes local-path-provisioner made, each on its pod's node,
+	// which the kubelet mounted with the pods' fsGroup
 	pvs := &corev1.PersistentVolumeList{}
 	require.NoError(t, cluster.Client.List(context.Background(), pvs))
 	bound := 0
 	for _, pv := range pvs.Items {
 		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == ns && strings.Contains(ref.Name, "-durable-") {
 			assert.NotNil(t, pv.Spec.Local, pv.Name)
+			assert.Equal(t, "rancher.io/local-path", pv.Annotations["pv.kubernetes.io/provisioned-by"], pv.Name)
+			assert.NotNil(t, pv.Spec.NodeAffinity, pv.Name)
 			bound++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -290,4 +291,64 @@ func TestNodeLossOutOfServiceBringsTheStrandedPodBackElsewhere(t *testing.T) {
 
 	require.NoError(t, cluster.PowerOn(node))
 	cluster.MustKubectl(t, "taint", "node", node, taint+"-")
+}
+
+// A machine lost for good under a replica whose data is on that machine's disk (spec.storage:
+// local volumes of the default StorageClass, local-path-provisioner's). Marked out of service,
+// the node gives the pod up and the StatefulSet starts it again, but its claim's volume is on
+// the lost machine, so the scheduler finds it no node: the status names the pod, its claim and
+// the node it waits for, and what lets it start (Ready False, NodeNotReady), while the primary
+// serves throughout. The machine comes back: the pod starts there, and nothing acknowledged is lost.
+func TestNodeLossOutOfServiceAPodWhoseVolumeIsThereWaitsForIt(t *testing.T) {
+	needsNodes(t, 3)
+	ctx := context.Background()
+	rc := testenv.RedisCluster(ns, "anchored", 2)
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
+	require.NoError(t, cluster.Client.Create(ctx, rc))
+	t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/anchored", "--wait") })
+	rc = readyAgain(t, rc)
+	var replica string
+	for _, n := range rc.Status.Nodes {
+		if n.Role == cachev1.RoleReplica {
+			replica = n.Name
+		}
+	}
+	require.NotEmpty(t, replica)
+	node := nodeOf(t, ns, replica)
+	require.NotEqual(t, node, nodeOf(t, ns, rc.Status.Primary), "the default placement puts them apart")
+	operatorOffNode(t, node)
+	w := serviceClient(t, rc.Name, 1, withPassword(t, rc.Name+"-auth"))
+	defer w.Close()
+	require.NoError(t, w.Set(ctx, "kept", "on "+node, 0).Err())
+	require.Equal(t, int64(1), w.Do(ctx, "WAIT", 1, 5000).Val(), "the replica on %s has it", node)
+
+	require.NoError(t, cluster.PowerOff(node))
+	t.Cleanup(func() { _ = cluster.PowerOn(node) })
+	taint := "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+	waitNodeReady(t, node, false, time.Minute)
+	cluster.MustKubectl(t, "taint", "node", node, taint)
+	t.Cleanup(func() { _ = cluster.Kubectl("taint", "node", node, taint+"-") })
+	claim := "data-" + replica
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, rc.Name)
+		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady)
+		require.NotNil(c, ready)
+		assert.Equal(c, cachev1.ReasonNodeNotReady, ready.Reason)
+		assert.Contains(c, ready.Message, fmt.Sprintf("%s waits for its volume (claim %s) on node %s, which is not ready", replica, claim, node))
+	}, 2*waitFor, tick, "the status names the pod waiting for its volume on the lost node")
+	pod := &corev1.Pod{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: replica}, pod))
+	assert.Empty(t, pod.Spec.NodeName, "the new pod has no node to run on")
+	assert.NoError(t, w.Set(ctx, "meanwhile", "served", 0).Err(), "the primary serves")
+	t.Logf("Ready says: %s", meta.FindStatusCondition(redisClusterNamed(t, rc.Name).Status.Conditions, cachev1.ConditionReady).Message)
+
+	back := time.Now()
+	require.NoError(t, cluster.PowerOn(node))
+	cluster.MustKubectl(t, "taint", "node", node, taint+"-")
+	rc = readyAgain(t, rc)
+	assert.Equal(t, node, nodeOf(t, ns, replica), "the pod runs where its volume is")
+	t.Logf("%s powered on: %s Ready on it %.1fs later", node, replica, time.Since(back).Seconds())
+	for key, want := range map[string]string{"kept": "on " + node, "meanwhile": "served"} {
+		assert.Equal(t, want, w.Get(ctx, key).Val(), key)
+	}
 }

@@ -2,10 +2,10 @@ package localcluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -13,34 +13,43 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/test/node"
 )
 
-// provisioner stands in for a cluster's dynamic volume provisioner, the one part of the local
-// cluster still emulated: a claim of the default StorageClass (WaitForFirstConsumer) gets,
-// once the scheduler has chosen its pod's node, a `local` PersistentVolume of that node, a
-// directory of its own under dir/<node>, which the controller manager's volume binder then binds
-// and the kubelet mounts with the pod's fsGroup (as a local static provisioner's volumes are).
-// The volume is the node's: a pod using it runs there or nowhere.
-type provisioner struct {
-	client client.Client
-	dir    string
-}
+// The default StorageClass's volumes come from Rancher's local-path-provisioner v0.0.30 (make
+// node builds it from hack/tools/local-path-provisioner), the provisioner kind, k3s and many
+// bare-metal clusters run: a claim of the class (WaitForFirstConsumer) waits for the scheduler to
+// choose its pod's node; the provisioner then has a helper pod on that node make a directory
+// under the node's path, and makes a PersistentVolume of it with a node affinity to that node,
+// which the controller manager binds. A pod using the claim runs on that node or nowhere, as
+// with a machine's local disk.
+//
+// It runs as the controller manager does here, a process in the control plane's namespace with
+// the control plane's kubeconfig (its Deployment would run the same binary with the same flags
+// in a pod; a pod could be lost with its node, the control plane is not). Its helper pods run
+// the Redis image (Debian's /bin/sh, mkdir and rm: all the scripts below need) where its
+// manifests name busybox, which is not built here.
 
-// StorageClass is the local cluster's default StorageClass, whose volumes the provisioner makes.
+// StorageClass is the local cluster's default StorageClass.
 const StorageClass = "standard"
 
-// provisionerName is the StorageClass's provisioner: the stand-in's.
-const provisionerName = "local.redis-operator.test/stand-in"
+// provisionerName is the name local-path-provisioner's manifests give it.
+const provisionerName = "rancher.io/local-path"
 
-// selectedNode is the annotation the scheduler puts on a claim of a WaitForFirstConsumer class
-// once it has chosen the node of the claim's pod.
-const selectedNode = "volume.kubernetes.io/selected-node"
+// provisionerNamespace holds its ConfigMap and its helper pods, as in its manifests.
+const provisionerNamespace = "local-path-storage"
 
 // createStorageClass makes the default StorageClass: volumes bound where the first pod using
-// them was scheduled.
+// them was scheduled. Its volumes are `local` volumes (the provisioner's defaultVolumeType
+// annotation), which the kubelet mounts with a pod's fsGroup, where a hostPath volume (the
+// provisioner's default) keeps the helper's mode 0777.
 func (c *Cluster) createStorageClass(ctx context.Context) error {
 	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass, Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: StorageClass, Annotations: map[string]string{
+			"storageclass.kubernetes.io/is-default-class": "true",
+			"defaultVolumeType": "local",
+		}},
 		Provisioner:       provisionerName,
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
@@ -51,50 +60,80 @@ func (c *Cluster) createStorageClass(ctx context.Context) error {
 	return nil
 }
 
-// run provisions until ctx ends.
-func (p provisioner) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		_ = p.provisionPending(ctx)
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
+// Its scripts as its manifests have them (deploy/local-path-storage.yaml).
+const (
+	provisionerSetup    = "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n"
+	provisionerTeardown = "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"\n"
+	provisionerHelper   = `apiVersion: v1
+kind: Pod
+metadata:
+  name: helper-pod
+spec:
+  priorityClassName: system-node-critical
+  tolerations:
+    - key: node.kubernetes.io/disk-pressure
+      operator: Exists
+      effect: NoSchedule
+  containers:
+  - name: helper-pod
+    image: %s
+    imagePullPolicy: IfNotPresent
+`
+)
 
-// provisionPending gives every pending, unbound claim a volume.
-func (p provisioner) provisionPending(ctx context.Context) error {
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := p.client.List(ctx, claims); err != nil {
-		return err
+// startProvisioner starts local-path-provisioner with each node's volumes under dir/volumes/<node>
+// (the nodes share this machine's disk: each its own directory, as each machine its own disk).
+func (c *Cluster) startProvisioner(ctx context.Context, root, dir string, nodes []string) (*node.Process, error) {
+	type nodePaths struct {
+		Node  string   `json:"node"`
+		Paths []string `json:"paths"`
 	}
-	for _, pvc := range claims.Items {
-		node := pvc.Annotations[selectedNode]
-		if pvc.Status.Phase != corev1.ClaimPending || pvc.Spec.VolumeName != "" || node == "" {
-			continue
-		}
-		dir := filepath.Join(p.dir, "volumes", node, string(pvc.UID))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: "local-" + string(pvc.UID)},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
-				AccessModes:                   pvc.Spec.AccessModes,
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				// The scheduler's volume binding finds it by the claim's class.
-				StorageClassName:       ptr.Deref(pvc.Spec.StorageClassName, ""),
-				ClaimRef:               &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-				PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
-				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-				}}}},
-			},
-		}
-		if err := p.client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+	var config struct {
+		NodePathMap []nodePaths `json:"nodePathMap"`
+	}
+	for _, n := range nodes {
+		config.NodePathMap = append(config.NodePathMap, nodePaths{Node: n, Paths: []string{filepath.Join(dir, "volumes", n)}})
+	}
+	configJSON, err := json.Marshal(config)
+	if err != nil {
+		return nil, err
+	}
+	helper := fmt.Sprintf(provisionerHelper, "docker.io/library/redis:"+RedisVersions[0])
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: provisionerNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "local-path-provisioner-service-account", Namespace: provisionerNamespace}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "local-path-config", Namespace: provisionerNamespace}, Data: map[string]string{
+			"config.json": string(configJSON), "setup": provisionerSetup, "teardown": provisionerTeardown, "helperPod.yaml": helper,
+		}},
+	}
+	for _, obj := range objs {
+		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating local-path-provisioner's %T: %w", obj, err)
 		}
 	}
-	return nil
+	// Its config from files, not from its ConfigMap: the provisioner reads a file again when it
+	// changes, and its ConfigMap only through a mounted volume.
+	configFile, helperFile := filepath.Join(dir, "local-path-config.json"), filepath.Join(dir, "local-path-helper-pod.yaml")
+	if err := os.WriteFile(configFile, configJSON, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(helperFile, []byte(helper), 0o644); err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "local-path-provisioner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	bin := filepath.Join(root, "bin", "local-path-provisioner")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%w (make node builds it)", err)
+	}
+	cmd := c.real.netns.Command(context.Background(), bin, "start",
+		"--kubeconfig", c.NodeKubeconfig, "--namespace", provisionerNamespace,
+		"--provisioner-name", provisionerName, "--config", configFile, "--helper-pod-file", helperFile,
+		"--configmap-name", "local-path-config", "--service-account-name", "local-path-provisioner-service-account",
+		"--helper-image", "docker.io/library/redis:"+RedisVersions[0])
+	cmd.Stdout, cmd.Stderr = log, log
+	return node.StartProcess(cmd)
 }

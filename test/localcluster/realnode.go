@@ -45,9 +45,8 @@ type realNode struct {
 	dns      *clusterDNS
 	dir      string // the nodes' own (short: Unix sockets live in it)
 	before   node.Machine
-	// stopProvisioning ends the volume provisioner; provisioned is closed when it has.
-	stopProvisioning context.CancelFunc
-	provisioned      chan struct{}
+	// provisioner is the default StorageClass's (local-path-provisioner).
+	provisioner *node.Process
 	// exposed closes what ReachableFromPods opened.
 	exposed []func()
 }
@@ -209,12 +208,9 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if err := c.waitServicesRouted(ctx, 30*time.Second); err != nil {
 		return c, err
 	}
-	provisioning, stop := context.WithCancel(context.Background())
-	rn.stopProvisioning, rn.provisioned = stop, make(chan struct{})
-	go func() {
-		defer close(rn.provisioned)
-		provisioner{client: c.Client, dir: rn.dir}.run(provisioning)
-	}()
+	if rn.provisioner, err = c.startProvisioner(ctx, root, rn.dir, c.Nodes()); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -375,6 +371,7 @@ func (c *Cluster) stopRealNode() {
 	if len(rn.nodes) > 0 && c.Client != nil {
 		c.stopProcess("kube-controller-manager")
 		c.stopProcess("kube-scheduler")
+		rn.stopProvisioner()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		off := map[string]bool{}
@@ -408,10 +405,7 @@ func (c *Cluster) stopRealNode() {
 }
 
 func (rn *realNode) stop() {
-	if rn.stopProvisioning != nil {
-		rn.stopProvisioning()
-		<-rn.provisioned
-	}
+	rn.stopProvisioner()
 	for _, close := range rn.exposed {
 		close()
 	}
@@ -434,6 +428,15 @@ func (rn *realNode) stop() {
 		_ = os.RemoveAll(rn.dir)
 	}
 	node.Restore(rn.before)
+}
+
+// stopProvisioner stops the volume provisioner, so that no helper pod comes after the pods
+// are deleted.
+func (rn *realNode) stopProvisioner() {
+	if rn.provisioner != nil {
+		rn.provisioner.Stop(10 * time.Second)
+		rn.provisioner = nil
+	}
 }
 
 // Nodes are the names of the cluster's real nodes, in order.
