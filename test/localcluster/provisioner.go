@@ -48,7 +48,7 @@ func (c *Cluster) createStorageClass(ctx context.Context) error {
 	sc := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: StorageClass, Annotations: map[string]string{
 			"storageclass.kubernetes.io/is-default-class": "true",
-			"defaultVolumeType": "local",
+			"defaultVolumeType":                           "local",
 		}},
 		Provisioner:       provisionerName,
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
