@@ -10,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/history"
@@ -81,8 +83,9 @@ func readyOnEveryNode(t *testing.T, rc *cachev1.RedisCluster) {
 }
 
 // The primary's pod deleted (kubectl delete pod, gracefully), then its node drained, then every
-// node drained in turn (a cluster upgrade: drain, uncordon, the next), all under one workload of
-// three clients through the primary Service (WAIT 1). Each time the primary's pod goes, the
+// node drained in turn (a cluster upgrade: drain, uncordon, the next), then a rolling upgrade to
+// another version, all under one workload of three clients through the primary Service (WAIT 1).
+// Each time the primary's pod goes, the
 // operator switches the role over to a replica on another node while the old primary still
 // answers: no failover, nothing acknowledged lost, and the longest time without an acknowledged
 // write is printed for each.
@@ -120,6 +123,20 @@ func TestDrainsAndDeletesHandThePrimaryOverBeforeItsRedisStops(t *testing.T) {
 			// one at a time.
 			readyAgain(t, rc)
 		}
+
+		// A rolling upgrade (a new version): the replicas replaced first, then the primary
+		// handed over, then its pod replaced.
+		start = time.Now()
+		cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/"+rc.Name, "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			sts := &appsv1.StatefulSet{}
+			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), sts))
+			assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
+			assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+			assert.Equal(c, int32(3), sts.Status.UpdatedReplicas)
+		}, 3*time.Minute, tick)
+		readyAgain(t, rc)
+		steps = append(steps, step{"rolling upgrade to 7.0", start, time.Now()})
 	}}.run(t, rc)
 
 	logSteps(t, steps, outcome.Gaps, outcome.ops)
