@@ -247,34 +247,64 @@ func TestNodeLossThePrimarysMachineFreezesThenResumes(t *testing.T) {
 	losePrimarysMachine(t, sharedCluster(t, 0), "frozen", cluster.FreezeNode, cluster.ThawNode)
 }
 
-// A machine lost for good (powered off, not coming back) with the primary on it: a replica on
-// another node takes over, and the old primary's pod stays on the lost node, its Redis out of
-// reach: not counted, out of the Services, never promoted, and named by the status once
-// Kubernetes marks the node NotReady (Ready False, NodeNotReady: the pod and its node). Kubernetes
-// does not let a StatefulSet's pod on a silent node go by itself (it cannot know the machine is
-// off rather than cut off); once the administrator marks the node out of service (the taint of
-// non-graceful node shutdown), it deletes the pod, and the StatefulSet starts it again on another
-// node: without storage, a new replica that syncs from the primary. Ready with every node.
-func TestNodeLossOutOfServiceBringsTheStrandedPodBackElsewhere(t *testing.T) {
+// A machine lost for good (powered off, not coming back) under two RedisClusters: one without
+// storage (a pod on every node) and one with storage on local volumes (local-path-provisioner's),
+// whose replica was on that machine. The pods there stay on the lost node, their Redis out of
+// reach: not counted, out of the Services, never promoted (a replica takes over if the primary
+// was there), and named by the status once Kubernetes marks the node NotReady (Ready False,
+// NodeNotReady: the pod and its node). Kubernetes does not let a StatefulSet's pod on a silent
+// node go by itself (it cannot know the machine is off rather than cut off); once the
+// administrator marks the node out of service (the taint of non-graceful node shutdown), it
+// deletes the pods and the StatefulSets start them again. Without storage, the pod runs on
+// another node, a new replica that syncs from the primary: Ready with every node. With storage,
+// its claim's volume is on the lost machine and the scheduler finds it no node: the status names
+// the pod, its claim and the node it waits for, and what lets it start, while the primary serves.
+// The machine comes back: that pod starts where its volume is, and nothing acknowledged is lost.
+func TestNodeLossOutOfServiceStartsAPodElsewhereOrWaitsForItsVolume(t *testing.T) {
 	needsNodes(t, 3)
 	ctx := context.Background()
 	rc := sharedCluster(t, 1)
+	anchored := testenv.RedisCluster(ns, "anchored", 2)
+	anchored.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
+	require.NoError(t, cluster.Client.Create(ctx, anchored))
+	t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/anchored", "--wait") })
+	anchored = readyAgain(t, anchored)
+	var replica string
+	for _, n := range anchored.Status.Nodes {
+		if n.Role == cachev1.RoleReplica {
+			replica = n.Name
+		}
+	}
+	require.NotEmpty(t, replica)
+	node := nodeOf(t, ns, replica)
+	var stranded string // rc's pod on that node: every node holds one
+	for _, n := range rc.Status.Nodes {
+		if nodeOf(t, ns, n.Name) == node {
+			stranded = n.Name
+		}
+	}
+	require.NotEmpty(t, stranded)
 	primary := rc.Status.Primary
-	node := nodeOf(t, ns, primary)
 	operatorOffNode(t, node)
+	w := serviceClient(t, anchored.Name, 1, withPassword(t, anchored.Name+"-auth"))
+	defer w.Close()
+	require.NoError(t, w.Set(ctx, "kept", "on "+node, 0).Err())
+	require.Equal(t, int64(1), w.Do(ctx, "WAIT", 1, 5000).Val(), "the replica on %s has it", node)
 
 	require.NoError(t, cluster.PowerOff(node))
 	t.Cleanup(func() { _ = cluster.PowerOn(node) })
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got := redisClusterNamed(c, rc.Name)
-		assert.NotEqual(c, primary, got.Status.Primary, "a replica is promoted")
+		if stranded == primary {
+			assert.NotEqual(c, primary, got.Status.Primary, "a replica is promoted")
+		}
 		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady)
 		require.NotNil(c, ready)
 		assert.Equal(c, cachev1.ReasonNodeNotReady, ready.Reason)
-		assert.Contains(c, ready.Message, fmt.Sprintf("%s is on node %s, which is not ready", primary, node))
+		assert.Contains(c, ready.Message, fmt.Sprintf("%s is on node %s, which is not ready", stranded, node))
 	}, 2*waitFor, tick, "the status names the pod and its lost node")
 	pod := &corev1.Pod{}
-	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: primary}, pod))
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: stranded}, pod))
 	assert.Empty(t, pod.Labels["cache.example.com/role"], "the stranded pod is in no Service")
 
 	taint := "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
@@ -285,67 +315,27 @@ func TestNodeLossOutOfServiceBringsTheStrandedPodBackElsewhere(t *testing.T) {
 		got := redisClusterNamed(c, rc.Name)
 		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready: %+v", got.Status.Conditions)
 		assert.Len(c, got.Status.Nodes, 3)
-		assert.NotEqual(c, node, nodeOf(c, ns, primary), "the pod runs on another node")
+		assert.NotEqual(c, node, nodeOf(c, ns, stranded), "the pod runs on another node")
 	}, 3*waitFor, tick)
-	t.Logf("node %s marked out of service: %s back on %s, Ready %.1fs later", node, primary, nodeOf(t, ns, primary), time.Since(marked).Seconds())
+	t.Logf("node %s marked out of service: %s back on %s, Ready %.1fs later", node, stranded, nodeOf(t, ns, stranded), time.Since(marked).Seconds())
 
-	require.NoError(t, cluster.PowerOn(node))
-	cluster.MustKubectl(t, "taint", "node", node, taint+"-")
-}
-
-// A machine lost for good under a replica whose data is on that machine's disk (spec.storage:
-// local volumes of the default StorageClass, local-path-provisioner's). Marked out of service,
-// the node gives the pod up and the StatefulSet starts it again, but its claim's volume is on
-// the lost machine, so the scheduler finds it no node: the status names the pod, its claim and
-// the node it waits for, and what lets it start (Ready False, NodeNotReady), while the primary
-// serves throughout. The machine comes back: the pod starts there, and nothing acknowledged is lost.
-func TestNodeLossOutOfServiceAPodWhoseVolumeIsThereWaitsForIt(t *testing.T) {
-	needsNodes(t, 3)
-	ctx := context.Background()
-	rc := testenv.RedisCluster(ns, "anchored", 2)
-	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
-	require.NoError(t, cluster.Client.Create(ctx, rc))
-	t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/anchored", "--wait") })
-	rc = readyAgain(t, rc)
-	var replica string
-	for _, n := range rc.Status.Nodes {
-		if n.Role == cachev1.RoleReplica {
-			replica = n.Name
-		}
-	}
-	require.NotEmpty(t, replica)
-	node := nodeOf(t, ns, replica)
-	require.NotEqual(t, node, nodeOf(t, ns, rc.Status.Primary), "the default placement puts them apart")
-	operatorOffNode(t, node)
-	w := serviceClient(t, rc.Name, 1, withPassword(t, rc.Name+"-auth"))
-	defer w.Close()
-	require.NoError(t, w.Set(ctx, "kept", "on "+node, 0).Err())
-	require.Equal(t, int64(1), w.Do(ctx, "WAIT", 1, 5000).Val(), "the replica on %s has it", node)
-
-	require.NoError(t, cluster.PowerOff(node))
-	t.Cleanup(func() { _ = cluster.PowerOn(node) })
-	taint := "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
-	waitNodeReady(t, node, false, time.Minute)
-	cluster.MustKubectl(t, "taint", "node", node, taint)
-	t.Cleanup(func() { _ = cluster.Kubectl("taint", "node", node, taint+"-") })
 	claim := "data-" + replica
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := redisClusterNamed(c, rc.Name)
+		got := redisClusterNamed(c, anchored.Name)
 		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionReady)
 		require.NotNil(c, ready)
 		assert.Equal(c, cachev1.ReasonNodeNotReady, ready.Reason)
 		assert.Contains(c, ready.Message, fmt.Sprintf("%s waits for its volume (claim %s) on node %s, which is not ready", replica, claim, node))
 	}, 2*waitFor, tick, "the status names the pod waiting for its volume on the lost node")
-	pod := &corev1.Pod{}
 	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: replica}, pod))
 	assert.Empty(t, pod.Spec.NodeName, "the new pod has no node to run on")
 	assert.NoError(t, w.Set(ctx, "meanwhile", "served", 0).Err(), "the primary serves")
-	t.Logf("Ready says: %s", meta.FindStatusCondition(redisClusterNamed(t, rc.Name).Status.Conditions, cachev1.ConditionReady).Message)
+	t.Logf("Ready says: %s", meta.FindStatusCondition(redisClusterNamed(t, anchored.Name).Status.Conditions, cachev1.ConditionReady).Message)
 
 	back := time.Now()
 	require.NoError(t, cluster.PowerOn(node))
 	cluster.MustKubectl(t, "taint", "node", node, taint+"-")
-	rc = readyAgain(t, rc)
+	readyAgain(t, anchored)
 	assert.Equal(t, node, nodeOf(t, ns, replica), "the pod runs where its volume is")
 	t.Logf("%s powered on: %s Ready on it %.1fs later", node, replica, time.Since(back).Seconds())
 	for key, want := range map[string]string{"kept": "on " + node, "meanwhile": "served"} {

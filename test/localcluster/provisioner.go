@@ -29,7 +29,8 @@ import (
 // the control plane's kubeconfig (its Deployment would run the same binary with the same flags
 // in a pod; a pod could be lost with its node, the control plane is not). Its helper pods run
 // the Redis image (Debian's /bin/sh, mkdir and rm: all the scripts below need) where its
-// manifests name busybox, which is not built here.
+// manifests name busybox, which is not built here; as root, as busybox runs (the Redis image's
+// user may not make directories in the node's path).
 
 // StorageClass is the local cluster's default StorageClass.
 const StorageClass = "standard"
@@ -78,6 +79,8 @@ spec:
   - name: helper-pod
     image: %s
     imagePullPolicy: IfNotPresent
+    securityContext:
+      runAsUser: 0
 `
 )
 
