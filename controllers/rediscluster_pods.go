@@ -71,11 +71,13 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 // found its kubelet silent, or the node is gone. Its Redis answers nobody; Kubernetes lets the
 // pod go only once the machine comes back or is marked out of service. A pod started again
 // after that, whose volume is that machine's disk (a local volume), waits for the machine:
-// claim names its claim.
+// claim names its claim. So does one whose volume is on a cordoned node (drained: cordoned is
+// true; the node is ready).
 type strandedPod struct {
 	pod, node   string
 	terminating bool
 	claim       string
+	cordoned    bool
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -84,30 +86,33 @@ type strandedPod struct {
 // the node of the first pod that used it, where a local volume was made.
 const selectedNode = "volume.kubernetes.io/selected-node"
 
+// nodeState is what the pods' status says of a node: ready, and cordoned (unschedulable).
+type nodeState struct{ ready, cordoned bool }
+
 // strandedPods are the pods on nodes that are not ready (or no longer exist), read from the
 // cache of nodes, by pod name, and the pods not yet scheduled whose claim's volume is on such
-// a node.
+// a node or on a cordoned one.
 func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]strandedPod, error) {
 	if !r.NodesReadable {
 		return nil, nil
 	}
 	var out []strandedPod
-	ready := map[string]bool{}
-	nodeReadyNamed := func(name string) (bool, error) {
-		if seen, ok := ready[name]; ok {
+	nodes := map[string]nodeState{}
+	nodeNamed := func(name string) (nodeState, error) {
+		if seen, ok := nodes[name]; ok {
 			return seen, nil
 		}
 		node := &corev1.Node{}
 		err := r.Get(ctx, client.ObjectKey{Name: name}, node)
 		if client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("reading node %s: %w", name, err)
+			return nodeState{}, fmt.Errorf("reading node %s: %w", name, err)
 		}
-		ready[name] = err == nil && nodeReady(node)
-		return ready[name], nil
+		nodes[name] = nodeState{ready: err == nil && nodeReady(node), cordoned: err == nil && node.Spec.Unschedulable}
+		return nodes[name], nil
 	}
 	for _, p := range pods {
 		if p.Spec.NodeName == "" {
-			waits, err := r.waitsForVolume(ctx, &p, nodeReadyNamed)
+			waits, err := r.waitsForVolume(ctx, &p, nodeNamed)
 			if err != nil {
 				return nil, err
 			}
@@ -116,11 +121,11 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 			}
 			continue
 		}
-		ok, err := nodeReadyNamed(p.Spec.NodeName)
+		node, err := nodeNamed(p.Spec.NodeName)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		if !node.ready {
 			out = append(out, strandedPod{pod: p.Name, node: p.Spec.NodeName, terminating: p.DeletionTimestamp != nil})
 		}
 	}
@@ -130,9 +135,9 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 
 // waitsForVolume says whether a pod the scheduler could not place uses a claim whose volume is
-// on a node that is not ready. The claim is read only then (uncached: the operator does not
-// watch claims).
-func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.Pod, nodeReady func(string) (bool, error)) (*strandedPod, error) {
+// on a node that is not ready or is cordoned. The claim is read only then (uncached: the
+// operator does not watch claims).
+func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.Pod, nodeNamed func(string) (nodeState, error)) (*strandedPod, error) {
 	if !unschedulable(p) {
 		return nil, nil
 	}
@@ -148,16 +153,16 @@ func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.P
 		if err != nil {
 			return nil, fmt.Errorf("reading claim %s of pod %s: %w", v.PersistentVolumeClaim.ClaimName, p.Name, err)
 		}
-		node := claim.Annotations[selectedNode]
-		if node == "" || claim.Status.Phase != corev1.ClaimBound {
+		name := claim.Annotations[selectedNode]
+		if name == "" || claim.Status.Phase != corev1.ClaimBound {
 			continue
 		}
-		ok, err := nodeReady(node)
+		node, err := nodeNamed(name)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			return &strandedPod{pod: p.Name, node: node, claim: claim.Name}, nil
+		if !node.ready || node.cordoned {
+			return &strandedPod{pod: p.Name, node: name, claim: claim.Name, cordoned: node.ready && node.cordoned}, nil
 		}
 	}
 	return nil, nil

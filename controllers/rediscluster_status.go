@@ -196,19 +196,24 @@ func replicasNotReady(ready, want int32, stranded []strandedPod) *metav1.Conditi
 	if len(stranded) == 0 {
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonReplicasNotReady, counted)
 	}
+	reason := cachev1.ReasonNodeCordoned
 	var says []string
 	for _, s := range stranded {
-		if s.claim != "" {
+		if !s.cordoned {
+			reason = cachev1.ReasonNodeNotReady
+		}
+		switch {
+		case s.cordoned:
+			says = append(says, fmt.Sprintf("%s waits for its volume (claim %s) on node %s, which is cordoned: it starts when %s is uncordoned, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted", s.pod, s.claim, s.node, s.node))
+		case s.claim != "":
 			says = append(says, fmt.Sprintf("%s waits for its volume (claim %s) on node %s, which is not ready: it starts when %s comes back, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted", s.pod, s.claim, s.node, s.node))
-			continue
+		case s.terminating:
+			says = append(says, fmt.Sprintf("%s is on node %s, which is not ready; its pod is being deleted, and stays until %s comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node", s.pod, s.node, s.node))
+		default:
+			says = append(says, fmt.Sprintf("%s is on node %s, which is not ready", s.pod, s.node))
 		}
-		say := fmt.Sprintf("%s is on node %s, which is not ready", s.pod, s.node)
-		if s.terminating {
-			say += fmt.Sprintf("; its pod is being deleted, and stays until %s comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node", s.node)
-		}
-		says = append(says, say)
 	}
-	return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonNodeNotReady, counted+": "+strings.Join(says, "; "))
+	return condition(cachev1.ConditionReady, metav1.ConditionFalse, reason, counted+": "+strings.Join(says, "; "))
 }
 
 // replicationServing is true when the status shows every node serving: the primary and

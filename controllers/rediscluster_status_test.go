@@ -296,6 +296,10 @@ func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {
 			"2 of 3 Redis nodes are ready: sessions-0 is on node node-2, which is not ready"},
 		{"its pod being deleted: what lets it go", []strandedPod{{pod: "sessions-0", node: "node-2", terminating: true}}, cachev1.ReasonNodeNotReady,
 			"2 of 3 Redis nodes are ready: sessions-0 is on node node-2, which is not ready; its pod is being deleted, and stays until node-2 comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node"},
+		{"its volume on a drained node: what it waits for", []strandedPod{{pod: "sessions-0", node: "node-2", claim: "data-sessions-0", cordoned: true}}, cachev1.ReasonNodeCordoned,
+			"2 of 3 Redis nodes are ready: sessions-0 waits for its volume (claim data-sessions-0) on node node-2, which is cordoned: it starts when node-2 is uncordoned, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted"},
+		{"a machine not ready names the reason before a cordoned one", []strandedPod{{pod: "sessions-0", node: "node-2", claim: "data-sessions-0", cordoned: true}, {pod: "sessions-1", node: "node-3"}}, cachev1.ReasonNodeNotReady,
+			"2 of 3 Redis nodes are ready: sessions-0 waits for its volume (claim data-sessions-0) on node node-2, which is cordoned: it starts when node-2 is uncordoned, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted; sessions-1 is on node node-3, which is not ready"},
 		{"started again, its volume on that machine: what it waits for", []strandedPod{{pod: "sessions-0", node: "node-2", claim: "data-sessions-0"}}, cachev1.ReasonNodeNotReady,
 			"2 of 3 Redis nodes are ready: sessions-0 waits for its volume (claim data-sessions-0) on node node-2, which is not ready: it starts when node-2 comes back, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted"},
 	}

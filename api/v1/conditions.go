@@ -47,6 +47,10 @@ const (
 	// message names each pod and its node, and what lets a pod deleted there start elsewhere, or
 	// the claim whose volume on such a node a pod not yet started waits for.
 	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonNodeCordoned (Ready=False): fewer nodes are ready than wanted, and a pod not yet
+	// started waits for its volume on a cordoned node (drained, a local volume); the message
+	// names the pod, its claim and the node, and what lets it start.
+	ReasonNodeCordoned = "NodeCordoned"
 	// ReasonRolloutInProgress (Progressing=True): the StatefulSet is rolling out a change.
 	ReasonRolloutInProgress = "RolloutInProgress"
 	// ReasonRolloutComplete (Progressing=False): the StatefulSet runs the current spec.
