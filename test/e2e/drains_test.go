@@ -12,11 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/history"
 	"github.com/org/redis-operator/test/partition"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // Planned maintenance: a node drained (kubectl drain: every pod evicted, the PodDisruptionBudget
@@ -178,4 +181,48 @@ func TestDrainAShardPrimarysNodeHandsTheShardOver(t *testing.T) {
 	assert.Positive(t, report.Acknowledged)
 	events := eventMessages(t, "involvedObject.name="+rc.Name+",reason="+cachev1.EventClusterChanged)
 	assert.Contains(t, events, "takes over shard 0 while its primary still answers: the pod of its primary "+victim+" is being deleted")
+}
+
+// A drain with storage on local volumes (local-path-provisioner's): the primary's node drained
+// under the workload. The operator hands the primary over before its Redis stops, as without
+// storage; the evicted pod cannot follow (its volume stays on the cordoned node), so it waits,
+// and Ready says so (NodeCordoned: the pod, its claim, the node, what lets it start) while the
+// other two serve. Uncordoned, the node takes the pod back. Nothing acknowledged is lost, and no
+// failover.
+func TestDrainWithLocalVolumesHandsOverAndThePodWaitsForItsNode(t *testing.T) {
+	needsNodes(t, 3)
+	ctx := context.Background()
+	rc := testenv.RedisCluster(ns, "kept-drain", 3)
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
+	rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout}}
+	require.NoError(t, cluster.Client.Create(ctx, rc))
+	t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/"+rc.Name, "--wait") })
+	rc = readyAgain(t, rc)
+	serviceAnswers(t, rc)
+	readyOnEveryNode(t, rc)
+
+	var node, evicted string
+	var waited time.Duration
+	outcome := scenario{partition: func(t *testing.T, _ *partition.Net, _ map[string]partition.Member, primary string, _ partition.Member) {
+		evicted, node = primary, nodeOf(t, ns, primary)
+		drain(t, node)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			ready := meta.FindStatusCondition(redisClusterNamed(c, rc.Name).Status.Conditions, cachev1.ConditionReady)
+			require.NotNil(c, ready)
+			assert.Equal(c, cachev1.ReasonNodeCordoned, ready.Reason)
+			assert.Contains(c, ready.Message, fmt.Sprintf("%s waits for its volume (claim data-%s) on node %s, which is cordoned", evicted, evicted, node))
+		}, waitFor, tick, "Ready names the pod waiting for its volume on the drained node")
+		uncordoned := time.Now()
+		cluster.MustKubectl(t, "uncordon", node)
+		readyAgain(t, rc)
+		waited = time.Since(uncordoned)
+	}}.run(t, rc)
+
+	t.Logf("drain %s (primary %s there, its volume too): back on its node %.1fs after the uncordon; longest without an acknowledged write %s",
+		node, evicted, waited.Seconds(), outcome.NoWritablePrimary.Round(time.Millisecond))
+	assert.Equal(t, node, nodeOf(t, ns, evicted), "the pod runs where its volume is")
+	assert.Empty(t, outcome.Lost, "acknowledged writes lost")
+	assert.Empty(t, outcome.ByNonPrimary, "writes acknowledged by a node that was not the primary of record")
+	assert.Positive(t, outcome.Acknowledged)
+	handedOver(t, rc)
 }
