@@ -618,9 +618,14 @@ func TestPartitionASlotMovesGivingPrimaryCutOffMidMove(t *testing.T) {
 	}}.run(t, rc)
 	assert.Empty(t, report.Lost, "acknowledged writes lost")
 	require.Len(t, after.Status.Shards, 4)
+	// replaced() saw it replaced during the cut. Once healed it rejoins as a replica, and the
+	// operator may hand its shard back to it (when its replica's promotion put two primaries on
+	// one node: CI at c6097d8 saw that), so it is in its shard either way.
+	var inAShard bool
 	for _, s := range after.Status.Shards {
-		assert.NotEqual(t, giving, s.Primary, "the cut-off primary was replaced")
+		inAShard = inAShard || s.Primary == giving || slices.Contains(s.Replicas, giving)
 	}
+	assert.True(t, inAShard, "the cut-off primary rejoins its shard")
 	// Every slot is served by exactly one primary, none left half moved
 	c := shardedClient{cc: clusterClient(t, after)}
 	slots, err := c.cc.ClusterSlots(ctx).Result()
