@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/localcluster"
@@ -31,6 +33,9 @@ var powerOffRounds = sized(8, 1)
 // Each round powers the machine on again and waits until the RedisCluster is Ready with both
 // nodes (the old primary a replica of the new one), so the next round loses the other machine.
 func BenchmarkNodePowerOff(b *testing.B) {
+	// The harness's clients log nothing (controller-runtime warns, with a stack, of a logger
+	// never set: CI at fbb1b84).
+	log.SetLogger(logr.Discard())
 	root, err := testenv.RepoRoot()
 	require.NoError(b, err)
 	for range b.N {
