@@ -86,6 +86,19 @@ func TestNodeLossThePrimarysMachineLosesPower(t *testing.T) {
 			}, waitFor, tick, "Resilient again, the pod back on its node")
 		})
 	}
+	// With storage on local volumes, the old primary powers on with its data, writes nobody
+	// acknowledged included: it comes back fenced and becomes a replica of the new primary.
+	t.Run("async with storage", func(t *testing.T) {
+		rc := testenv.RedisCluster(ns, "power-kept", 3)
+		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
+		rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout}}
+		require.NoError(t, cluster.Client.Create(context.Background(), rc))
+		t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/"+rc.Name, "--wait") })
+		rc = readyAgain(t, rc)
+		serviceAnswers(t, rc)
+		readyOnEveryNode(t, rc)
+		losePrimarysMachine(t, redisClusterNamed(t, rc.Name), "off (storage)", cluster.PowerOff, cluster.PowerOn)
+	})
 }
 
 // losePrimarysMachine does lose to the node of rc's primary under three clients through the
