@@ -12,14 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/history"
 	"github.com/org/redis-operator/test/partition"
-	"github.com/org/redis-operator/test/testenv"
 )
 
 // Planned maintenance: a node drained (kubectl drain: every pod evicted, the PodDisruptionBudget
@@ -191,14 +188,7 @@ func TestDrainAShardPrimarysNodeHandsTheShardOver(t *testing.T) {
 // failover.
 func TestDrainWithLocalVolumesHandsOverAndThePodWaitsForItsNode(t *testing.T) {
 	needsNodes(t, 3)
-	ctx := context.Background()
-	rc := testenv.RedisCluster(ns, "kept-drain", 3)
-	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
-	rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout}}
-	require.NoError(t, cluster.Client.Create(ctx, rc))
-	t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/"+rc.Name, "--wait") })
-	rc = readyAgain(t, rc)
-	serviceAnswers(t, rc)
+	rc := sharedStoredCluster(t)
 	readyOnEveryNode(t, rc)
 
 	var node, evicted string

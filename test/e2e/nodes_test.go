@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,13 +88,7 @@ func TestNodeLossThePrimarysMachineLosesPower(t *testing.T) {
 	// With storage on local volumes, the old primary powers on with its data, writes nobody
 	// acknowledged included: it comes back fenced and becomes a replica of the new primary.
 	t.Run("async with storage", func(t *testing.T) {
-		rc := testenv.RedisCluster(ns, "power-kept", 3)
-		rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
-		rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout}}
-		require.NoError(t, cluster.Client.Create(context.Background(), rc))
-		t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/"+rc.Name, "--wait") })
-		rc = readyAgain(t, rc)
-		serviceAnswers(t, rc)
+		rc := sharedStoredCluster(t)
 		readyOnEveryNode(t, rc)
 		losePrimarysMachine(t, redisClusterNamed(t, rc.Name), "off (storage)", cluster.PowerOff, cluster.PowerOn)
 	})
@@ -204,11 +197,22 @@ func primariesByNode(c require.TestingT, rc *cachev1.RedisCluster) map[string]in
 // (each write acknowledged by a replica, WAIT 1): Redis Cluster promotes the shard's replica on
 // another node, every slot is served again, nothing acknowledged is lost; the new primary now
 // shares a machine with another shard's, which the status says (Resilient False). When the node
-// powers on, its pod rejoins as a replica, and the operator hands the shard back to it (CLUSTER
-// FAILOVER, once the cluster is whole): one primary per machine again, Resilient.
+// powers on, its pod rejoins as a replica (without storage, empty, as a new node of its shard;
+// with storage on local volumes, with its data and its identity, on the node its volume is on),
+// and the operator hands the shard back to it (CLUSTER FAILOVER, once the cluster is whole): one
+// primary per machine again, Resilient.
 func TestNodeLossAShardPrimarysMachineLosesPower(t *testing.T) {
 	needsNodes(t, 3)
-	rc := shardedCluster(t, "sharded-power")
+	t.Run("without storage", func(t *testing.T) {
+		shardPrimarysMachineLosesPower(t, shardedCluster(t, "sharded-power"))
+	})
+	t.Run("with storage", func(t *testing.T) {
+		shardPrimarysMachineLosesPower(t, shardedCluster(t, "sharded-kept", withStorage))
+	})
+}
+
+func shardPrimarysMachineLosesPower(t *testing.T, rc *cachev1.RedisCluster) {
+	t.Helper()
 	onePerNode := func(c *assert.CollectT) *cachev1.RedisCluster {
 		got := redisClusterNamed(c, rc.Name)
 		assert.True(c, meta.IsStatusConditionTrue(got.Status.Conditions, cachev1.ConditionReady), "Ready")
@@ -257,7 +261,16 @@ func TestNodeLossAShardPrimarysMachineLosesPower(t *testing.T) {
 // acknowledged is lost.
 func TestNodeLossThePrimarysMachineFreezesThenResumes(t *testing.T) {
 	needsNodes(t, 3)
-	losePrimarysMachine(t, sharedCluster(t, 0), "frozen", cluster.FreezeNode, cluster.ThawNode)
+	for i, setting := range settings {
+		t.Run(setting.name, func(t *testing.T) {
+			losePrimarysMachine(t, sharedCluster(t, i), "frozen", cluster.FreezeNode, cluster.ThawNode)
+		})
+	}
+	t.Run("async with storage", func(t *testing.T) {
+		rc := sharedStoredCluster(t)
+		readyOnEveryNode(t, rc)
+		losePrimarysMachine(t, redisClusterNamed(t, rc.Name), "frozen (storage)", cluster.FreezeNode, cluster.ThawNode)
+	})
 }
 
 // A machine lost for good (powered off, not coming back) under two RedisClusters: one without
@@ -277,12 +290,8 @@ func TestNodeLossOutOfServiceStartsAPodElsewhereOrWaitsForItsVolume(t *testing.T
 	needsNodes(t, 3)
 	ctx := context.Background()
 	rc := sharedCluster(t, 1)
-	anchored := testenv.RedisCluster(ns, "anchored", 2)
-	anchored.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
-	require.NoError(t, cluster.Client.Create(ctx, anchored))
-	t.Cleanup(func() { _ = cluster.Kubectl("delete", "-n", ns, "rediscluster/anchored", "--wait") })
-	anchored = readyAgain(t, anchored)
-	var replica string
+	anchored := sharedStoredCluster(t)
+	var replica string // the one anchored to the lost machine: its pod waits for it
 	for _, n := range anchored.Status.Nodes {
 		if n.Role == cachev1.RoleReplica {
 			replica = n.Name
@@ -302,7 +311,7 @@ func TestNodeLossOutOfServiceStartsAPodElsewhereOrWaitsForItsVolume(t *testing.T
 	w := serviceClient(t, anchored.Name, 1, withPassword(t, anchored.Name+"-auth"))
 	defer w.Close()
 	require.NoError(t, w.Set(ctx, "kept", "on "+node, 0).Err())
-	require.Equal(t, int64(1), w.Do(ctx, "WAIT", 1, 5000).Val(), "the replica on %s has it", node)
+	require.Equal(t, int64(2), w.Do(ctx, "WAIT", 2, 5000).Val(), "the replicas have it, the one on %s too", node)
 
 	require.NoError(t, cluster.PowerOff(node))
 	t.Cleanup(func() { _ = cluster.PowerOn(node) })

@@ -29,6 +29,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -58,6 +59,25 @@ func readyCluster(t *testing.T, name string, minReplicasToWrite *int32) *cachev1
 	return rc
 }
 
+// withStorage gives rc storage on local volumes.
+func withStorage(rc *cachev1.RedisCluster) {
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("64Mi")}
+}
+
+// storedCluster creates a RedisCluster of replicas with storage on local volumes (the local
+// cluster's default StorageClass: local-path-provisioner's) and waits until it is Ready and its
+// primary Service answers. The caller deletes it.
+func storedCluster(t *testing.T, name string, replicas int32) *cachev1.RedisCluster {
+	t.Helper()
+	rc := testenv.RedisCluster(ns, name, replicas)
+	withStorage(rc)
+	rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout}}
+	require.NoError(t, cluster.Client.Create(context.Background(), rc))
+	rc = readyAgain(t, rc)
+	serviceAnswers(t, rc)
+	return rc
+}
+
 // serviceAnswers waits until rc's primary Service takes connections (serviceClient waits for
 // kube-proxy's rules) and answers: a new Service's rules may come a moment after the pods are Ready,
 // and a scenario's figures count only its partition.
@@ -80,13 +100,27 @@ var (
 // as the last one left it.
 func sharedCluster(t *testing.T, setting int) *cachev1.RedisCluster {
 	t.Helper()
+	name := fmt.Sprintf("setting-%d", setting)
+	return share(t, name, func() *cachev1.RedisCluster { return readyCluster(t, name, settings[setting].minReplicasToWrite) })
+}
+
+// sharedStoredCluster is the suite's RedisCluster of three with storage on local volumes (a pod
+// runs where its volume is), made by the first scenario that asks, and Ready as the last one left
+// it.
+func sharedStoredCluster(t *testing.T) *cachev1.RedisCluster {
+	t.Helper()
+	return share(t, "kept", func() *cachev1.RedisCluster { return storedCluster(t, "kept", 3) })
+}
+
+// share returns the shared RedisCluster named name once Ready, made by make if none is.
+func share(t *testing.T, name string, make func() *cachev1.RedisCluster) *cachev1.RedisCluster {
+	t.Helper()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	name := fmt.Sprintf("setting-%d", setting)
 	if rc, ok := shared[name]; ok {
 		return readyAgain(t, rc)
 	}
-	rc := readyCluster(t, name, settings[setting].minReplicasToWrite)
+	rc := make()
 	shared[name] = rc
 	return rc
 }
@@ -638,12 +672,15 @@ func TestPartitionASlotMovesGivingPrimaryCutOffMidMove(t *testing.T) {
 }
 
 // shardedCluster creates a RedisCluster in cluster mode, 3 shards of 2 nodes with a node timeout
-// of 2s, and waits until it is Ready. It is deleted at the test's end: the suites after it share
-// the node's two cores.
-func shardedCluster(t *testing.T, name string) *cachev1.RedisCluster {
+// of 2s, changed by with, and waits until it is Ready. It is deleted at the test's end: the suites
+// after it share the node's two cores.
+func shardedCluster(t *testing.T, name string, with ...func(*cachev1.RedisCluster)) *cachev1.RedisCluster {
 	t.Helper()
 	rc := testenv.RedisCluster(ns, name, 2)
 	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
+	for _, w := range with {
+		w(rc)
+	}
 	require.NoError(t, cluster.Client.Create(context.Background(), rc))
 	t.Cleanup(func() { assert.NoError(t, client.IgnoreNotFound(cluster.Client.Delete(context.Background(), rc))) })
 	rc = readyAgain(t, rc)

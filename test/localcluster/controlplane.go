@@ -310,7 +310,7 @@ func (cp *ControlPlane) stopProcess(name string) {
 
 // Stop ends every process, the API server's clients first.
 func (cp *ControlPlane) Stop() {
-	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, name := range []string{provisionerProcess, "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		cp.stopProcess(name)
 	}
 	if cp.forward != nil {

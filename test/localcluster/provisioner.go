@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/org/redis-operator/test/node"
 )
 
 // The default StorageClass's volumes come from Rancher's local-path-provisioner v0.0.30 (make
@@ -38,8 +36,16 @@ const StorageClass = "standard"
 // provisionerName is the name local-path-provisioner's manifests give it.
 const provisionerName = "rancher.io/local-path"
 
-// provisionerNamespace holds its ConfigMap and its helper pods, as in its manifests.
-const provisionerNamespace = "local-path-storage"
+// Its namespace (which holds its ConfigMap and its helper pods), ServiceAccount and ConfigMap,
+// named as in its manifests.
+const (
+	provisionerNamespace      = "local-path-storage"
+	provisionerServiceAccount = "local-path-provisioner-service-account"
+	provisionerConfigMap      = "local-path-config"
+)
+
+// provisionerProcess is its name among the control plane's processes (and its log's).
+const provisionerProcess = "local-path-provisioner"
 
 // createStorageClass makes the default StorageClass: volumes bound where the first pod using
 // them was scheduled. Its volumes are `local` volumes (the provisioner's defaultVolumeType
@@ -86,7 +92,7 @@ spec:
 
 // startProvisioner starts local-path-provisioner with each node's volumes under dir/volumes/<node>
 // (the nodes share this machine's disk: each its own directory, as each machine its own disk).
-func (c *Cluster) startProvisioner(ctx context.Context, root, dir string, nodes []string) (*node.Process, error) {
+func (c *Cluster) startProvisioner(ctx context.Context, root, dir string, nodes []string) error {
 	type nodePaths struct {
 		Node  string   `json:"node"`
 		Paths []string `json:"paths"`
@@ -99,44 +105,38 @@ func (c *Cluster) startProvisioner(ctx context.Context, root, dir string, nodes 
 	}
 	configJSON, err := json.Marshal(config)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	helper := fmt.Sprintf(provisionerHelper, "docker.io/library/redis:"+RedisVersions[0])
+	helperImage := "docker.io/library/redis:" + RedisVersions[0]
+	helper := fmt.Sprintf(provisionerHelper, helperImage)
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: provisionerNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "local-path-provisioner-service-account", Namespace: provisionerNamespace}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "local-path-config", Namespace: provisionerNamespace}, Data: map[string]string{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: provisionerServiceAccount, Namespace: provisionerNamespace}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: provisionerConfigMap, Namespace: provisionerNamespace}, Data: map[string]string{
 			"config.json": string(configJSON), "setup": provisionerSetup, "teardown": provisionerTeardown, "helperPod.yaml": helper,
 		}},
 	}
 	for _, obj := range objs {
 		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating local-path-provisioner's %T: %w", obj, err)
+			return fmt.Errorf("creating local-path-provisioner's %T: %w", obj, err)
 		}
 	}
 	// Its config from files, not from its ConfigMap: the provisioner reads a file again when it
 	// changes, and its ConfigMap only through a mounted volume.
 	configFile, helperFile := filepath.Join(dir, "local-path-config.json"), filepath.Join(dir, "local-path-helper-pod.yaml")
 	if err := os.WriteFile(configFile, configJSON, 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.WriteFile(helperFile, []byte(helper), 0o644); err != nil {
-		return nil, err
+		return err
 	}
-	log, err := os.OpenFile(filepath.Join(dir, "local-path-provisioner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
 	bin := filepath.Join(root, "bin", "local-path-provisioner")
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w (make node builds it)", err)
+		return fmt.Errorf("%w (make node builds it)", err)
 	}
-	cmd := c.real.netns.Command(context.Background(), bin, "start",
+	return c.run(provisionerProcess, bin, "start",
 		"--kubeconfig", c.NodeKubeconfig, "--namespace", provisionerNamespace,
 		"--provisioner-name", provisionerName, "--config", configFile, "--helper-pod-file", helperFile,
-		"--configmap-name", "local-path-config", "--service-account-name", "local-path-provisioner-service-account",
-		"--helper-image", "docker.io/library/redis:"+RedisVersions[0])
-	cmd.Stdout, cmd.Stderr = log, log
-	return node.StartProcess(cmd)
+		"--configmap-name", provisionerConfigMap, "--service-account-name", provisionerServiceAccount,
+		"--helper-image", helperImage)
 }

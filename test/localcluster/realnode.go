@@ -32,8 +32,8 @@ var RedisVersions = []string{"7.0", "7.2"}
 const PauseImage = "registry.k8s.io/pause:3.10"
 
 // realNode is what a cluster on real nodes holds besides its control plane: the network, the
-// nodes on it, the kube-proxy of the control plane's namespace, the registry, the cluster's DNS
-// and the volume provisioner.
+// nodes on it, the kube-proxy of the control plane's namespace, the registry and the cluster's
+// DNS. (The volume provisioner is one of the control plane's processes.)
 type realNode struct {
 	network *node.Network
 	// netns is the control plane's namespace (the network's): the harness reaches pods and
@@ -45,8 +45,6 @@ type realNode struct {
 	dns      *clusterDNS
 	dir      string // the nodes' own (short: Unix sockets live in it)
 	before   node.Machine
-	// provisioner is the default StorageClass's (local-path-provisioner).
-	provisioner *node.Process
 	// exposed closes what ReachableFromPods opened.
 	exposed []func()
 }
@@ -208,7 +206,7 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if err := c.waitServicesRouted(ctx, 30*time.Second); err != nil {
 		return c, err
 	}
-	if rn.provisioner, err = c.startProvisioner(ctx, root, rn.dir, c.Nodes()); err != nil {
+	if err := c.startProvisioner(ctx, root, rn.dir, c.Nodes()); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -371,7 +369,7 @@ func (c *Cluster) stopRealNode() {
 	if len(rn.nodes) > 0 && c.Client != nil {
 		c.stopProcess("kube-controller-manager")
 		c.stopProcess("kube-scheduler")
-		rn.stopProvisioner()
+		c.stopProcess(provisionerProcess) // no helper pod comes after the pods are deleted
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		off := map[string]bool{}
@@ -405,7 +403,6 @@ func (c *Cluster) stopRealNode() {
 }
 
 func (rn *realNode) stop() {
-	rn.stopProvisioner()
 	for _, close := range rn.exposed {
 		close()
 	}
@@ -428,15 +425,6 @@ func (rn *realNode) stop() {
 		_ = os.RemoveAll(rn.dir)
 	}
 	node.Restore(rn.before)
-}
-
-// stopProvisioner stops the volume provisioner, so that no helper pod comes after the pods
-// are deleted.
-func (rn *realNode) stopProvisioner() {
-	if rn.provisioner != nil {
-		rn.provisioner.Stop(10 * time.Second)
-		rn.provisioner = nil
-	}
 }
 
 // Nodes are the names of the cluster's real nodes, in order.
