@@ -14,7 +14,6 @@ IMAGE_TAG_BASE ?= example.com/redis-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
-SCORECARD_IMG ?= $(IMAGE_TAG_BASE)-scorecard:v$(VERSION)
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -148,7 +147,7 @@ demo: node redis-image ## Start a local cluster on real nodes (root; NODES=3 for
 	go run ./test/localcluster/cmd/localcluster --nodes $(NODES)
 
 .PHONY: demo-olm
-demo-olm: localcluster node redis-image olm opm grpc-health-probe ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
+demo-olm: localcluster node redis-image olm opm grpc-health-probe operator-sdk ## make demo with OLM: OLM installs the operator from catalog/ (add DEMO_ARGS=--olm-only to install nothing, for make run-bundle).
 	go run ./test/localcluster/cmd/localcluster $(or $(DEMO_ARGS),--olm)
 
 .PHONY: verify
@@ -298,9 +297,29 @@ bundle-push: ## Push the bundle image: with $(CONTAINER_TOOL) when its engine an
 catalog: opm ## Render the file-based catalog from config/catalog/template.yaml and the bundle.
 	go run ./cmd/olm-gen catalog --opm $(OPM) --bundle-image $(BUNDLE_IMG)
 
+# A release's pull requests to the community catalogs (docs/olm.md, "Submitting a release"):
+# OperatorHub.io's (k8s-operatorhub/community-operators) and OpenShift's
+# (redhat-openshift-ecosystem/community-operators-prod, its file-based catalog workflow).
+OPERATORHUB_DIR ?= $(LOCALBIN)/operatorhub
+OPERATORHUB_REVIEWERS ?= redis-operator-maintainers
+OPENSHIFT_NEWEST ?= v4.21
+
+.PHONY: operatorhub
+operatorhub: ## Write the release's submissions to OperatorHub.io's and OpenShift's community catalogs into $(OPERATORHUB_DIR) (make test checks them as their pipelines do).
+	go run ./cmd/olm-gen operatorhub --out $(OPERATORHUB_DIR) --reviewers $(OPERATORHUB_REVIEWERS) --openshift-newest $(OPENSHIFT_NEWEST)
+
 .PHONY: bundle-validate-sdk
-bundle-validate-sdk: ## The bundle validators of operator-framework/api v0.34.0 (the operator-sdk v1.42 CLI's), suite operatorframework: no error, no warning (its test shows a broken copy failing).
-	cd hack/tools/validate-sdk && go test -count=1 . && go run . $(CURDIR)/bundle
+bundle-validate-sdk: operator-sdk ## operator-sdk bundle validate as OperatorHub's pipeline runs it (name=operatorhub, suite=operatorframework): no error, no warning, and a broken copy flagged (internal/olm).
+	go test ./internal/olm -run '^TestOperatorSDK' -count=1
+
+# The multiarch validator inspects each image of the CSV with a container engine's CLI (docker
+# pull, docker manifest inspect); none runs here, so test/images/cmd/docker answers those two
+# commands from the images built here (IMAGES_DIR), under the name docker, on PATH for it alone.
+.PHONY: bundle-validate-multiarch
+bundle-validate-multiarch: operator-sdk operator-image redis-image ## operator-sdk bundle validate --select-optional name=multiarch against the images built here: no error, no warning.
+	go build -o $(LOCALBIN)/engine-standin/docker ./test/images/cmd/docker
+	@out=$$(PATH=$(LOCALBIN)/engine-standin:$$PATH IMAGES_DIR=$(IMAGES_DIR) $(OPERATOR_SDK) bundle validate ./bundle --select-optional name=multiarch 2>&1); status=$$?; echo "$$out"; \
+	if [ $$status -ne 0 ] || echo "$$out" | grep -q 'level=\(warning\|error\)'; then echo "bundle-validate-multiarch: the pipeline would flag the bundle"; exit 1; fi
 
 .PHONY: catalog-validate
 catalog-validate: opm ## Validate the catalog with opm.
@@ -319,25 +338,32 @@ catalog-build: opm grpc-health-probe ## Build the catalog image (opm serving cat
 catalog-push: ## Push the catalog image: with $(CONTAINER_TOOL) when its engine answers, otherwise to the local cluster's registry (make demo-olm).
 	$(call push_image,$(CATALOG_IMG),$(IMAGES_DIR)/catalog)
 
-.PHONY: scorecard
-scorecard: ## Run the scorecard with the operator-sdk CLI against the cluster in your kubeconfig.
-	@command -v operator-sdk >/dev/null || { echo "operator-sdk is not installed; make scorecard-local runs our checks"; exit 1; }
-	operator-sdk scorecard bundle
-
+# operator-sdk scorecard runs each test of the bundle's tests/scorecard/config.yaml in a pod: the
+# SDK's built-in tests in its scorecard-test image, ours (redis-operator-scorecard: they test the
+# operator, which the built-in ones do not) in an image of our own; both built here and in the
+# local cluster's registry, as is busybox, the untar init container's image here. Our tests create
+# and read RedisClusters: their ServiceAccount gets a Role for it.
 SCORECARD_NAMESPACE ?= default
+SCORECARD_SERVICE_ACCOUNT ?= redis-operator-scorecard
 SCORECARD_ARGS ?=
+KUBECTL ?= $(ENVTEST_BIN)/kubectl
+
+.PHONY: scorecard
+scorecard: scorecard-run ## Run the scorecard (make scorecard-run).
 
 .PHONY: scorecard-run
-scorecard-run: ## What operator-sdk scorecard does, on the local cluster of make demo-olm: a pod per test, results from the pods' logs (SCORECARD_ARGS="-o json", "--selector suite=olm").
-	go run ./test/localcluster/cmd/scorecard --bundle $(or $(BUNDLE_DIR),bundle) --namespace $(SCORECARD_NAMESPACE) $(SCORECARD_ARGS)
-
-.PHONY: scorecard-local
-scorecard-local: ## Run the scorecard checks that need no cluster against bundle/, as the test image would.
-	go run ./scorecard --bundle bundle --all-offline
-
-.PHONY: scorecard-build
-scorecard-build: ## Build our scorecard test image.
-	$(CONTAINER_TOOL) build -f scorecard/Dockerfile -t $(SCORECARD_IMG) .
+scorecard-run: operator-sdk ## operator-sdk scorecard of BUNDLE_DIR (bundle) on the local cluster of make demo-olm (SCORECARD_ARGS="-o json", "--selector suite=olm").
+	$(KUBECTL) -n $(SCORECARD_NAMESPACE) create serviceaccount $(SCORECARD_SERVICE_ACCOUNT) --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) -n $(SCORECARD_NAMESPACE) create role $(SCORECARD_SERVICE_ACCOUNT) --verb=get,list,watch,create,delete \
+		--resource=redisclusters.cache.example.com --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) -n $(SCORECARD_NAMESPACE) create role $(SCORECARD_SERVICE_ACCOUNT)-read --verb=get,list,watch \
+		--resource=pods,services,configmaps --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	for role in $(SCORECARD_SERVICE_ACCOUNT) $(SCORECARD_SERVICE_ACCOUNT)-read; do \
+		$(KUBECTL) -n $(SCORECARD_NAMESPACE) create rolebinding $$role --role=$$role \
+			--serviceaccount=$(SCORECARD_NAMESPACE):$(SCORECARD_SERVICE_ACCOUNT) --dry-run=client -o yaml | $(KUBECTL) apply -f - || exit 1; \
+	done
+	$(OPERATOR_SDK) scorecard $(or $(BUNDLE_DIR),bundle) --namespace $(SCORECARD_NAMESPACE) --service-account $(SCORECARD_SERVICE_ACCOUNT) \
+		--untar-image $(SDK_INIT_IMG) --wait-time 5m $(SCORECARD_ARGS)
 
 ##@ Tools (built from pinned tools modules under hack/tools, cached in bin/)
 
@@ -371,6 +397,20 @@ LOCAL_PATH_PROVISIONER ?= $(LOCALBIN)/local-path-provisioner
 local-path-provisioner: $(LOCAL_PATH_PROVISIONER) ## Build Rancher's local-path-provisioner v0.0.30 (bin/): the default StorageClass's provisioner on the local cluster.
 $(LOCAL_PATH_PROVISIONER): hack/tools/local-path-provisioner/go.mod hack/tools/local-path-provisioner/go.sum
 	hack/build-tool.sh $(LOCAL_PATH_PROVISIONER) hack/tools/local-path-provisioner github.com/rancher/local-path-provisioner
+
+# The operator-sdk CLI v1.42.3 and its scorecard-test image's binary, from the pinned module (its
+# ansible plugin a stand-in: hack/tools/operator-sdk/ansible-operator-plugins), linked as its
+# Makefile links them: static, with its version and the scorecard-test image it names.
+OPERATOR_SDK_VERSION = v1.42.3
+OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk
+SCORECARD_TEST ?= $(LOCALBIN)/scorecard-test
+SDK_VERSION_PKG = github.com/operator-framework/operator-sdk/internal/version
+.PHONY: operator-sdk
+operator-sdk: $(OPERATOR_SDK) ## Build the operator-sdk CLI $(OPERATOR_SDK_VERSION) and scorecard-test (bin/): what users run to validate, run and score a bundle.
+$(OPERATOR_SDK): hack/tools/operator-sdk/go.mod hack/tools/operator-sdk/go.sum $(shell find hack/tools/operator-sdk/ansible-operator-plugins -type f)
+	CGO_ENABLED=0 hack/build-tool.sh $(LOCALBIN)/ hack/tools/operator-sdk -tags containers_image_openpgp \
+		-ldflags "-s -w -X $(SDK_VERSION_PKG).Version=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).GitVersion=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).KubernetesVersion=v1.33.1 -X $(SDK_VERSION_PKG).ImageVersion=$(OPERATOR_SDK_VERSION)" \
+		github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test
 
 VERSITYGW ?= $(LOCALBIN)/versitygw
 .PHONY: versitygw
@@ -446,21 +486,35 @@ $(OLMV1_DIR)/operator-controller: hack/tools/olmv1/go.mod hack/tools/olmv1/go.su
 $(ENVTEST_BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	hack/build-tool.sh $(ENVTEST_BIN)/etcd hack/tools/etcd go.etcd.io/etcd/server/v3
 
-# make run-bundle and friends act on the local cluster of make demo-olm (export the KUBECONFIG it prints).
+# make run-bundle and friends run the operator-sdk CLI against the local cluster of make demo-olm
+# (export the KUBECONFIG it prints). The CLI pulls the bundle image and the index image itself:
+# the index image over HTTPS whatever --use-http says (v1.42.3 reads its labels so, fbcutil.IsFBC),
+# so both are named at the cluster's registry over HTTPS (test/localcluster/cmd/tlsregistry prints
+# its address and writes its certificate), which the CLI trusts through SSL_CERT_FILE and the
+# nodes through their containerd's hosts.toml. The index image is an empty one of opm's built
+# here (the CLI's default, quay.io/operator-framework/opm:latest, is pulled from quay.io), and
+# the registry pod's init container runs busybox (built here from Debian's busybox-static) where
+# the CLI's default names ubi9.
 RUN_BUNDLE_NAMESPACE ?= default
+RUN_BUNDLE_INDEX_IMG ?= example.com/empty-index:v1.73.0
+SDK_INIT_IMG ?= docker.io/library/busybox:1.35
+SDK_REGISTRY_CA = $(LOCALBIN)/local-registry-ca.crt
+# The shell's words that run operator-sdk against the local cluster's registry ($$registry).
+sdk_with_registry = registry=$$(go run ./test/localcluster/cmd/tlsregistry --ca-file $(SDK_REGISTRY_CA)) && SSL_CERT_FILE=$(SDK_REGISTRY_CA) $(OPERATOR_SDK)
 
 .PHONY: run-bundle
-run-bundle: opm ## What operator-sdk run bundle does: a registry pod of opm serving a catalog that names BUNDLE_IMG (make bundle-build bundle-push), and OLM installs it.
-	go run ./test/localcluster/cmd/runbundle run $(BUNDLE_IMG) --namespace $(RUN_BUNDLE_NAMESPACE)
+run-bundle: operator-sdk ## operator-sdk run bundle BUNDLE_IMG (make bundle-build bundle-push) on the local cluster: OLM installs it from a registry pod serving a catalog of it.
+	$(sdk_with_registry) run bundle $$registry/$(BUNDLE_IMG) --index-image $$registry/$(RUN_BUNDLE_INDEX_IMG) \
+		--decompression-image $(SDK_INIT_IMG) --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 5m
 
 .PHONY: run-bundle-upgrade
-run-bundle-upgrade: opm ## What operator-sdk run bundle-upgrade does: add BUNDLE_IMG to that catalog and upgrade to it.
-	go run ./test/localcluster/cmd/runbundle upgrade $(BUNDLE_IMG) --namespace $(RUN_BUNDLE_NAMESPACE)
+run-bundle-upgrade: operator-sdk ## operator-sdk run bundle-upgrade BUNDLE_IMG: add it to that catalog and upgrade to it.
+	$(sdk_with_registry) run bundle-upgrade $$registry/$(BUNDLE_IMG) --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 5m
 
 .PHONY: cleanup-bundle
-cleanup-bundle: ## What operator-sdk cleanup does (keeping the CRD and every RedisCluster): remove the Subscription, CSVs, catalog and OperatorGroup.
-	go run ./test/localcluster/cmd/runbundle cleanup --namespace $(RUN_BUNDLE_NAMESPACE)
+cleanup-bundle: operator-sdk ## operator-sdk cleanup, keeping the CRDs and every RedisCluster: remove the Subscription, CSVs, catalog and OperatorGroup.
+	$(OPERATOR_SDK) cleanup redis-operator --delete-all=false --delete-operator-groups --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 2m
 
 .PHONY: test-olm
-test-olm: localcluster node redis-image olm olmv1 opm grpc-health-probe prometheus-crds ## OLM v0 and v1 install, upgrade and remove the operator on the local cluster's real node from its images (root; catalog, run-bundle, install modes, scorecard, ClusterExtension).
+test-olm: localcluster node redis-image olm olmv1 opm grpc-health-probe prometheus-crds operator-sdk bundle-validate-multiarch ## OLM v0 and v1 install, upgrade and remove the operator on the local cluster's real node from its images (root; catalog, run-bundle, install modes, scorecard, ClusterExtension).
 	go test -tags olm ./test/olm/... -count=1 -timeout 20m -v

@@ -3,6 +3,7 @@
 //
 //	kustomize build config/manifests | olm-gen bundle --version 0.2.0 --image ... > writes bundle/
 //	olm-gen catalog --template config/catalog/template.yaml --opm bin/opm > writes catalog/
+//	olm-gen operatorhub --out bin/operatorhub --reviewers alice,bob  > writes both community catalogs' pull requests
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: olm-gen bundle|catalog [flags]")
+		fmt.Fprintln(os.Stderr, "usage: olm-gen bundle|catalog|operatorhub [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -26,8 +27,10 @@ func main() {
 		err = bundle(os.Args[2:])
 	case "catalog":
 		err = catalog(os.Args[2:])
+	case "operatorhub":
+		err = operatorhub(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want bundle or catalog", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want bundle, catalog or operatorhub", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "olm-gen:", err)
@@ -95,4 +98,32 @@ func catalog(args []string) error {
 		return fmt.Errorf("reading the icon: %w", err)
 	}
 	return olm.GenerateCatalog(context.Background(), opts)
+}
+
+func operatorhub(args []string) error {
+	fs := flag.NewFlagSet("operatorhub", flag.ExitOnError)
+	opts := olm.SubmissionOptions{}
+	var reviewers string
+	fs.StringVar(&opts.Package, "package", "redis-operator", "OLM package name")
+	fs.StringVar(&opts.BundleDir, "bundle", "bundle", "the release's bundle directory")
+	fs.StringVar(&opts.Template, "template", "config/catalog/template.yaml", "our catalog template")
+	fs.StringVar(&opts.CatalogDir, "catalog", "catalog", "our rendered catalog")
+	fs.StringVar(&reviewers, "reviewers", "", "comma-separated GitHub users who approve the package's pull requests")
+	fs.StringVar(&opts.NewestOpenShift, "openshift-newest", "v4.21", "the newest OpenShift catalog of community-operators-prod")
+	fs.StringVar(&opts.PublishedBundleRepository, "published-bundles", "quay.io/community-operator-pipeline-prod/redis-operator",
+		"where OpenShift's community pipeline publishes the bundle images it builds")
+	fs.StringVar(&opts.OutDir, "out", "bin/operatorhub", "where the two repositories' trees are written")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if reviewers == "" {
+		return fmt.Errorf("--reviewers is required: ci.yaml names at least one")
+	}
+	opts.Reviewers = strings.Split(reviewers, ",")
+	ocp, err := olm.WriteSubmission(context.Background(), opts)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s and %s under %s (OpenShift catalogs %s)\n", olm.OperatorHubRepo, olm.OpenShiftRepo, opts.OutDir, strings.Join(ocp, ", "))
+	return nil
 }

@@ -1,7 +1,6 @@
-// Package checks holds the scorecard tests for redis-operator: the six checks that
-// operator-sdk's scorecard-test image runs (basic-check-spec and the olm-* tests), written
-// here so that they run where that image cannot, and our own tests against a live cluster.
-// Every test returns a v1alpha3.TestStatus, the scorecard test-image contract.
+// Package checks holds redis-operator's own scorecard tests, against a live cluster: what
+// operator-sdk's built-in tests (basic-check-spec and the olm-* tests, its scorecard-test image)
+// cannot see. Every test returns a v1alpha3.TestStatus, the scorecard test-image contract.
 package checks
 
 import (

@@ -181,3 +181,14 @@ func waitReady(ctx context.Context, c Cluster, ex *unstructured.Unstructured) (*
 	}
 	return live, err
 }
+
+// firstSegment is the top-level field a descriptor's path starts with: "nodes" of
+// "nodes[0].role", "primary" of "primary".
+func firstSegment(path string) string {
+	for i, c := range path {
+		if c == '.' || c == '[' {
+			return path[:i]
+		}
+	}
+	return path
+}

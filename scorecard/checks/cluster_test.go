@@ -2,6 +2,7 @@ package checks_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 	"github.com/org/redis-operator/scorecard/checks"
 	"github.com/org/redis-operator/test/testenv"
 )
+
+// The bundle that `make bundle` wrote and that ships.
+var bundleDir = filepath.Join("..", "..", "bundle")
 
 // The cluster tests run against a real kube-apiserver with the operator running. envtest has no
 // StatefulSet controller and no kubelet: testenv.LocalNode runs the pods as real redis-server

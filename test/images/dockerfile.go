@@ -286,7 +286,8 @@ const OPMImage = "quay.io/operator-framework/opm:v1.73.0"
 const OLMImage = "quay.io/operator-framework/olm:v0.38.0"
 
 // OPM is opm's image around opm, a static build of operator-registry's cmd/opm, with
-// healthProbe (a static grpc_health_probe) when given.
+// healthProbe (a static grpc_health_probe) when given, and busybox under /busybox as the
+// published images have it (on distroless/static:debug).
 func OPM(opm, healthProbe string) (v1.Image, error) {
 	binaries := map[string]string{"/bin/opm": opm}
 	if healthProbe != "" {
@@ -302,7 +303,10 @@ func OPM(opm, healthProbe string) (v1.Image, error) {
 	}
 	cfg := cf.Config
 	cfg.User = fmt.Sprintf("%d", OPMUID)
-	return mutate.Config(img, cfg)
+	if img, err = mutate.Config(img, cfg); err != nil {
+		return nil, err
+	}
+	return withBusybox(img)
 }
 
 // OPMUID is the user opm's images run as (operator-registry's Dockerfiles say USER 1001), and the

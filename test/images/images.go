@@ -67,7 +67,7 @@ func Operator(manager string) (v1.Image, error) {
 // Static is an image of statically linked binaries (a path in the image for each host file) on
 // what distroless/static:nonroot holds for them (passwd and group entries, CA certificates for
 // HTTPS, /tmp, the user's home), run as nonroot (65532) with entrypoint: the operator's, and the
-// tools' images the local cluster needs (opm, the scorecard tests, untar).
+// tools' images the local cluster needs (opm, the scorecard tests).
 func Static(binaries map[string]string, entrypoint []string) (v1.Image, error) {
 	files := []File{
 		{Path: "/etc", Mode: fs.ModeDir | 0o755},

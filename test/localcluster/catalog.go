@@ -3,15 +3,11 @@ package localcluster
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -20,22 +16,23 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/property"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/org/redis-operator/test/images"
-	"github.com/org/redis-operator/test/registry"
 )
 
 // OPMImage is the image of the catalog server's pod: bin/opm, static (make opm), in an image
 // built here (test/images.OPM).
 const OPMImage = images.OPMImage
+
+// EmptyIndexImage is an index image of opm's that holds no package (images.EmptyIndex): make
+// run-bundle's --index-image.
+const EmptyIndexImage = "example.com/empty-index:v1.73.0"
 
 // labelCatalog marks the registry pods and ConfigMaps of a served catalog.
 const labelCatalog = "redis-operator.example.com/catalog"
@@ -69,48 +66,6 @@ func LoadCatalog(ctx context.Context, path string) (*declcfg.DeclarativeConfig, 
 	return declcfg.LoadReader(f)
 }
 
-// RenderBundleImage renders the bundle image named image as `operator-sdk run bundle` does, with
-// operator-registry's render (the real `opm render`): opm pulls it from the cluster's registry
-// at registryHost (plain HTTP), and the bundle carries its CSV's metadata, no manifests (OLM
-// unpacks the image with a Job), under the image's name as users give it.
-func RenderBundleImage(ctx context.Context, opm, registryHost, image string) (declcfg.Bundle, error) {
-	ref, err := registry.ReferenceIn(registryHost, image)
-	if err != nil {
-		return declcfg.Bundle{}, err
-	}
-	cache, err := os.MkdirTemp("", "opm-render-")
-	if err != nil {
-		return declcfg.Bundle{}, err
-	}
-	defer func() { _ = os.RemoveAll(cache) }()
-	if err := writeSignaturePolicy(cache); err != nil { // opm pulls with containers/image
-		return declcfg.Bundle{}, err
-	}
-	cmd := exec.CommandContext(ctx, opm, "render", ref.String(), "--use-http", "--migrate-level", "bundle-object-to-csv-metadata", "-o", "yaml")
-	cmd.Env = append(os.Environ(), "TMPDIR="+cache, "HOME="+cache) // opm's pulls and cache stay in cache
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return declcfg.Bundle{}, fmt.Errorf("opm render %s (is it pushed? make bundle-build bundle-push): %w: %s", image, err, stderr.String())
-	}
-	fbc, err := declcfg.LoadReader(bytes.NewReader(out))
-	if err != nil {
-		return declcfg.Bundle{}, err
-	}
-	if len(fbc.Bundles) != 1 {
-		return declcfg.Bundle{}, fmt.Errorf("%s is not a bundle image: opm render gave %d bundles", image, len(fbc.Bundles))
-	}
-	b := fbc.Bundles[0]
-	b.Image = image
-	for i := range b.RelatedImages {
-		if b.RelatedImages[i].Image == ref.String() {
-			b.RelatedImages[i].Image = image
-		}
-	}
-	return b, nil
-}
-
 // CatalogOf is catalog/ as published (bundle images and their CSV's metadata, no manifests),
 // with only the bundles keep takes (nil: all); the channel entries of the others go too.
 func CatalogOf(ctx context.Context, root string, keep func(bundle string) bool) (*declcfg.DeclarativeConfig, error) {
@@ -140,69 +95,6 @@ func CatalogOf(ctx context.Context, root string, keep func(bundle string) bool) 
 		out.Channels = append(out.Channels, ch)
 	}
 	return out, nil
-}
-
-// ServeCatalog serves fbc as the CatalogSource name in namespace, as operator-sdk run bundle
-// does: a ConfigMap holding the catalog, a registry pod of the opm image serving it, and a grpc
-// CatalogSource with the pod's address. Serving it again replaces the pod, and the changed
-// address makes OLM resolve its Subscriptions again.
-func (c *Cluster) ServeCatalog(ctx context.Context, namespace, name string, fbc *declcfg.DeclarativeConfig) (*corev1.Pod, error) {
-	var buf bytes.Buffer
-	if err := declcfg.WriteYAML(*fbc, &buf); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	id := name + "-" + hex.EncodeToString(sum[:4])
-	labels := map[string]string{labelCatalog: name}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: namespace, Labels: labels},
-		Data: map[string]string{"catalog.yaml": buf.String()}}
-	if err := c.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating the catalog's ConfigMap: %w", err)
-	}
-	const portNumber = 50051 // opm's; the pod has its own network
-	port := strconv.Itoa(portNumber)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: namespace, Labels: labels},
-		Spec: corev1.PodSpec{
-			AutomountServiceAccountToken: ptr.To(false),
-			SecurityContext:              RestrictedPodSecurity(),
-			Containers: []corev1.Container{{
-				Name: "registry-server", Image: OPMImage, SecurityContext: RestrictedContainerSecurity(),
-				Command: []string{"/bin/opm"},
-				Args:    []string{"serve", "/configs", "--port", port, "--pprof-addr=:6060", "--termination-log=/dev/null"},
-				Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: int32(portNumber)}},
-				// Ready once it serves: what the harness waits for, from wherever it runs.
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(portNumber)}},
-					PeriodSeconds: 1},
-				// The one file, not the ConfigMap's directory: opm serve walks /configs and fails
-				// on the directory's ..data link to the kubelet's atomically written copy.
-				VolumeMounts: []corev1.VolumeMount{{Name: "catalog", MountPath: "/configs/catalog.yaml", SubPath: "catalog.yaml"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "catalog", VolumeSource: corev1.VolumeSource{
-				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: id}}}}},
-		},
-	}
-	if err := c.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating the registry pod: %w", err)
-	}
-	addr, err := c.waitRegistry(ctx, pod, port)
-	if err != nil {
-		return nil, err
-	}
-	cs := &operatorsv1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-	err = c.Client.Get(ctx, client.ObjectKeyFromObject(cs), cs)
-	cs.Spec = operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc, Address: addr,
-		DisplayName: name, Publisher: "local"}
-	switch {
-	case apierrors.IsNotFound(err):
-		err = c.Client.Create(ctx, cs)
-	case err == nil:
-		err = c.Client.Update(ctx, cs)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("applying CatalogSource %s: %w", name, err)
-	}
-	return pod, c.removeOldRegistries(ctx, namespace, name, id)
 }
 
 // waitRegistry waits until the registry pod is Ready (the kubelet's probe of its port) and

@@ -167,7 +167,7 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: Scheme()}); err != nil {
 		return c, err
 	}
-	if err := c.publishRegistryHosting(ctx, rn.registry.Host); err != nil {
+	if err := c.publishRegistryHosting(ctx, rn.registry); err != nil {
 		return c, err
 	}
 	if err := c.createStorageClass(ctx); err != nil {
@@ -185,8 +185,8 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 		nodeDir := filepath.Join(rn.dir, strconv.Itoa(i))
 		n, err := node.Start(node.Config{Dir: nodeDir, Name: name, Netns: netns, Addrs: addrs, Network: rn.network,
 			Labels: map[string]string{ZoneLabel: "zone-" + strconv.Itoa(i)}, Kubeconfig: cp.NodeKubeconfig,
-			ForwardFromMachine: []string{rn.registry.Host}, RegistryHost: rn.registry.Host,
-			Mirrored: mirrored, ClusterDNS: node.ControlPlaneIP})
+			ForwardFromMachine: []string{rn.registry.Host, rn.registry.TLSHost}, RegistryHost: rn.registry.Host,
+			Mirrored: mirrored, TLSRegistry: rn.registry.TLSHost, TLSRegistryCA: rn.registry.CAFile, ClusterDNS: node.ControlPlaneIP})
 		if err != nil {
 			return c, err // Start removed the node's namespace
 		}
@@ -287,14 +287,26 @@ func nodeImages(root, dir string, operators map[string]string) (map[string]v1.Im
 	return all, nil
 }
 
-// olmImages adds what OLM's pods and the scorecard's run: the opm image of the registry pods
-// (make opm builds it static), the scorecard tests' images (./scorecard under each command the
-// bundle's scorecard configuration runs in them: scorecard-test, redis-operator-scorecard), and
-// the untar image of the scorecard's init container.
+// olmImages adds what OLM's pods and operator-sdk's run: the opm image of the registry pods
+// (make opm builds it static) and the empty index image operator-sdk run bundle adds a bundle
+// to; the scorecard tests' images: the SDK's scorecard-test (make operator-sdk builds it) and
+// ours (./scorecard, under the command the bundle's scorecard configuration runs in it:
+// redis-operator-scorecard); and busybox, the init containers' image of run bundle's registry
+// pod and of the scorecard's test pods.
 func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	var err error
 	if imgs[OPMImage], err = images.OPM(filepath.Join(root, "bin", "opm"), filepath.Join(root, "bin", "grpc_health_probe")); err != nil {
 		return fmt.Errorf("the opm image (make opm grpc-health-probe): %w", err)
+	}
+	if imgs[EmptyIndexImage], err = images.EmptyIndex(imgs[OPMImage]); err != nil {
+		return err
+	}
+	if imgs[images.BusyboxImage], err = images.Busybox(); err != nil {
+		return err
+	}
+	sdkTests := filepath.Join(root, "bin", "scorecard-test")
+	if _, err := os.Stat(sdkTests); err != nil {
+		return fmt.Errorf("the scorecard-test image (make operator-sdk): %w", err)
 	}
 	cp := filepath.Join(dir, "images", "cp")
 	if err := images.BuildStatic(root, "./test/images/cp", cp); err != nil {
@@ -303,11 +315,8 @@ func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	if imgs[images.OLMImage], err = images.OLMUtil(filepath.Join(root, "bin", "olm", "cpb"), cp); err != nil {
 		return fmt.Errorf("OLM's image (make olm): %w", err)
 	}
-	scorecard, untar := filepath.Join(dir, "images", "scorecard-test"), filepath.Join(dir, "images", "untar")
+	scorecard := filepath.Join(dir, "images", "redis-operator-scorecard")
 	if err := images.BuildStatic(root, "./scorecard", scorecard); err != nil {
-		return err
-	}
-	if err := images.BuildStatic(root, "./test/images/untar", untar); err != nil {
 		return err
 	}
 	tests, err := scorecardTestImages(root)
@@ -318,13 +327,15 @@ func olmImages(root, dir string, imgs map[string]v1.Image) error {
 		binaries := map[string]string{}
 		for _, command := range commands {
 			binaries["/usr/local/bin/"+command] = scorecard
+			if command == "scorecard-test" {
+				binaries["/usr/local/bin/"+command] = sdkTests
+			}
 		}
 		if imgs[name], err = images.Static(binaries, nil); err != nil {
 			return err
 		}
 	}
-	imgs[ScorecardUntarImage], err = images.Static(map[string]string{"/bin/tar": untar}, []string{"/bin/tar"})
-	return err
+	return nil
 }
 
 // operatorDeployment is the CSV's Deployment, in the operator's namespace, watching every
@@ -655,15 +666,43 @@ const (
 	registryHostingKey       = "localRegistryHosting.v1"
 )
 
-func (c *Cluster) publishRegistryHosting(ctx context.Context, host string) error {
+// Beside KEP-1755's key, the ConfigMap says where the registry answers over HTTPS and with
+// which certificate: operator-sdk run bundle pulls from there (see registry.Registry.TLSHost).
+const (
+	registryTLSHostKey = "tlsHost"
+	registryCAKey      = "ca.crt"
+)
+
+func (c *Cluster) publishRegistryHosting(ctx context.Context, reg *registry.Registry) error {
+	ca, err := os.ReadFile(reg.CAFile)
+	if err != nil {
+		return err
+	}
+	host := reg.Host
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: registryHostingNamespace, Name: registryHostingName},
 		Data: map[string]string{registryHostingKey: fmt.Sprintf("host: %q\nhelp: %q\n", host,
 			"Images keep their names here: example.com/redis-operator:v0.2.0 is "+host+"/example.com/redis-operator:v0.2.0 (plain HTTP), "+
-				"which the node pulls as example.com/redis-operator:v0.2.0.")}}
+				"which the node pulls as example.com/redis-operator:v0.2.0; over HTTPS, "+reg.TLSHost+"/example.com/redis-operator:v0.2.0, "+
+				"which the node pulls under that name, trusting the certificate of ca.crt."),
+			registryTLSHostKey: reg.TLSHost, registryCAKey: string(ca)}}
 	if err := c.Client.Create(ctx, cm); err != nil {
 		return fmt.Errorf("publishing the local registry's address: %w", err)
 	}
 	return nil
+}
+
+// LocalTLSRegistry is where the registry of the cluster c reads answers over HTTPS
+// (127.0.0.1:<port>), and the PEM certificate that signs its certificate.
+func LocalTLSRegistry(ctx context.Context, c client.Reader) (host string, ca []byte, err error) {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryHostingNamespace, Name: registryHostingName}, cm); err != nil {
+		return "", nil, fmt.Errorf("reading where the cluster's registry is (ConfigMap %s/%s; a cluster of make demo-olm has it): %w",
+			registryHostingNamespace, registryHostingName, err)
+	}
+	if cm.Data[registryTLSHostKey] == "" || cm.Data[registryCAKey] == "" {
+		return "", nil, fmt.Errorf("ConfigMap %s/%s names no registry over HTTPS", registryHostingNamespace, registryHostingName)
+	}
+	return cm.Data[registryTLSHostKey], []byte(cm.Data[registryCAKey]), nil
 }
 
 // LocalRegistry is the address of the registry of the cluster c reads (127.0.0.1:<port>, plain

@@ -67,6 +67,9 @@ type ContainerdConfig struct {
 	// example.com, registry.k8s.io).
 	RegistryHost string
 	Mirrored     []string
+	// TLSRegistry (127.0.0.1:<port>) serves the names under its own address over HTTPS, with a
+	// certificate TLSRegistryCA (a PEM file) signs; none when empty.
+	TLSRegistry, TLSRegistryCA string
 	// Netns, when set, is where containerd runs, and so the pods' network (CNIConfDir).
 	Netns      *Netns
 	CNIConfDir string
@@ -87,6 +90,11 @@ func StartContainerd(cfg ContainerdConfig) (*Containerd, error) {
 		// The registry holds each name under /v2/<host>/<repository>, so that one registry
 		// mirrors them all with their names kept (test/registry).
 		if err := c.mirror(host, host); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TLSRegistry != "" {
+		if err := c.trust(cfg.TLSRegistry, cfg.TLSRegistryCA); err != nil {
 			return nil, err
 		}
 	}
@@ -168,6 +176,16 @@ func (c *Containerd) mirror(host, path string) error {
 	}
 	hosts := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"http://%s/v2/%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
 		host, c.registryHost, path)
+	return os.WriteFile(filepath.Join(c.HostsDir, host, "hosts.toml"), []byte(hosts), 0o644)
+}
+
+// trust has containerd pull the names under host from host over HTTPS, verifying its
+// certificate with the CA certificate in caFile.
+func (c *Containerd) trust(host, caFile string) error {
+	if err := os.MkdirAll(filepath.Join(c.HostsDir, host), 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"https://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n", host, host, caFile)
 	return os.WriteFile(filepath.Join(c.HostsDir, host, "hosts.toml"), []byte(hosts), 0o644)
 }
 

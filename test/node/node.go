@@ -58,6 +58,10 @@ type Config struct {
 	// Mirrored.
 	RegistryHost string
 	Mirrored     []string
+	// TLSRegistry (127.0.0.1:<port>, inside the namespace) is the registry over HTTPS, whose
+	// images containerd pulls under its own address, trusting TLSRegistryCA (a PEM file): where
+	// operator-sdk run bundle names the images it pulls itself.
+	TLSRegistry, TLSRegistryCA string
 	// ClusterDNS is the address of the cluster's DNS server, which the kubelet gives pods
 	// (dnsPolicy ClusterFirst) with the search list of ClusterDomain; none when empty.
 	ClusterDNS string
@@ -96,7 +100,8 @@ func Start(cfg Config) (n *Node, err error) {
 func (n *Node) boot() error {
 	var err error
 	if n.Containerd, err = StartContainerd(ContainerdConfig{Dir: filepath.Join(n.cfg.Dir, "containerd"), RegistryHost: n.cfg.RegistryHost,
-		Mirrored: n.cfg.Mirrored, Netns: n.Netns, CNIConfDir: n.cniConfDir()}); err != nil {
+		Mirrored: n.cfg.Mirrored, TLSRegistry: n.cfg.TLSRegistry, TLSRegistryCA: n.cfg.TLSRegistryCA,
+		Netns: n.Netns, CNIConfDir: n.cniConfDir()}); err != nil {
 		return err
 	}
 	if err := n.startKubelet(n.cfg); err != nil {

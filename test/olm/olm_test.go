@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -448,6 +449,25 @@ func TestCatalogInstallAndUpgrade(t *testing.T) {
 // printed; it must succeed.
 func runMake(t *testing.T, args ...string) string { return makeTarget(t, true, args...) }
 
+// sdkSaid is what operator-sdk logged in out, its messages unquoted: logrus writes
+// msg="OLM has successfully installed \"redis-operator.v0.1.0\"" when not on a terminal.
+func sdkSaid(out string) string {
+	var said []string
+	for _, line := range strings.Split(out, "\n") {
+		_, msg, ok := strings.Cut(line, " msg=")
+		if !ok {
+			continue
+		}
+		if quoted, err := strconv.QuotedPrefix(msg); err == nil {
+			msg, _ = strconv.Unquote(quoted)
+		} else {
+			msg, _, _ = strings.Cut(msg, " ")
+		}
+		said = append(said, msg)
+	}
+	return strings.Join(said, "\n")
+}
+
 // runMakeFailing runs a make target that must fail.
 func runMakeFailing(t *testing.T, args ...string) string { return makeTarget(t, false, args...) }
 
@@ -496,8 +516,8 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	// When the previous release's bundle image is run, as OperatorHub.io's upgrade test does
 	// (operator-sdk run bundle)
 	out := runMake(t, "run-bundle", "BUNDLE_IMG="+released.Bundles[0].Image, nsArg)
-	assert.Contains(t, out, `OperatorGroup "operator-sdk-og" created`)
-	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.1.0"`)
+	assert.Contains(t, sdkSaid(out), `OperatorGroup "operator-sdk-og" created`)
+	assert.Contains(t, sdkSaid(out), `OLM has successfully installed "redis-operator.v0.1.0"`)
 	cluster.MustKubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 
 	// The operator may act in its namespace and nowhere else
@@ -530,7 +550,7 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	upgrade := watchUpgrade(t, ns, nil)
 	upgraded := time.Now()
 	out = runMake(t, "bundle-build", "bundle-push", "run-bundle-upgrade", nsArg)
-	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
+	assert.Contains(t, sdkSaid(out), `Successfully upgraded to "redis-operator.v0.2.0"`)
 	fmt.Printf("figure: bundle image built and pushed, run bundle-upgrade 0.1.0 -> 0.2.0: CSV Succeeded in %.1fs\n", time.Since(upgraded).Seconds())
 
 	// Then the new operator runs and stays so, and the RedisCluster stayed Ready with every
@@ -585,7 +605,7 @@ func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	assert.Equal(t, scapiv1alpha3.FailState, states["olm-spec-descriptors"], "the broken bundle fails olm-spec-descriptors: %v", states)
 
 	out = runMake(t, "cleanup-bundle", nsArg)
-	assert.Contains(t, out, `Operator "redis-operator" uninstalled`)
+	assert.Contains(t, sdkSaid(out), `Operator "redis-operator" uninstalled`)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, csvPhase(c, ns, pkg+".v0.2.0"))
 		deploys := &appsv1.DeploymentList{}
@@ -677,7 +697,7 @@ func TestADisconnectedClusterInstallsThePinnedReleaseFromItsMirror(t *testing.T)
 	started := time.Now()
 	runMake(t, "bundle-push", "BUNDLE_IMG="+bundleImage)
 	out := runMake(t, "run-bundle", "BUNDLE_IMG="+bundleImage, "RUN_BUNDLE_NAMESPACE="+ns)
-	assert.Contains(t, out, `OLM has successfully installed "redis-operator.v0.2.0"`)
+	assert.Contains(t, sdkSaid(out), `OLM has successfully installed "redis-operator.v0.2.0"`)
 	cluster.MustKubectl(t, "-n", ns, "wait", "deployment/redis-operator-controller-manager", "--for=condition=Available", "--timeout=60s")
 	fmt.Printf("figure: disconnected install of the pinned bundle: operator Available in %.1fs\n", time.Since(started).Seconds())
 
@@ -702,7 +722,10 @@ func TestADisconnectedClusterInstallsThePinnedReleaseFromItsMirror(t *testing.T)
 	}
 	held, err := cluster.NodeImages(ctx)
 	require.NoError(t, err)
-	assert.Subset(t, held, []string{manager.Image, redisImage, bundleImage}, "the node pulled them by digest")
+	// (the bundle under the registry's own address, where operator-sdk run bundle names it)
+	registryHost, _, err := localcluster.LocalTLSRegistry(ctx, cluster.Client)
+	require.NoError(t, err)
+	assert.Subset(t, held, []string{manager.Image, redisImage, registryHost + "/" + bundleImage}, "the node pulled them by digest")
 
 	// while a pod that names the Redis image by tag cannot have it: the mirror holds no tag
 	byTag := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-tag"}, Spec: corev1.PodSpec{
@@ -724,7 +747,7 @@ func TestADisconnectedClusterInstallsThePinnedReleaseFromItsMirror(t *testing.T)
 	// cleanup removes the operator
 	cluster.MustKubectl(t, "-n", ns, "delete", "rediscluster", "sessions", "--timeout=60s")
 	out = runMake(t, "cleanup-bundle", "RUN_BUNDLE_NAMESPACE="+ns)
-	assert.Contains(t, out, `Operator "redis-operator" uninstalled`)
+	assert.Contains(t, sdkSaid(out), `Operator "redis-operator" uninstalled`)
 }
 
 // pinnedCSV reads the CSV of the bundle make bundle-pinned wrote under dir.
