@@ -22,6 +22,7 @@ import (
 	"github.com/org/redis-operator/test/images"
 	"github.com/org/redis-operator/test/node"
 	"github.com/org/redis-operator/test/registry"
+	"github.com/org/redis-operator/test/testenv"
 )
 
 // RedisVersions are the versions the tests ask for (spec.version): the Redis image, Debian's
@@ -42,9 +43,11 @@ type realNode struct {
 	nodes    []*node.Node
 	proxy    *node.Process
 	registry *registry.Registry
-	dns      *clusterDNS
-	dir      string // the nodes' own (short: Unix sockets live in it)
-	before   node.Machine
+	// registryCA is the PEM file of the CA of the registry's certificate (its TLSHost).
+	registryCA string
+	dns        *clusterDNS
+	dir        string // the nodes' own (short: Unix sockets live in it)
+	before     node.Machine
 	// exposed closes what ReachableFromPods opened.
 	exposed []func()
 }
@@ -149,6 +152,9 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if rn.registry, err = registry.Start(filepath.Join(dir, "registry")); err != nil {
 		return nil, err
 	}
+	if rn.registryCA, err = serveRegistryTLS(rn.registry, filepath.Join(dir, "registry")); err != nil {
+		return nil, err
+	}
 	mirrored, err := rn.registry.PushAll(ctx, imgs)
 	if err != nil {
 		return nil, err
@@ -167,7 +173,7 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if c.Client, err = client.New(cp.AdminConfig, client.Options{Scheme: Scheme()}); err != nil {
 		return c, err
 	}
-	if err := c.publishRegistryHosting(ctx, rn.registry); err != nil {
+	if err := c.publishRegistryHosting(ctx, rn.registry, rn.registryCA); err != nil {
 		return c, err
 	}
 	if err := c.createStorageClass(ctx); err != nil {
@@ -186,7 +192,7 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 		n, err := node.Start(node.Config{Dir: nodeDir, Name: name, Netns: netns, Addrs: addrs, Network: rn.network,
 			Labels: map[string]string{ZoneLabel: "zone-" + strconv.Itoa(i)}, Kubeconfig: cp.NodeKubeconfig,
 			ForwardFromMachine: []string{rn.registry.Host, rn.registry.TLSHost}, RegistryHost: rn.registry.Host,
-			Mirrored: mirrored, TLSRegistry: rn.registry.TLSHost, TLSRegistryCA: rn.registry.CAFile, ClusterDNS: node.ControlPlaneIP})
+			Mirrored: mirrored, TLSRegistry: rn.registry.TLSHost, TLSRegistryCA: rn.registryCA, ClusterDNS: node.ControlPlaneIP})
 		if err != nil {
 			return c, err // Start removed the node's namespace
 		}
@@ -673,8 +679,26 @@ const (
 	registryCAKey      = "ca.crt"
 )
 
-func (c *Cluster) publishRegistryHosting(ctx context.Context, reg *registry.Registry) error {
-	ca, err := os.ReadFile(reg.CAFile)
+// serveRegistryTLS has reg serve over HTTPS too, with a certificate for 127.0.0.1 that a CA of
+// the harness signs, and returns the PEM file of that CA, written in dir.
+func serveRegistryTLS(reg *registry.Registry, dir string) (string, error) {
+	ca, err := testenv.NewCA("redis-operator local registry")
+	if err != nil {
+		return "", err
+	}
+	kp, err := ca.IssueFor(nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return "", err
+	}
+	if err := reg.ServeTLS(kp.TLSCertificate()); err != nil {
+		return "", err
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	return caFile, os.WriteFile(caFile, ca.PEM, 0o644)
+}
+
+func (c *Cluster) publishRegistryHosting(ctx context.Context, reg *registry.Registry, caFile string) error {
+	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return err
 	}

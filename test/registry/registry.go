@@ -6,19 +6,12 @@ package registry
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -36,73 +29,48 @@ import (
 type Registry struct {
 	// Host is its address, 127.0.0.1:<port>, over plain HTTP.
 	Host string
-	// TLSHost is its address over HTTPS, 127.0.0.1:<port>, with a certificate of its own
-	// (CAFile): for clients that reach a registry over HTTPS only (operator-sdk run bundle reads
-	// its index image's labels so, whatever its --use-http says).
+	// TLSHost is its address over HTTPS once ServeTLS has started it, 127.0.0.1:<port>: for
+	// clients that reach a registry over HTTPS only (operator-sdk run bundle reads its index
+	// image's labels so, whatever its --use-http says).
 	TLSHost string
-	// CAFile is the PEM certificate that TLSHost's certificate is (self-signed, for 127.0.0.1):
-	// a client trusts TLSHost with it.
-	CAFile  string
+	handler http.Handler
 	servers []*http.Server
 	done    chan error
 }
 
-// Start serves a registry with its blobs under dir until Stop, over HTTP and HTTPS. Manifests
-// live in memory: a harness pushes its images after each start.
+// Start serves a registry with its blobs under dir until Stop, over HTTP. Manifests live in
+// memory: a harness pushes its images after each start.
 func Start(dir string) (*Registry, error) {
 	blobs := filepath.Join(dir, "blobs")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
 	}
-	cert, err := selfSigned(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
+	r := &Registry{done: make(chan error, 2),
+		handler: ggcrregistry.New(ggcrregistry.WithBlobHandler(ggcrregistry.NewDiskBlobHandler(blobs)), ggcrregistry.Logger(log.New(io.Discard, "", 0)))}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listening for the registry: %w", err)
 	}
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = l.Close()
-		return nil, fmt.Errorf("listening for the registry over HTTPS: %w", err)
-	}
-	handler := ggcrregistry.New(ggcrregistry.WithBlobHandler(ggcrregistry.NewDiskBlobHandler(blobs)), ggcrregistry.Logger(log.New(io.Discard, "", 0)))
-	r := &Registry{Host: l.Addr().String(), TLSHost: tl.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), done: make(chan error, 2)}
-	for _, l := range []net.Listener{l, tls.NewListener(tl, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})} {
-		server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-		r.servers = append(r.servers, server)
-		go func() { r.done <- server.Serve(l) }()
-	}
+	r.Host = l.Addr().String()
+	r.serve(l)
 	return r, nil
 }
 
-// selfSigned makes a key and a certificate for 127.0.0.1 that signs itself (a client trusts it
-// as its own CA), and writes the certificate to caFile.
-func selfSigned(caFile string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// ServeTLS serves the same registry over HTTPS too, with cert (for 127.0.0.1), at TLSHost.
+func (r *Registry) ServeTLS(cert tls.Certificate) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return tls.Certificate{}, err
+		return fmt.Errorf("listening for the registry over HTTPS: %w", err)
 	}
-	template := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "redis-operator local registry"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(7 * 24 * time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	r.TLSHost = l.Addr().String()
+	r.serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	return nil
+}
+
+func (r *Registry) serve(l net.Listener) {
+	server := &http.Server{Handler: r.handler, ReadHeaderTimeout: 10 * time.Second}
+	r.servers = append(r.servers, server)
+	go func() { r.done <- server.Serve(l) }()
 }
 
 // Stop ends the registry and its connections. Not Shutdown: a client's transport may hold a

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,14 +58,26 @@ func NewCA(name string) (*CA, error) {
 // Issue signs a certificate for these DNS names, for servers and clients both (as a Redis
 // node's is: it serves clients and connects to its primary).
 func (ca *CA) Issue(dnsNames ...string) (*KeyPair, error) {
+	return ca.IssueFor(dnsNames, nil)
+}
+
+// IssueFor signs a certificate for these DNS names and IP addresses (a server on 127.0.0.1).
+func (ca *CA) IssueFor(dnsNames []string, ips []net.IP) (*KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
+	name := ""
+	if len(dnsNames) > 0 {
+		name = dnsNames[0]
+	} else if len(ips) > 0 {
+		name = ips[0].String()
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: dnsNames[0]},
+		Subject:      pkix.Name{CommonName: name},
 		DNSNames:     dnsNames,
+		IPAddresses:  ips,
 		NotBefore:    time.Now().Add(-time.Minute),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
