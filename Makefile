@@ -363,7 +363,7 @@ scorecard-run: operator-sdk ## operator-sdk scorecard of BUNDLE_DIR (bundle) on 
 			--serviceaccount=$(SCORECARD_NAMESPACE):$(SCORECARD_SERVICE_ACCOUNT) --dry-run=client -o yaml | $(KUBECTL) apply -f - || exit 1; \
 	done
 	$(OPERATOR_SDK) scorecard $(or $(BUNDLE_DIR),bundle) --namespace $(SCORECARD_NAMESPACE) --service-account $(SCORECARD_SERVICE_ACCOUNT) \
-		--untar-image $(SDK_INIT_IMG) --wait-time 5m $(SCORECARD_ARGS)
+		--untar-image $(SDK_INIT_IMG) --pod-security restricted --wait-time 5m $(SCORECARD_ARGS)
 
 ##@ Tools (built from pinned tools modules under hack/tools, cached in bin/)
 
@@ -496,6 +496,9 @@ $(ENVTEST_BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 # the registry pod's init container runs busybox (built here from Debian's busybox-static) where
 # the CLI's default names ubi9.
 RUN_BUNDLE_NAMESPACE ?= default
+# The operator watches the namespace it is installed in (the CLI's default is AllNamespaces when
+# the CSV supports it): RUN_BUNDLE_INSTALL_MODE=AllNamespaces for all.
+RUN_BUNDLE_INSTALL_MODE ?= OwnNamespace
 RUN_BUNDLE_INDEX_IMG ?= example.com/empty-index:v1.73.0
 SDK_INIT_IMG ?= docker.io/library/busybox:1.35
 SDK_REGISTRY_CA = $(LOCALBIN)/local-registry-ca.crt
@@ -505,7 +508,7 @@ sdk_with_registry = registry=$$(go run ./test/localcluster/cmd/tlsregistry --ca-
 .PHONY: run-bundle
 run-bundle: operator-sdk ## operator-sdk run bundle BUNDLE_IMG (make bundle-build bundle-push) on the local cluster: OLM installs it from a registry pod serving a catalog of it.
 	$(sdk_with_registry) run bundle $$registry/$(BUNDLE_IMG) --index-image $$registry/$(RUN_BUNDLE_INDEX_IMG) \
-		--decompression-image $(SDK_INIT_IMG) --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 5m
+		--decompression-image $(SDK_INIT_IMG) --install-mode $(RUN_BUNDLE_INSTALL_MODE) --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 5m
 
 .PHONY: run-bundle-upgrade
 run-bundle-upgrade: operator-sdk ## operator-sdk run bundle-upgrade BUNDLE_IMG: add it to that catalog and upgrade to it.

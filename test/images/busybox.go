@@ -33,15 +33,17 @@ func busyboxFiles(dir string) ([]File, error) {
 	return files, nil
 }
 
-// Busybox is the busybox image: busybox in /bin, a link to it per applet, run as root as Docker
-// Hub's is.
+// Busybox is the busybox image: busybox in /bin, a link to it per applet, run as nonroot
+// (65532), as the SDK's scorecard-untar image runs as a user of its own: operator-sdk scorecard
+// --pod-security=restricted runs its init container with runAsNonRoot.
 func Busybox() (v1.Image, error) {
 	files, err := busyboxFiles("/bin")
 	if err != nil {
 		return nil, err
 	}
 	files = append(files, File{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777})
-	return imageOf(files, v1.Config{Cmd: []string{"sh"}, WorkingDir: "/", Env: []string{"PATH=/bin"}})
+	return imageOf(files, v1.Config{Cmd: []string{"sh"}, WorkingDir: "/", Env: []string{"PATH=/bin"},
+		User: fmt.Sprintf("%d:%d", NonRootUID, NonRootUID)})
 }
 
 // withBusybox adds busybox under /busybox to img, on its PATH, as distroless/static:debug has it

@@ -112,8 +112,23 @@ func diagnose(c *localcluster.Cluster, dir string) {
 // the operator's, the Redis, the registry and the scorecard pods must pass.
 func newNamespace(t *testing.T, name string) string {
 	t.Helper()
+	return newNamespaceEnforcing(t, name, "restricted")
+}
+
+// newRunBundleNamespace is a namespace operator-sdk run bundle installs into: the Pod Security
+// Standard baseline enforced, restricted warned of. The CLI's registry pod (v1.42.3) does not
+// meet restricted, even with --security-context-config restricted: it sets no runAsNonRoot, and
+// its init container has no security context. The operator's and Redis's pods do (warned of,
+// and the e2e and catalog stories enforce it).
+func newRunBundleNamespace(t *testing.T, name string) string {
+	t.Helper()
+	return newNamespaceEnforcing(t, name, "baseline")
+}
+
+func newNamespaceEnforcing(t *testing.T, name, level string) string {
+	t.Helper()
 	require.NoError(t, cluster.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}))
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/warn": "restricted"}}}))
 	return name
 }
 
@@ -505,7 +520,7 @@ func brokenBundle(t *testing.T) string {
 // operator reconciles RedisClusters there alone and holds no right elsewhere.
 func TestRunBundleUpgradeAndCleanupForOneNamespace(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "team-a")
+	ns := newRunBundleNamespace(t, "team-a")
 	other := newNamespace(t, "team-b")
 	nsArg := "RUN_BUNDLE_NAMESPACE=" + ns
 
@@ -651,7 +666,7 @@ func primaryClient(ctx context.Context, namespace string) (*goredis.Client, erro
 // spec.image runs the Redis image the bundle pins (RELATED_IMAGE_REDIS_7_2).
 func TestADisconnectedClusterInstallsThePinnedReleaseFromItsMirror(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "offline")
+	ns := newRunBundleNamespace(t, "offline")
 	pinned := t.TempDir()
 
 	// Given the release's images built here and its bundle pinned to their digests, which
