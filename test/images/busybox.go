@@ -18,6 +18,11 @@ const BusyboxBinary = "/bin/busybox"
 // container (--untar-image; scorecard-untar by default): sh, gzip, cat and tar are all they use.
 const BusyboxImage = "docker.io/library/busybox:1.35"
 
+// UBIStandInImage is operator-sdk's default image for the registry pod's init container
+// (fbcutil.DefaultInitImage, ubi9, which cannot be had here), under which the busybox image is
+// published too: run bundle-upgrade (v1.42.3) has no flag for it and always runs that image.
+const UBIStandInImage = "registry.access.redhat.com/ubi9/ubi:9.8"
+
 // busyboxApplets are the commands the images below run of busybox, each a link to it.
 var busyboxApplets = []string{"sh", "cat", "gzip", "tar", "ls", "mkdir", "rm", "cp"}
 

@@ -298,7 +298,8 @@ func nodeImages(root, dir string, operators map[string]string) (map[string]v1.Im
 // to; the scorecard tests' images: the SDK's scorecard-test (make operator-sdk builds it) and
 // ours (./scorecard, under the command the bundle's scorecard configuration runs in it:
 // redis-operator-scorecard); and busybox, the init containers' image of run bundle's registry
-// pod and of the scorecard's test pods.
+// pod and of the scorecard's test pods, also under the name of the ubi9 image that run
+// bundle-upgrade's registry pod runs (images.UBIStandInImage).
 func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	var err error
 	if imgs[OPMImage], err = images.OPM(filepath.Join(root, "bin", "opm"), filepath.Join(root, "bin", "grpc_health_probe")); err != nil {
@@ -310,6 +311,7 @@ func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	if imgs[images.BusyboxImage], err = images.Busybox(); err != nil {
 		return err
 	}
+	imgs[images.UBIStandInImage] = imgs[images.BusyboxImage]
 	sdkTests := filepath.Join(root, "bin", "scorecard-test")
 	if _, err := os.Stat(sdkTests); err != nil {
 		return fmt.Errorf("the scorecard-test image (make operator-sdk): %w", err)
