@@ -508,7 +508,7 @@ sdk_with_registry = registry=$$(go run ./test/localcluster/cmd/tlsregistry --ca-
 .PHONY: run-bundle
 run-bundle: operator-sdk ## operator-sdk run bundle BUNDLE_IMG (make bundle-build bundle-push) on the local cluster: OLM installs it from a registry pod serving a catalog of it.
 	$(sdk_with_registry) run bundle $$registry/$(BUNDLE_IMG) --index-image $$registry/$(RUN_BUNDLE_INDEX_IMG) \
-		--decompression-image $(SDK_INIT_IMG) --install-mode $(RUN_BUNDLE_INSTALL_MODE) --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 5m
+		--decompression-image $$registry/$(SDK_INIT_IMG) --install-mode $(RUN_BUNDLE_INSTALL_MODE) --namespace $(RUN_BUNDLE_NAMESPACE) --timeout 5m
 
 .PHONY: run-bundle-upgrade
 run-bundle-upgrade: operator-sdk ## operator-sdk run bundle-upgrade BUNDLE_IMG: add it to that catalog and upgrade to it.
