@@ -363,7 +363,7 @@ scorecard-run: operator-sdk ## operator-sdk scorecard of BUNDLE_DIR (bundle) on 
 			--serviceaccount=$(SCORECARD_NAMESPACE):$(SCORECARD_SERVICE_ACCOUNT) --dry-run=client -o yaml | $(KUBECTL) apply -f - || exit 1; \
 	done
 	$(OPERATOR_SDK) scorecard $(or $(BUNDLE_DIR),bundle) --namespace $(SCORECARD_NAMESPACE) --service-account $(SCORECARD_SERVICE_ACCOUNT) \
-		--untar-image $(SDK_INIT_IMG) --pod-security restricted --wait-time 5m $(SCORECARD_ARGS)
+		--untar-image $(SDK_INIT_IMG) --pod-security restricted --wait-time 10m $(SCORECARD_ARGS)
 
 ##@ Tools (built from pinned tools modules under hack/tools, cached in bin/)
 
