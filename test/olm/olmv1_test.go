@@ -90,9 +90,12 @@ func TestOLMv1InstallsUpgradesAndRemovesTheOperatorFromTheCatalogImage(t *testin
 	cluster.MustKubectl(t, "delete", "clusterextension/redis-operator", "--wait", "--timeout=3m")
 
 	// Then the operator is gone, and every RedisCluster stays, with its Redis and its data
-	deploys := &appsv1.DeploymentList{}
-	require.NoError(t, cluster.Client.List(ctx, deploys, client.InNamespace(olmv1Namespace)))
-	assert.Empty(t, deploys.Items, "the operator's Deployment is gone")
+	// (the Deployment's deletion may still be under way when the extension is gone: CI at 7735a44)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		deploys := &appsv1.DeploymentList{}
+		require.NoError(c, cluster.Client.List(ctx, deploys, client.InNamespace(olmv1Namespace)))
+		assert.Empty(c, deploys.Items, "the operator's Deployment is gone")
+	}, waitFor, tick)
 	cluster.MustKubectl(t, "get", "crd", "redisclusters.cache.example.com")
 	assert.True(t, redisClusterReady(t, ns), "the RedisCluster is still there, its last status Ready")
 	reader, err := primaryClient(ctx, ns)
