@@ -135,7 +135,7 @@ test-node: node redis-image ## The real node (root): the images in containerd, a
 
 .PHONY: test-e2e
 test-e2e: localcluster node redis-image versitygw ## End-to-end on the local cluster's real node (root): the operator from its image as the CSV's Deployment, Redis's image, kubectl; then the network partitions (make test-partitions). E2E_KUBECONFIG=<file> [IMG=<operator image>]: on that cluster instead.
-	E2E_KUBECONFIG=$(E2E_KUBECONFIG) IMG=$(IMG) go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v
+	E2E_KUBECONFIG=$(E2E_KUBECONFIG) IMG=$(IMG) go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v
 
 .PHONY: test-partitions
 test-partitions: localcluster node redis-image ## Network partitions alone (make test-e2e runs them too, on its cluster), on the local cluster's real node (root): cuts between the operator, the primary, the replicas and the API server under a workload of clients; fails on any acknowledged write lost. PARTITIONS_FULL=1: longer cuts.
