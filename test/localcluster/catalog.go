@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,11 +15,8 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/property"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/org/redis-operator/test/images"
@@ -33,9 +29,6 @@ const OPMImage = images.OPMImage
 // EmptyIndexImage is an index image of opm's that holds no package (images.EmptyIndex): make
 // run-bundle's --index-image.
 const EmptyIndexImage = "example.com/empty-index:v1.73.0"
-
-// labelCatalog marks the registry pods and ConfigMaps of a served catalog.
-const labelCatalog = "redis-operator.example.com/catalog"
 
 // RestrictedPodSecurity and RestrictedContainerSecurity are what the restricted Pod Security
 // Standard asks of the pods the harness creates, so that they run in users' namespaces.
@@ -95,48 +88,6 @@ func CatalogOf(ctx context.Context, root string, keep func(bundle string) bool) 
 		out.Channels = append(out.Channels, ch)
 	}
 	return out, nil
-}
-
-// waitRegistry waits until the registry pod is Ready (the kubelet's probe of its port) and
-// returns its address.
-func (c *Cluster) waitRegistry(ctx context.Context, pod *corev1.Pod, port string) (string, error) {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		got := &corev1.Pod{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err == nil && got.Status.PodIP != "" && podReady(got) {
-			return net.JoinHostPort(got.Status.PodIP, port), nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return "", fmt.Errorf("registry pod %s was not Ready within 60s", pod.Name)
-}
-
-// removeOldRegistries deletes the registry pods and ConfigMaps of earlier serves of a catalog.
-func (c *Cluster) removeOldRegistries(ctx context.Context, namespace, name, keep string) error {
-	for _, list := range []client.ObjectList{&corev1.PodList{}, &corev1.ConfigMapList{}} {
-		if err := c.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{labelCatalog: name}); err != nil {
-			return err
-		}
-		var objs []client.Object
-		if err := apimeta.EachListItem(list, func(o runtime.Object) error {
-			objs = append(objs, o.(client.Object))
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, obj := range objs {
-			if obj.GetName() != keep {
-				if err := c.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // PublishCatalog does what a release does for OLM: it publishes the bundle image of each of

@@ -57,15 +57,6 @@ func (c *Cluster) readyEndpoints(ctx context.Context, namespace, service string)
 	return endpoints, nil
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // SecretValue reads one key of a Secret.
 func (c *Cluster) SecretValue(ctx context.Context, namespace, name, key string) (string, error) {
 	s := &corev1.Secret{}
