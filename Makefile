@@ -87,7 +87,7 @@ lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, goco
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw bundle-validate-sdk ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
+test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw bundle-validate-sdk operatorhub ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
 	go test ./... -count=1
 
 # make bench is two halves, by what they run on: the local cluster's real node (root), or an envtest
