@@ -334,10 +334,11 @@ func olmImages(root, dir string, imgs map[string]v1.Image) error {
 	for name, commands := range tests {
 		binaries := map[string]string{}
 		for _, command := range commands {
-			binaries["/usr/local/bin/"+command] = scorecard
-			if command == "scorecard-test" {
-				binaries["/usr/local/bin/"+command] = sdkTests
+			binary := scorecard
+			if command == "scorecard-test" { // the SDK's built-in tests
+				binary = sdkTests
 			}
+			binaries["/usr/local/bin/"+command] = binary
 		}
 		if imgs[name], err = images.Static(binaries, nil); err != nil {
 			return err
@@ -720,10 +721,9 @@ func (c *Cluster) publishRegistryHosting(ctx context.Context, reg *registry.Regi
 // LocalTLSRegistry is where the registry of the cluster c reads answers over HTTPS
 // (127.0.0.1:<port>), and the PEM certificate that signs its certificate.
 func LocalTLSRegistry(ctx context.Context, c client.Reader) (host string, ca []byte, err error) {
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: registryHostingNamespace, Name: registryHostingName}, cm); err != nil {
-		return "", nil, fmt.Errorf("reading where the cluster's registry is (ConfigMap %s/%s; a cluster of make demo-olm has it): %w",
-			registryHostingNamespace, registryHostingName, err)
+	cm, err := registryHosting(ctx, c)
+	if err != nil {
+		return "", nil, err
 	}
 	if cm.Data[registryTLSHostKey] == "" || cm.Data[registryCAKey] == "" {
 		return "", nil, fmt.Errorf("ConfigMap %s/%s names no registry over HTTPS", registryHostingNamespace, registryHostingName)
@@ -734,10 +734,9 @@ func LocalTLSRegistry(ctx context.Context, c client.Reader) (host string, ca []b
 // LocalRegistry is the address of the registry of the cluster c reads (127.0.0.1:<port>, plain
 // HTTP), from the ConfigMap the cluster publishes it in.
 func LocalRegistry(ctx context.Context, c client.Reader) (string, error) {
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: registryHostingNamespace, Name: registryHostingName}, cm); err != nil {
-		return "", fmt.Errorf("reading where the cluster's registry is (ConfigMap %s/%s; a cluster of make demo-olm has it): %w",
-			registryHostingNamespace, registryHostingName, err)
+	cm, err := registryHosting(ctx, c)
+	if err != nil {
+		return "", err
 	}
 	var hosting struct {
 		Host string `json:"host"`
@@ -749,4 +748,14 @@ func LocalRegistry(ctx context.Context, c client.Reader) (string, error) {
 		return "", fmt.Errorf("ConfigMap %s/%s names no registry host", registryHostingNamespace, registryHostingName)
 	}
 	return hosting.Host, nil
+}
+
+// registryHosting reads the ConfigMap in which the cluster says where its registry is.
+func registryHosting(ctx context.Context, c client.Reader) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: registryHostingNamespace, Name: registryHostingName}, cm); err != nil {
+		return nil, fmt.Errorf("reading where the cluster's registry is (ConfigMap %s/%s; a cluster of make demo-olm has it): %w",
+			registryHostingNamespace, registryHostingName, err)
+	}
+	return cm, nil
 }
