@@ -259,23 +259,36 @@ undeploy: kustomize ## Remove the operator from the cluster.
 
 ##@ OLM
 
-BUNDLE_GEN = go run ./cmd/olm-gen bundle --version $(VERSION) --image $(IMG) \
-	--replaces "$(REPLACES)" --skip-range "$(SKIP_RANGE)" --created-at $(CREATED_AT) \
-	--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+# `make bundle` is operator-sdk's scaffold: `generate kustomize manifests` refreshes the CSV base
+# (config/manifests/bases) from the API's +operator-sdk:csv markers, `generate bundle` writes
+# bundle/ and bundle.Dockerfile, `bundle validate` checks them. Then cmd/olm-gen finishes what
+# the CLI cannot know (internal/olm FinishBundle): the release's fixed createdAt (the CLI writes
+# the clock's, so make verify would never hold), replaces, skipRange, icon, the operator image in
+# relatedImages, the namespaced rules as permissions (the CLI makes every ClusterRole rule a
+# cluster permission, which would grant an operator installed for one namespace rights in all),
+# and the com.redhat.openshift.versions label OpenShift's catalog asks for.
+BUNDLE_GEN_FLAGS ?= -q --overwrite --version $(VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+BUNDLE_FINISH = go run ./cmd/olm-gen bundle --version $(VERSION) --image $(IMG) \
+	--replaces "$(REPLACES)" --skip-range "$(SKIP_RANGE)" --created-at $(CREATED_AT)
 
 .PHONY: bundle
-bundle: manifests kustomize ## Generate the bundle (CSV, CRD, metadata, scorecard config) and bundle.Dockerfile.
+bundle: manifests kustomize operator-sdk ## Generate the bundle (CSV, CRDs, metadata, scorecard config) and bundle.Dockerfile with operator-sdk, then validate it.
+	$(OPERATOR_SDK) generate kustomize manifests -q --interactive=false
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/manifests | $(BUNDLE_GEN)
+	rm -rf bundle
+	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle $(BUNDLE_GEN_FLAGS)
+	$(BUNDLE_FINISH)
+	$(OPERATOR_SDK) bundle validate ./bundle
 
 # A release for disconnected clusters names every image by digest. bundle/ (committed) names
 # them by tag, as a developer's cluster pulls them.
 PINNED_DIR ?= $(IMAGES_DIR)/pinned
 
 .PHONY: bundle-pinned
-bundle-pinned: manifests kustomize operator-image redis-image ## The bundle with every image named by the digest of the image built here (features.operators.openshift.io/disconnected "true"), into $(PINNED_DIR); make bundle-build BUNDLE_ROOT=$(PINNED_DIR) builds its image.
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/manifests | $(BUNDLE_GEN) --root $(PINNED_DIR) --pin-images $(IMAGES_DIR)/operator,$(IMAGES_DIR)/redis
+bundle-pinned: bundle operator-image redis-image ## The bundle with every image named by the digest of the image built here (features.operators.openshift.io/disconnected "true"), into $(PINNED_DIR); make bundle-build BUNDLE_ROOT=$(PINNED_DIR) builds its image.
+	rm -rf $(PINNED_DIR) && mkdir -p $(PINNED_DIR) && cp -r bundle bundle.Dockerfile $(PINNED_DIR)/
+	$(BUNDLE_FINISH) --root $(PINNED_DIR) --pin-images $(IMAGES_DIR)/operator,$(IMAGES_DIR)/redis
+	$(OPERATOR_SDK) bundle validate $(PINNED_DIR)/bundle
 
 # Where bundle-build finds bundle/ and bundle.Dockerfile: the repository, or $(PINNED_DIR).
 BUNDLE_ROOT ?= .

@@ -26,6 +26,7 @@ type VolumeDestination struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PersistentVolumeClaim",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"}
 	ClaimName string `json:"claimName"`
 
 	// Prefix is the directory on the volume: <prefix>/<namespace>/<cluster>/<backup>.rdb.
@@ -33,6 +34,7 @@ type VolumeDestination struct {
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_.-]+(/[a-zA-Z0-9_.-]+)*$`
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(p, p == '..')",message="the prefix must stay on the volume: no .. element"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume Prefix",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Prefix string `json:"prefix,omitempty"`
 }
 
@@ -49,6 +51,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches(':[0-9]+/?$') || [int(self.find(':[0-9]+/?$').replace(':', '').replace('/', ''))].all(p, p >= 1 && p <= 65535)",message="spec.destination.s3.endpoint: a port is 1 to 65535"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^https?://[0-9.]+(:[0-9]+)?/?$') || self.split('://')[1].split('/')[0].split(':')[0].matches('^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.]){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$')",message="spec.destination.s3.endpoint: a host of digits and dots is an IPv4 address, four numbers from 0 to 255 without leading zeros"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3 Endpoint",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Endpoint string `json:"endpoint,omitempty"`
 
 	// Bucket holds the backups; it must exist. S3's naming rules: 3 to 63 lowercase letters,
@@ -61,6 +64,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$')",message="an S3 bucket name is not shaped like an IP address"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--') && !self.startsWith('sthree-') && !self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="an S3 bucket name does not start with xn-- or sthree- nor end with -s3alias or --ol-s3 (reserved by S3)"
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Bucket string `json:"bucket"`
 
 	// Prefix goes before each object's key: <prefix>/<namespace>/<cluster>/<backup>.rdb.
@@ -69,6 +73,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9!_.*'()-]+(/[a-zA-Z0-9!_.*'()-]+)*$`
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(p, p == '..' || p == '.')",message="an S3 prefix has no '.' or '..' element: keys are read as paths by some stores and tools"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Prefix",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Prefix string `json:"prefix,omitempty"`
 
 	// Region of the bucket: lowercase letters, digits and '-'. Default us-east-1.
@@ -76,6 +81,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Region",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Region string `json:"region,omitempty"`
 
 	// CredentialsSecret is a Secret in the same namespace with the keys AWS_ACCESS_KEY_ID and
@@ -84,11 +90,13 @@ type S3Destination struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	CredentialsSecret string `json:"credentialsSecret"`
 
 	// CABundle is a Secret key holding the PEM certificates that sign the endpoint's
 	// certificate, when the system's do not.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="CA Bundle",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	CABundle *SecretKeyRef `json:"caBundle,omitempty"`
 }
 
@@ -122,16 +130,19 @@ type RedisBackupSpec struct {
 	// +kubebuilder:validation:MaxLength=52
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cluster",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Cluster string `json:"cluster"`
 
 	// Destination is where the snapshot is stored.
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Destination"
 	Destination BackupDestination `json:"destination"`
 
 	// DeletionPolicy: keep (Retain, default) or delete (Delete) the stored snapshot when the
 	// RedisBackup is deleted. Scheduled backups are Delete, so that retention frees the storage.
 	// +kubebuilder:default=Retain
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Deletion Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
 	DeletionPolicy BackupDeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
@@ -155,39 +166,48 @@ const (
 type RedisBackupStatus struct {
 	// Phase: Pending, Running, Completed or Failed.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"}
 	Phase BackupPhase `json:"phase,omitempty"`
 
 	// Node is the pod the snapshot was taken from: a caught-up replica when one serves (in
 	// cluster mode, each shard's, separated by commas).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Node",xDescriptors={"urn:alm:descriptor:io.kubernetes:Pod"}
 	Node string `json:"node,omitempty"`
 
 	// StartedAt is when the snapshot began.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Started At",xDescriptors={"urn:alm:descriptor:text"}
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 
 	// CompletedAt is when the snapshot was stored whole.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Completed At",xDescriptors={"urn:alm:descriptor:text"}
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 
 	// ReplicationID and ReplicationOffset are the replication stream's position the snapshot
 	// holds: every write the primary had applied up to that offset, and none after.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replication ID",xDescriptors={"urn:alm:descriptor:text"}
 	ReplicationID string `json:"replicationID,omitempty"`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replication Offset",xDescriptors={"urn:alm:descriptor:text"}
 	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
 
 	// Location is the stored snapshot: s3://<bucket>/<key>, or pvc://<claim>/<path> on a
 	// PersistentVolumeClaim.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Location",xDescriptors={"urn:alm:descriptor:text"}
 	Location string `json:"location,omitempty"`
 
 	// Size of the snapshot in bytes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Size",xDescriptors={"urn:alm:descriptor:text"}
 	Size int64 `json:"size,omitempty"`
 
 	// Checksum of the snapshot, sha256:<hex>; a restore checks it before Redis loads the data.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Checksum",xDescriptors={"urn:alm:descriptor:text"}
 	Checksum string `json:"checksum,omitempty"`
 
 	// Shards are the snapshots of a RedisCluster in cluster mode, one per shard, each taken
@@ -198,12 +218,14 @@ type RedisBackupStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Shards",xDescriptors={"urn:alm:descriptor:text"}
 	Shards []ShardBackup `json:"shards,omitempty"`
 
 	// Conditions: Completed.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -235,7 +257,10 @@ type ShardBackup struct {
 	ReplicationOffset int64 `json:"replicationOffset,omitempty"`
 }
 
-// RedisBackup is one RDB snapshot of a RedisCluster, stored in object storage.
+// RedisBackup is one RDB snapshot of a RedisCluster, taken from a caught-up replica and stored
+// with its checksum in S3-compatible object storage or a volume; a new RedisCluster restores it
+// with spec.restore.
+// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Backup",resources={{RedisCluster,v1},{Secret,v1}}
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rdbk,categories=all;redis
@@ -278,15 +303,18 @@ type BackupScheduleSpec struct {
 	// fires in leap years). Ranges, steps and a restricted day of the week always fire.
 	// +kubebuilder:validation:XValidation:rule="!self.matches(r'^[^ ]+ +[^ ]+ +3[01](-3[01])?(,3[01](-3[01])?)* +(0?2|(?i:feb))(,(0?2|(?i:feb)))* +[*?]$') && !self.matches(r'^[^ ]+ +[^ ]+ +31(-31)?(,31(-31)?)* +(0?[2469]|11|(?i:feb|apr|jun|sep|nov))(,(0?[2469]|11|(?i:feb|apr|jun|sep|nov)))* +[*?]$')",message="spec.backup.schedule never fires: none of the months it names has the day of the month it names"
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Schedule string `json:"schedule"`
 
 	// Destination of the scheduled backups.
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup Destination"
 	Destination BackupDestination `json:"destination"`
 
 	// Retention says which scheduled backups to keep; older ones are deleted, their stored
 	// snapshots with them. The newest completed backup is always kept.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Retention"
 	Retention *BackupRetention `json:"retention,omitempty"`
 }
 
@@ -316,6 +344,7 @@ type RestoreSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="From Backup",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	FromBackup string `json:"fromBackup"`
 }
 

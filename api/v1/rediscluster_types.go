@@ -32,6 +32,7 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
 	Replicas int32 `json:"replicas"`
 
 	// Version is the Redis version, major.minor or major.minor.patch (7.0 or newer: the
@@ -43,6 +44,7 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([7-9]|[1-9][0-9]+)[.]')",message="spec.version: Redis 7.0 or newer is required (the operator's own ACL user and its checks use Redis 7.0 commands)"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Redis Version",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Version string `json:"version,omitempty"`
 
 	// Image overrides the Redis container image (for a mirror registry); it must run the Redis of
@@ -55,6 +57,7 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^((localhost(:[0-9]+)?|([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))+(:[0-9]+)?|([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]):[0-9]+|([a-zA-Z0-9-]*[A-Z][a-zA-Z0-9-]*)(:[0-9]+)?|\[[a-fA-F0-9:]+\](:[0-9]+)?)/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(@(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?$') && !self.matches('^[a-f0-9]{64}$') && [self.split('@')[0]].all(s, [s.lastIndexOf(':') > s.lastIndexOf('/') ? s.substring(0, s.lastIndexOf(':')) : s].all(n, !n.contains('/') ? n.size() + 8 <= 255 : [n.split('/')[0]].all(d, !(d == 'localhost' || d.contains('.') || d.contains(':') || d.lowerAscii() != d) ? n.size() <= 255 : [n.substring(d.size() + 1)].all(p, (d in ['docker.io', 'index.docker.io'] && !p.contains('/') ? p.size() + 8 : p.size()) <= 255))))`,message="spec.image is an image reference: [registry/]path[:tag][@digest], the path in lowercase letters, digits and separators (., _, __, -), a tag of letters, digits, _, . and - (at most 128), a digest in full (sha256: and 64 lowercase hex digits), the path at most 255 characters (library/ counted on a one-component Docker Hub name)"
 	// +redis-operator:admissionrules:end:image
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Image string `json:"image,omitempty"`
 
 	// Config holds redis.conf settings, by directive: {"maxmemory": "256mb"}. It takes the
@@ -65,6 +68,7 @@ type RedisClusterSpec struct {
 	// operator sets addresses, replication, auth, TLS and paths itself, and the settings of
 	// spec.failover, spec.cluster and spec.storage come from those fields.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Redis Configuration",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Config RedisConfig `json:"config,omitempty"`
 
 	// Resources of the Redis container: requests and limits of cpu, memory and
@@ -77,16 +81,19 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="['memory', 'ephemeral-storage'].all(k, (!has(self.limits) || !(k in self.limits) || quantity(string(self.limits[k])).isInteger()) && (!has(self.requests) || !(k in self.requests) || quantity(string(self.requests[k])).isInteger()))",message="spec.resources: memory and ephemeral-storage are whole bytes (512Mi, 1Gi, not 0.5)"
 	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || !has(self.requests) || ['cpu', 'memory', 'ephemeral-storage'].all(k, !(k in self.limits) || !(k in self.requests) || !quantity(string(self.requests[k])).isGreaterThan(quantity(string(self.limits[k]))))",message="spec.resources: a request must not be above its limit"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// Storage keeps each node's data on a PersistentVolumeClaim. Without it data lives in an
 	// emptyDir and is lost when a pod is deleted or moves (the Persistent condition says so).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage"
 	Storage *StorageSpec `json:"storage,omitempty"`
 
 	// Auth says where the password is. Without it the operator creates a Secret
 	// <name>-auth with a random password.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Authentication"
 	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// Users are Redis ACL users for applications, each with its password in a Secret and its
@@ -96,29 +103,35 @@ type RedisClusterSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Users",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Users []UserSpec `json:"users,omitempty"`
 
 	// TLS makes every connection to and between the nodes TLS: clients, replication, the
 	// cluster bus in cluster mode, and the operator's own. Set it when the RedisCluster is created; the certificate in its Secret may
 	// change at any time and the nodes take it without a restart.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="TLS"
 	TLS *TLSSpec `json:"tls,omitempty"`
 
 	// Failover tunes when a replica replaces an unanswering primary.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover"
 	Failover *FailoverSpec `json:"failover,omitempty"`
 
 	// Backup takes a RedisBackup on a schedule and deletes old ones (retention).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup Schedule"
 	Backup *BackupScheduleSpec `json:"backup,omitempty"`
 
 	// Restore creates the RedisCluster with a backup's data. Set at creation only.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Restore"
 	Restore *RestoreSpec `json:"restore,omitempty"`
 
 	// NodeSelector constrains the nodes the pods run on. Its label keys and values are
 	// checked when the operator applies the StatefulSet (see Affinity).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node Selector",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:selector:core:v1:Node","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// Affinity of the pods. Default: the pods of a shard (in replication mode, all of them)
@@ -129,11 +142,13 @@ type RedisClusterSpec struct {
 	// names the field. (A CEL rule over these Kubernetes types, whose strings have no length
 	// bound, costs more than the API server allows a CRD.)
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Affinity",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
 	// Tolerations of the pods, as a pod's; checked when the operator applies the StatefulSet
 	// (see Affinity).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// TopologySpreadConstraints of the pods. Default: spread across nodes and across zones
@@ -149,6 +164,7 @@ type RedisClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.minDomains) || (c.minDomains >= 1 && c.whenUnsatisfiable == 'DoNotSchedule'))",message="spec.topologySpreadConstraints[].minDomains is 1 or more, and only with DoNotSchedule"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, (!has(c.nodeAffinityPolicy) || c.nodeAffinityPolicy in ['Honor', 'Ignore']) && (!has(c.nodeTaintsPolicy) || c.nodeTaintsPolicy in ['Honor', 'Ignore']))",message="spec.topologySpreadConstraints[].nodeAffinityPolicy and nodeTaintsPolicy are Honor or Ignore"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Topology Spread Constraints",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
 	// Cluster runs Redis Cluster: the data sharded over 16384 hash slots across several
@@ -156,6 +172,7 @@ type RedisClusterSpec struct {
 	// that scale. Clients must speak the cluster protocol (MOVED, ASK). Set when the
 	// RedisCluster is created; without it, one primary and its replicas.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cluster Mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Cluster *ClusterSpec `json:"cluster,omitempty"`
 }
 
@@ -171,6 +188,7 @@ type ClusterSpec struct {
 	// +kubebuilder:validation:Minimum=3
 	// +kubebuilder:validation:Maximum=32
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Shards",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	Shards int32 `json:"shards"`
 
 	// NodeTimeout is how long a primary may not answer before its replica replaces it
@@ -180,6 +198,7 @@ type ClusterSpec struct {
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.cluster.nodeTimeout must be between 1s and 10m"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node Timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
 }
 
@@ -204,20 +223,24 @@ const (
 type StorageSpec struct {
 	// Size of each node's volume.
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume Size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Size resource.Quantity `json:"size"`
 
 	// StorageClassName of the volumes; the cluster's default class when unset.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Class",xDescriptors={"urn:alm:descriptor:io.kubernetes:StorageClass"}
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
 	// WhenDeleted: keep (Retain, default) or delete the volumes when the RedisCluster is deleted.
 	// +kubebuilder:default=Retain
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volumes When Deleted",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
 	WhenDeleted PVCRetention `json:"whenDeleted,omitempty"`
 
 	// WhenScaled: keep (Retain, default) or delete a node's volume when replicas scales it away.
 	// +kubebuilder:default=Retain
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volumes When Scaled In",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
 	WhenScaled PVCRetention `json:"whenScaled,omitempty"`
 }
 
@@ -239,6 +262,7 @@ type AuthSpec struct {
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="spec.auth.previousPasswordValidFor must be between 0s and 168h"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Previous Password Valid For",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	PreviousPasswordValidFor *metav1.Duration `json:"previousPasswordValidFor,omitempty"`
 }
 
@@ -258,6 +282,7 @@ type SecretKeyRef struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	Name string `json:"name"`
 
 	// Key in the Secret: letters, digits, '-', '_' and '.', not . or .. nor starting with .., as
@@ -267,6 +292,7 @@ type SecretKeyRef struct {
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +kubebuilder:validation:XValidation:rule="self != '.' && !self.startsWith('..')",message="a Secret key is not . nor .., and does not start with ..: Kubernetes refuses such keys"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Key string `json:"key,omitempty"`
 }
 
@@ -279,6 +305,7 @@ type UserSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self != 'default'",message="the default user's password is spec.auth's; give this user another name"
 	// +kubebuilder:validation:XValidation:rule="self != 'redis-operator'",message="redis-operator is the operator's own user; give this user another name"
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="User Name",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Name string `json:"name"`
 
 	// PasswordSecretRef is the Secret and key holding the user's password.
@@ -294,6 +321,7 @@ type UserSpec struct {
 	// Selectors (Redis 7) group such rules in parentheses: (~temp:* +get). Tokens are printable
 	// ASCII without quotes, separated by single spaces (UserRulesPattern).
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="User Rules",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Rules ACLRules `json:"rules"`
 }
 
@@ -307,11 +335,13 @@ type TLSSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="TLS Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	SecretName string `json:"secretName"`
 
 	// ClientAuth makes the nodes refuse clients without a certificate signed by ca.crt
 	// (tls-auth-clients yes). The nodes and the operator present tls.crt.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Require Client Certificates",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	ClientAuth bool `json:"clientAuth,omitempty"`
 }
 
@@ -325,6 +355,7 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('10m')",message="spec.failover.unreachableTimeout must be positive and at most 10m"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Unreachable Timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	UnreachableTimeout *metav1.Duration `json:"unreachableTimeout,omitempty"`
 
 	// MinReplicasToWrite makes the primary refuse writes (NOREPLICAS) while fewer than this
@@ -334,6 +365,7 @@ type FailoverSpec struct {
 	// min-replicas-to-write. Unset or 0: writes are never refused for want of replicas.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Min Replicas To Write",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MinReplicasToWrite *int32 `json:"minReplicasToWrite,omitempty"`
 
 	// MaxReplicaLag is how long a replica may go without acknowledging the primary's stream and
@@ -344,6 +376,7 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+([.][0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="spec.failover.maxReplicaLag must be between 1s and 1h"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max Replica Lag",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text","urn:alm:descriptor:com.tectonic.ui:advanced"}
 	MaxReplicaLag *metav1.Duration `json:"maxReplicaLag,omitempty"`
 }
 
@@ -351,34 +384,41 @@ type FailoverSpec struct {
 type RedisClusterStatus struct {
 	// ReadyReplicas is the number of Redis pods that pass their readiness probe.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
 	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// ObservedGeneration is the generation of the spec that the status describes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Observed Generation",xDescriptors={"urn:alm:descriptor:text"}
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Primary is the pod that is the primary, the one the <name> Service sends clients to.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Primary",xDescriptors={"urn:alm:descriptor:io.kubernetes:Pod"}
 	Primary string `json:"primary,omitempty"`
 
 	// Nodes are the Redis nodes and what each is doing.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Nodes"
 	Nodes []NodeStatus `json:"nodes,omitempty"`
 
 	// Backup is what the schedule of spec.backup did.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Backup"
 	Backup *BackupStatus `json:"backup,omitempty"`
 
 	// Restore is the backup of spec.restore, as read when the cluster was created.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Restore"
 	Restore *RestoreStatus `json:"restore,omitempty"`
 
 	// Shards are, in cluster mode, each shard's primary, replicas and hash slots.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Shards"
 	Shards []ShardStatus `json:"shards,omitempty"`
 
 	// Conditions: Ready, Progressing, Degraded, FailingOver, Persistent and, with spec.restore,
@@ -386,6 +426,7 @@ type RedisClusterStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -435,7 +476,9 @@ type ShardStatus struct {
 	Slots []string `json:"slots,omitempty"`
 }
 
-// RedisCluster is a highly available Redis: one primary and its replicas.
+// RedisCluster is a highly available Redis kept to its spec by the operator: one primary and
+// its replicas, or (with spec.cluster) a Redis Cluster of shards, each a primary and its replicas.
+// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cluster",resources={{ConfigMap,v1},{Pod,v1},{PodDisruptionBudget,v1},{Secret,v1},{Service,v1},{StatefulSet,v1}}
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=redis;rdc,categories=all;redis

@@ -1,7 +1,9 @@
-// Command olm-gen writes the OLM bundle (what `operator-sdk generate bundle` writes) and the
-// file-based catalog. `make bundle` and `make catalog` run it.
+// Command olm-gen finishes the OLM bundle that `operator-sdk generate bundle` writes (the
+// release's own fields, the permissions' scope, images by digest), and writes the file-based
+// catalog and a release's community catalog pull requests. `make bundle`, `make catalog` and
+// `make operatorhub` run it.
 //
-//	kustomize build config/manifests | olm-gen bundle --version 0.2.0 --image ... > writes bundle/
+//	olm-gen bundle --version 0.2.0 --image ... --created-at ...   > finishes bundle/ and bundle.Dockerfile
 //	olm-gen catalog --template config/catalog/template.yaml --opm bin/opm > writes catalog/
 //	olm-gen operatorhub --out bin/operatorhub --reviewers alice,bob  > writes both community catalogs' pull requests
 package main
@@ -40,40 +42,29 @@ func main() {
 
 func bundle(args []string) error {
 	fs := flag.NewFlagSet("bundle", flag.ExitOnError)
-	opts := olm.BundleOptions{}
-	var channels, icon, root, pinFrom string
-	fs.StringVar(&opts.Package, "package", "redis-operator", "OLM package name")
-	fs.StringVar(&opts.Version, "version", "", "bundle version (x.y.z)")
-	fs.StringVar(&opts.Image, "image", "", "operator image")
-	fs.StringVar(&opts.Replaces, "replaces", "", "CSV name this version replaces")
-	fs.StringVar(&opts.SkipRange, "skip-range", "", "olm.skipRange")
-	fs.StringVar(&channels, "channels", "stable", "comma-separated channels")
-	fs.StringVar(&opts.DefaultChannel, "default-channel", "stable", "default channel")
-	fs.StringVar(&opts.CreatedAt, "created-at", "", "the release's creation time, RFC 3339")
+	rel := olm.Release{}
+	var icon, root, pinFrom string
+	fs.StringVar(&rel.Version, "version", "", "the release's version (x.y.z), the one operator-sdk generate bundle was given")
+	fs.StringVar(&rel.Image, "image", "", "operator image")
+	fs.StringVar(&rel.Replaces, "replaces", "", "CSV name this version replaces")
+	fs.StringVar(&rel.SkipRange, "skip-range", "", "olm.skipRange")
+	fs.StringVar(&rel.CreatedAt, "created-at", "", "the release's creation time, RFC 3339")
 	fs.StringVar(&icon, "icon", "config/manifests/icon.svg", "SVG icon")
-	fs.StringVar(&root, "root", ".", "repository root to write bundle/ and bundle.Dockerfile into")
+	fs.StringVar(&root, "root", ".", "where bundle/ and bundle.Dockerfile are")
 	fs.StringVar(&pinFrom, "pin-images", "", "comma-separated OCI layouts of the images built here: name every image by their digests (a disconnected release)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if opts.Version == "" || opts.Image == "" || opts.CreatedAt == "" {
-		return fmt.Errorf("--version, --image and --created-at are required")
-	}
-	opts.Channels = strings.Split(channels, ",")
 	var err error
-	if opts.Icon, err = os.ReadFile(icon); err != nil {
+	if rel.Icon, err = os.ReadFile(icon); err != nil {
 		return fmt.Errorf("reading the icon: %w", err)
 	}
 	if pinFrom != "" {
-		if opts.Digests, err = olm.ImageDigests(strings.Split(pinFrom, ",")...); err != nil {
+		if rel.Digests, err = olm.ImageDigests(strings.Split(pinFrom, ",")...); err != nil {
 			return err
 		}
 	}
-	b, err := olm.GenerateBundle(os.Stdin, opts)
-	if err != nil {
-		return err
-	}
-	return b.Write(root)
+	return olm.FinishBundle(root, rel)
 }
 
 func catalog(args []string) error {

@@ -2,7 +2,9 @@ package olm_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,29 +133,83 @@ func TestCSVInstallsTheOperatorTheWayConfigDescribesIt(t *testing.T) {
 	assert.NotEmpty(t, csv.Annotations["alm-examples"])
 }
 
-// Generating the bundle twice from the same manifests gives the same bytes: no clock, no map order.
-func TestBundleGenerationIsDeterministic(t *testing.T) {
+// What `make bundle` has the CLI write, finished with the committed release's own fields, is the
+// committed bundle byte for byte; finishing it again changes nothing. The CLI alone makes every
+// rule of the manager's ClusterRole a cluster permission and stamps the clock's time: what
+// FinishBundle is for.
+func TestFinishingTheCLIsBundleGivesTheCommittedOne(t *testing.T) {
 	root := repoRoot(t)
-	manifests := kustomizeBuild(t, root)
-	opts := olm.BundleOptions{
-		Package: "redis-operator", Version: "9.9.9", Image: "example.com/op:v9.9.9", Channels: []string{"alpha"},
-		DefaultChannel: "alpha", CreatedAt: "2026-01-01T00:00:00Z", Icon: []byte("<svg/>"),
+	committed := loadBundle(t).CSV
+	icon, err := base64.StdEncoding.DecodeString(committed.Spec.Icon[0].Data)
+	require.NoError(t, err)
+	rel := olm.Release{
+		Version: committed.Spec.Version.String(), Image: committed.Annotations["containerImage"],
+		Replaces: committed.Spec.Replaces, SkipRange: committed.Annotations["olm.skipRange"],
+		CreatedAt: committed.Annotations["createdAt"], Icon: icon,
 	}
-	first, err := olm.GenerateBundle(bytes.NewReader(manifests), opts)
+
+	out := cliBundle(t, root, rel.Version)
+	raw, err := apimanifests.GetBundleFromDir(filepath.Join(out, "bundle", "manifests"))
 	require.NoError(t, err)
-	second, err := olm.GenerateBundle(bytes.NewReader(manifests), opts)
-	require.NoError(t, err)
-	assert.Equal(t, first.Files, second.Files)
-	assert.Contains(t, string(first.Files["bundle/metadata/annotations.yaml"]), "operators.operatorframework.io.test.config.v1: tests/scorecard/")
+	var clusterRules []string
+	for _, p := range raw.CSV.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
+		for _, r := range p.Rules {
+			clusterRules = append(clusterRules, r.Resources...)
+		}
+	}
+	assert.Contains(t, clusterRules, "statefulsets", "the CLI's own output: namespaced rules as cluster permissions")
+	assert.NotEqual(t, rel.CreatedAt, raw.CSV.Annotations["createdAt"])
+
+	require.NoError(t, olm.FinishBundle(out, rel))
+	assertSameFiles(t, root, out)
+	require.NoError(t, olm.FinishBundle(out, rel))
+	assertSameFiles(t, root, out)
+
+	rel.Version = "9.9.9"
+	require.ErrorContains(t, olm.FinishBundle(out, rel), "generate the bundle with --version 9.9.9")
 }
 
-// kustomizeBuild runs the real `kustomize build config/manifests` that `make bundle` runs.
-func kustomizeBuild(t *testing.T, root string) []byte {
+// cliBundle writes, under a new directory, what `make bundle` has operator-sdk write: the real
+// `kustomize build config/manifests` piped into the real `operator-sdk generate bundle`.
+func cliBundle(t *testing.T, root, version string) string {
 	t.Helper()
-	kustomize := filepath.Join(root, "bin", "kustomize")
-	_, err := os.Stat(kustomize)
-	require.NoError(t, err, "run `make kustomize` first")
-	out, err := exec.Command(kustomize, "build", filepath.Join(root, "config", "manifests")).Output()
+	for _, tool := range []string{"kustomize", "operator-sdk"} {
+		_, err := os.Stat(filepath.Join(root, "bin", tool))
+		require.NoError(t, err, "run `make %s` first", tool)
+	}
+	out := t.TempDir()
+	project, err := os.ReadFile(filepath.Join(root, "PROJECT")) // the package's name and layout
 	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "PROJECT"), project, 0o644))
+	manifests, err := exec.Command(filepath.Join(root, "bin", "kustomize"), "build", filepath.Join(root, "config", "manifests")).Output()
+	require.NoError(t, err)
+	generate := exec.Command(filepath.Join(root, "bin", "operator-sdk"), "generate", "bundle", "-q", "--overwrite",
+		"--version", version, "--channels", "stable", "--default-channel", "stable")
+	generate.Dir = out // the CLI writes bundle.Dockerfile where it runs
+	generate.Stdin = bytes.NewReader(manifests)
+	msg, err := generate.CombinedOutput()
+	require.NoError(t, err, "%s", msg)
 	return out
+}
+
+// assertSameFiles checks that got holds bundle/ and bundle.Dockerfile as want does.
+func assertSameFiles(t *testing.T, want, got string) {
+	t.Helper()
+	files := func(root string) map[string]string {
+		m := map[string]string{}
+		raw, err := os.ReadFile(filepath.Join(root, "bundle.Dockerfile"))
+		require.NoError(t, err)
+		m["bundle.Dockerfile"] = string(raw)
+		require.NoError(t, filepath.WalkDir(filepath.Join(root, "bundle"), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			raw, err := os.ReadFile(path)
+			rel, _ := filepath.Rel(root, path)
+			m[rel] = string(raw)
+			return err
+		}))
+		return m
+	}
+	assert.Equal(t, files(want), files(got))
 }

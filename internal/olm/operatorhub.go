@@ -98,7 +98,7 @@ func (opts SubmissionOptions) write(ctx context.Context, ocpVersions []string) e
 	}
 	for _, repo := range []string{OperatorHubRepo, OpenShiftRepo} {
 		dst := filepath.Join(opts.OutDir, repo, "operators", opts.Package, version)
-		for _, part := range []string{manifestsDir, metadataDir, filepath.Dir(scorecardPath)} {
+		for _, part := range []string{manifestsDir, metadataDir, scorecardDir} {
 			if err := os.CopyFS(filepath.Join(dst, part), os.DirFS(filepath.Join(opts.BundleDir, part))); err != nil {
 				return err
 			}

@@ -93,23 +93,6 @@ func isPinned(image string) bool {
 	return ok
 }
 
-// relatedImages are the images the Deployments run: each container's, then each
-// RELATED_IMAGE_<NAME> variable's, named <name> in lower case with dashes (RELATED_IMAGE_REDIS_7_2
-// is redis-7-2). operatorImage is named redis-operator.
-func relatedImages(operatorImage string, containers []corev1.Container) []operatorsv1alpha1.RelatedImage {
-	related := []operatorsv1alpha1.RelatedImage{{Name: "redis-operator", Image: operatorImage}}
-	for _, c := range containers {
-		for _, env := range c.Env {
-			suffix, ok := strings.CutPrefix(env.Name, relatedImageEnvPrefix)
-			if !ok || env.Value == "" {
-				continue
-			}
-			related = append(related, operatorsv1alpha1.RelatedImage{Name: strings.ReplaceAll(strings.ToLower(suffix), "_", "-"), Image: env.Value})
-		}
-	}
-	return related
-}
-
 // pinImages names every image of the CSV by digest and claims the disconnected feature.
 func pinImages(csv *operatorsv1alpha1.ClusterServiceVersion, digests map[string]string) error {
 	pin := func(image *string) error {

@@ -1,7 +1,7 @@
 package olm_test
 
 import (
-	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -37,20 +37,23 @@ func imageLayout(t *testing.T, name string) (string, string) {
 // OpenShift's gates; the same bundle with one image by tag fails the gate, naming it.
 func TestAPinnedBundleNamesEveryImageByDigest(t *testing.T) {
 	root := repoRoot(t)
-	operatorLayout, operatorDigest := imageLayout(t, "example.com/redis-operator:v9.9.9")
+	committed := loadBundle(t).CSV
+	operatorLayout, operatorDigest := imageLayout(t, committed.Annotations["containerImage"])
 	redisLayout, redisDigest := imageLayout(t, "docker.io/library/redis:7.2")
 	digests, err := olm.ImageDigests(operatorLayout, redisLayout)
 	require.NoError(t, err)
 
-	opts := olm.BundleOptions{
-		Package: "redis-operator", Version: "9.9.9", Image: "example.com/redis-operator:v9.9.9", Channels: []string{"stable"},
-		DefaultChannel: "stable", CreatedAt: "2026-01-01T00:00:00Z", Icon: []byte("<svg xmlns=\"http://www.w3.org/2000/svg\"/>"),
-		Digests: digests,
-	}
-	b, err := olm.GenerateBundle(bytes.NewReader(kustomizeBuild(t, root)), opts)
-	require.NoError(t, err)
+	// make bundle-pinned: the committed bundle, finished again with the images' digests.
 	out := t.TempDir()
-	require.NoError(t, b.Write(out))
+	require.NoError(t, os.CopyFS(filepath.Join(out, "bundle"), os.DirFS(filepath.Join(root, "bundle"))))
+	dockerfile, err := os.ReadFile(filepath.Join(root, "bundle.Dockerfile"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(out, "bundle.Dockerfile"), dockerfile, 0o644))
+	rel := olm.Release{
+		Version: committed.Spec.Version.String(), Image: committed.Annotations["containerImage"],
+		CreatedAt: committed.Annotations["createdAt"], Digests: digests,
+	}
+	require.NoError(t, olm.FinishBundle(out, rel))
 	bundle, err := apimanifests.GetBundleFromDir(filepath.Join(out, "bundle", "manifests"))
 	require.NoError(t, err)
 
@@ -96,6 +99,5 @@ func TestAPinnedBundleNamesEveryImageByDigest(t *testing.T) {
 
 	// An image that was not built here cannot be pinned: the release says which
 	delete(digests, "index.docker.io/library/redis:7.2")
-	_, err = olm.GenerateBundle(bytes.NewReader(kustomizeBuild(t, root)), opts)
-	require.ErrorContains(t, err, "no digest of redis:7.2")
+	require.ErrorContains(t, olm.FinishBundle(out, rel), "no digest of redis:7.2")
 }
