@@ -95,12 +95,19 @@ test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw
 .PHONY: bench
 bench: bench-node bench-envtest ## Benchmarks that print figures, each beside what users would otherwise run where there is one (make bench-node, then make bench-envtest). BENCH_FULL=1: also 1M keys and 10 KB values moved; BENCH_SMOKE=1: small (CI).
 
+# require_commands stops a target before it starts when a reference tool it compares with is
+# missing, naming the Debian package (README, "Test it"), rather than failing in the middle of a run.
+define require_commands
+	@for cmd in $(1); do command -v $$cmd >/dev/null || { echo "$@ needs $$cmd ($(2)): apt-get install $$( [ $$cmd = redis-cli ] && echo redis-tools || echo $$cmd )"; exit 1; }; done
+endef
+
 .PHONY: bench-node
 bench-node: localcluster node redis-image ## The local cluster on its real node (root): apply-to-Ready, failover through the ClusterIP, and the node's own cost; a primary's machine powered off on three nodes until a write through the Service is accepted (p50, p95); and what maxmemory's share of a memory limit leaves under forks (a memory cgroup).
 	go test ./test/bench/... -run '^$$' -bench 'LocalCluster|NodePowerOff|MaxMemoryShare' -benchtime 1x -count 1 -timeout 30m
 
 .PHONY: bench-envtest
 bench-envtest: envtest build versitygw ## On envtest and redis-server processes: 500 new RedisClusters against a plain client (three rounds, median); the operator binary idle over 1000, and checking 100 x 3 real nodes against a bare Go loop; a 1 GiB backup and restore against redis-cli --rdb piped to rclone; 3 shards' backup and restore against one node's; cluster mode's scale-out from 3 to 5 shards against redis-cli --cluster rebalance.
+	$(call require_commands,rclone redis-cli,the backup benchmarks compare with them)
 	go test ./test/bench/... -run '^$$' -bench 'Reconcile500|Idle1000|HealthCheck100x3|Backup1GiB|BackupShardsAgainstOne|ScaleOutShards' -benchtime 1x -count 1 -timeout 40m
 
 FAULTS_SEED ?= 1
