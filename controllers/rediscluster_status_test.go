@@ -281,8 +281,17 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
 	assert.Zero(t, r.requeueAfter(&reconcileState{wait: &phaseWait{}}), "no nodes, and a wait a watch ends")
 	assert.Equal(t, 5*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}}))
-	assert.Equal(t, 2*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}}))
-	assert.Equal(t, time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: time.Second}, replication: replicationState{view: serving}}))
+	check := r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}})
+	assert.Positive(t, check, "the health check, on its tick")
+	assert.LessOrEqual(t, check, 2*time.Second)
+	assert.Equal(t, 100*time.Millisecond, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 100 * time.Millisecond}, replication: replicationState{view: serving}}))
+}
+
+// Every RedisCluster's health check falls on the same ticks: multiples of the interval.
+func TestHealthChecksFallOnTheIntervalsTicks(t *testing.T) {
+	assert.Equal(t, 700*time.Millisecond, untilCheckTick(time.Unix(10, int64(300*time.Millisecond)), time.Second))
+	assert.Equal(t, time.Second, untilCheckTick(time.Unix(10, 0), time.Second), "on a tick: the next one")
+	assert.Equal(t, 500*time.Millisecond, untilCheckTick(time.Unix(11, int64(500*time.Millisecond)), 2*time.Second), "11.5 s: the tick at 12")
 }
 
 func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,9 +56,9 @@ func run(nodesFile, ratesText string, interval time.Duration) error {
 	var n int
 	for sc.Scan() {
 		addr, password, _ := strings.Cut(sc.Text(), " ")
-		// Each node's first check at its own offset within the interval, as the operator's
-		// RedisClusters' checks are spread.
-		go checkNode(ctx, addr, password, perCheck, interval, time.Duration(n%100)*interval/100)
+		// Every node's checks on the same ticks (multiples of the interval since the epoch), as
+		// the operator's RedisClusters' checks are.
+		go checkNode(ctx, addr, password, perCheck, interval, interval-time.Duration(time.Now().UnixNano()%int64(interval)))
 		n++
 	}
 	if err := sc.Err(); err != nil {
@@ -65,8 +66,21 @@ func run(nodesFile, ratesText string, interval time.Duration) error {
 	}
 	fmt.Printf("checking %d nodes every %s: %v per check\n", n, interval, perCheck)
 	<-ctx.Done()
+	// What it sent, so that the nodes' counts can be held against it: a command the node
+	// rejects (NOAUTH after a refused AUTH) or a pipeline that timed out is not in their calls.
+	tally.mu.Lock()
+	defer tally.mu.Unlock()
+	fmt.Printf("bareloop sent %d pipelines: %v; errors: %v\n", tally.pipelines, tally.sent, tally.errors)
 	return nil
 }
+
+// tally counts what every node's loop sent, and its errors by message.
+var tally = struct {
+	mu        sync.Mutex
+	pipelines int
+	sent      map[string]int
+	errors    map[string]int
+}{sent: map[string]int{}, errors: map[string]int{}}
 
 func checkNode(ctx context.Context, addr, password string, perCheck map[string]float64, interval, offset time.Duration) {
 	opts := &goredis.Options{Addr: addr, Password: password, PoolSize: 1, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
@@ -84,15 +98,29 @@ func checkNode(ctx context.Context, addr, password string, perCheck map[string]f
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		_, _ = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		sent := map[string]int{}
+		cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for name, rate := range perCheck {
 				owed[name] += rate
 				for ; owed[name] >= 1; owed[name]-- {
 					send(ctx, p, name, password)
+					sent[name]++
 				}
 			}
 			return nil
 		})
+		tally.mu.Lock()
+		tally.pipelines++
+		for name, n := range sent {
+			tally.sent[name] += n
+		}
+		for _, cmd := range cmds {
+			if cmd.Err() != nil && ctx.Err() == nil {
+				tally.errors[cmd.Name()+": "+cmd.Err().Error()]++
+			}
+		}
+		_ = err // each command's error is tallied above
+		tally.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
