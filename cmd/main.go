@@ -18,6 +18,7 @@ import (
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/shards"
 )
 
 // version is the release this binary is, set at build time (-ldflags -X main.version=...).
@@ -47,6 +48,8 @@ func main() {
 	flag.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", operator.DefaultLeaseDuration, "How long a leader's lease lasts.")
 	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", operator.DefaultRenewDeadline, "How long the leader keeps trying to renew before it gives up and exits: longer than an API server restart.")
 	flag.DurationVar(&opts.CheckInterval, "redis-check-interval", controllers.DefaultCheckInterval, "How often each RedisCluster's Redis nodes are checked.")
+	flag.IntVar(&opts.SlotMovePace.KeysPerMigrate, "slot-move-keys-per-migrate", shards.DefaultPace.KeysPerMigrate, "How many keys one MIGRATE carries when cluster mode moves slots: the giving primary's clients wait while it runs.")
+	flag.Float64Var(&opts.SlotMovePace.Share, "slot-move-share", shards.DefaultPace.Share, "The share of the primaries' time cluster mode's slot moves may take, in (0, 1]: after each MIGRATE or slot step that took d, the move rests d*(1-share)/share.")
 	flag.DurationVar(&opts.RedisTimeout, "redis-timeout", operator.DefaultRedisTimeout, "How long a Redis node may take to answer before it counts as unreachable.")
 	var installMonitoring bool
 	flag.BoolVar(&installMonitoring, "install-monitoring", true, "Install a ServiceMonitor and a PrometheusRule in the operator's namespace (POD_NAMESPACE) when the Prometheus Operator's CRDs exist.")
@@ -58,6 +61,10 @@ func main() {
 	opts.KubeAPIQPS = float32(qps)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	if err := opts.SlotMovePace.Valid(); err != nil {
+		log.Error(err, "--slot-move-keys-per-migrate and --slot-move-share")
+		os.Exit(2)
+	}
 
 	opts.WatchNamespaces = operator.ParseWatchNamespaces(os.Getenv("WATCH_NAMESPACE"))
 	if opts.LeaderElectionNamespace == "" {

@@ -16,6 +16,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -50,6 +51,9 @@ type RedisClusterReconciler struct {
 	Connections HeldConnections
 	// CheckInterval is the period of the health check; DefaultCheckInterval when zero.
 	CheckInterval time.Duration
+	// SlotMovePace is how hard moving slots presses on the primaries; shards.DefaultPace when
+	// zero.
+	SlotMovePace shards.Pace
 	// SecretResync is how often the password Secret is read again; DefaultSecretResync when zero.
 	SecretResync time.Duration
 	// MaxRetryDelay caps the back-off after a failed reconcile; DefaultMaxRetryDelay when zero.

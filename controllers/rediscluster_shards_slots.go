@@ -38,7 +38,11 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 			primaries = append(primaries, sh.Primary)
 		}
 	}
-	moved, err := shards.MoveSlots(ctx, state.dial, plan.Moves, state.shards.addrs, primaries, moveBudget)
+	pace := r.SlotMovePace
+	if pace == (shards.Pace{}) {
+		pace = shards.DefaultPace
+	}
+	moved, err := shards.MoveSlots(ctx, state.dial, plan.Moves, state.shards.addrs, primaries, pace, moveBudget)
 	if len(moved.Slots) == 0 {
 		return err
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/org/redis-operator/internal/monitoring"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/shards"
 )
 
 // The defaults cmd/ gives its flags.
@@ -107,6 +108,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// CheckInterval is the period of each RedisCluster's health check (controllers.DefaultCheckInterval when 0).
 	CheckInterval time.Duration
+	// SlotMovePace is how hard cluster mode's slot moves press on the primaries (shards.DefaultPace when zero).
+	SlotMovePace shards.Pace
 	// SecretResync is how often the password Secret is read again (controllers.DefaultSecretResync when 0).
 	SecretResync time.Duration
 	// MaxRetryDelay caps the back-off after a failed reconcile (controllers.DefaultMaxRetryDelay when 0).
@@ -398,6 +401,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Recorder:      recorderFor("rediscluster-controller"),
 		Dial:          RedisDialer(redisOpts),
 		CheckInterval: opts.CheckInterval,
+		SlotMovePace:  opts.SlotMovePace,
 		SecretResync:  opts.SecretResync,
 		MaxRetryDelay: opts.MaxRetryDelay,
 		OperatorImage: opts.OperatorImage,

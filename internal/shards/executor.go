@@ -63,9 +63,46 @@ func TakeOver(ctx context.Context, dial redis.Dialer, addr string) error {
 	return n.ClusterFailover(ctx)
 }
 
-// keysPerMigrate is how many keys one MIGRATE carries: the giving primary is blocked while it
-// sends them, and its clients wait that long.
-const keysPerMigrate = 100
+// Pace is how hard a slot move presses on the primaries: their clients wait behind each MIGRATE
+// (the giver is blocked while it sends the keys) and each SETSLOT step (each writes nodes.conf),
+// and the keys moved take CPU from the machines the writers share.
+type Pace struct {
+	// KeysPerMigrate is how many keys one MIGRATE carries.
+	KeysPerMigrate int
+	// Share is the share of the time the move may keep the primaries busy, in (0, 1]: after a
+	// MIGRATE or a step's SETSLOTs that took d, the move rests d*(1-Share)/Share. 1 never rests.
+	Share float64
+}
+
+// DefaultPace is what BenchmarkScaleOutShards chose (docs/benchmarks.md, "Slot moves").
+var DefaultPace = Pace{KeysPerMigrate: 100, Share: 1}
+
+// Valid says what is wrong with p, if anything.
+func (p Pace) Valid() error {
+	if p.KeysPerMigrate < 1 {
+		return fmt.Errorf("keys per MIGRATE %d: want 1 or more", p.KeysPerMigrate)
+	}
+	if !(p.Share > 0 && p.Share <= 1) {
+		return fmt.Errorf("share %v of the primaries' time: want more than 0, at most 1", p.Share)
+	}
+	return nil
+}
+
+// busy runs work, then rests as the pace asks for the time it took.
+func (p Pace) busy(ctx context.Context, work func() error) error {
+	start := time.Now()
+	err := work()
+	if err != nil || p.Share >= 1 {
+		return err
+	}
+	rest := time.Duration(float64(time.Since(start)) * (1 - p.Share) / p.Share)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(rest):
+		return nil
+	}
+}
 
 // Moved is what MoveSlots did: the slots moved between each two primaries ("a to b"), and the
 // keys they carried.
@@ -74,17 +111,17 @@ type Moved struct {
 	Keys  int
 }
 
-// MoveSlots carries out moves a step of slotsPerStep slots at a time, in order, until budget
-// is spent (one step at least) or a step fails. addrs are the members' addresses by pod;
+// MoveSlots carries out moves a step of slotsPerStep slots at a time, in order, at pace, until
+// budget is spent (one step at least) or a step fails. addrs are the members' addresses by pod;
 // primaries, every shard's primary: each learns of a step at once.
-func MoveSlots(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[string]string, primaries []string, budget time.Duration) (Moved, error) {
+func MoveSlots(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[string]string, primaries []string, pace Pace, budget time.Duration) (Moved, error) {
 	start := time.Now()
 	done := Moved{Slots: map[string]int{}}
 	for _, step := range movesInSteps(moves) {
 		if len(done.Slots) > 0 && time.Since(start) > budget {
 			break
 		}
-		n, err := moveStep(ctx, dial, step, addrs, primaries)
+		n, err := moveStep(ctx, dial, step, addrs, primaries, pace)
 		done.Keys += n
 		if err != nil {
 			return done, err
@@ -115,7 +152,7 @@ func movesInSteps(moves []Move) [][]Move {
 
 // moveStep takes the remaining steps of moves between the same two primaries, and returns how
 // many keys it moved.
-func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[string]string, primaries []string) (int, error) {
+func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[string]string, primaries []string, pace Pace) (int, error) {
 	first := moves[0]
 	from, to := dial(addrs[first.From]), dial(addrs[first.To])
 	defer from.Close()
@@ -150,17 +187,23 @@ func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[st
 	}
 	// Every slot's keys, even of a slot the receiver owns already: a giver stopped between the
 	// two SETSLOT NODE may still hold one, and Redis would refuse it the last step for ever.
-	moved, err := migrateKeys(ctx, from, addrs[first.To], all)
+	moved, err := migrateKeys(ctx, from, addrs[first.To], all, pace)
 	if err != nil {
 		return moved, fmt.Errorf("moving the keys of slots %v from %s to %s: %w", all, first.From, first.To, err)
 	}
+	return moved, pace.busy(ctx, func() error { return giveSlots(ctx, dial, first, open, all, from, to, addrs, primaries) })
+}
+
+// giveSlots makes the receiver the owner of the step's slots, on the receiver, the giver and the
+// other primaries, in that order.
+func giveSlots(ctx context.Context, dial redis.Dialer, first Move, open, all []int, from, to slotSetter, addrs map[string]string, primaries []string) error {
 	// The receiver first: once it owns the slots, the giver sends its clients there.
 	if err := setSlots(ctx, to, redis.SlotNode, first.ToID, open); err != nil {
-		return moved, fmt.Errorf("%s takes slots %v: %w", first.To, open, err)
+		return fmt.Errorf("%s takes slots %v: %w", first.To, open, err)
 	}
 	// Redis refuses this while the giver still holds a key of a slot.
 	if err := setSlots(ctx, from, redis.SlotNode, first.ToID, all); err != nil {
-		return moved, fmt.Errorf("%s gives slots %v: %w", first.From, all, err)
+		return fmt.Errorf("%s gives slots %v: %w", first.From, all, err)
 	}
 	// The other primaries learn it by gossip too; told at once, they send no client to the
 	// giver. Told together: each writes its nodes.conf.
@@ -177,7 +220,7 @@ func moveStep(ctx context.Context, dial redis.Dialer, moves []Move, addrs map[st
 		})
 	}
 	wg.Wait()
-	return moved, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // slotSetter is what setSlots needs of a node.
@@ -199,24 +242,25 @@ func setSlots(ctx context.Context, n slotSetter, state redis.SlotState, id strin
 }
 
 // migrateKeys moves the slots' keys from the giving primary to the receiver at addr, slot by
-// slot, up to keysPerMigrate per MIGRATE: each MIGRATE blocks the giver while it runs, so its
-// clients wait for one batch at most. A slot that gave fewer than keysPerMigrate is done:
-// while a slot migrates, the giver creates no key in it (clients are sent to the receiver).
-func migrateKeys(ctx context.Context, from migrator, addr string, slots []int) (int, error) {
+// slot, up to pace.KeysPerMigrate per MIGRATE: each MIGRATE blocks the giver while it runs, so
+// its clients wait for one batch at most, and the pace rests after each. A slot that gave fewer
+// keys than a batch is done: while a slot migrates, the giver creates no key in it (clients are
+// sent to the receiver).
+func migrateKeys(ctx context.Context, from migrator, addr string, slots []int, pace Pace) (int, error) {
 	moved := 0
 	for _, slot := range slots {
 		for {
-			keys, err := from.ClusterKeysInSlot(ctx, slot, keysPerMigrate)
+			keys, err := from.ClusterKeysInSlot(ctx, slot, pace.KeysPerMigrate)
 			if err != nil {
 				return moved, fmt.Errorf("slot %d: %w", slot, err)
 			}
 			if len(keys) > 0 {
-				if err := from.Migrate(ctx, addr, keys); err != nil {
+				if err := pace.busy(ctx, func() error { return from.Migrate(ctx, addr, keys) }); err != nil {
 					return moved, fmt.Errorf("slot %d: %w", slot, err)
 				}
 				moved += len(keys)
 			}
-			if len(keys) < keysPerMigrate {
+			if len(keys) < pace.KeysPerMigrate {
 				break
 			}
 		}

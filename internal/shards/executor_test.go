@@ -92,12 +92,14 @@ func TestAMoveWhoseReceiverSeesNobodyServeTheSlotTellsItTheOwnerFirst(t *testing
 	// Were it taken to see the giver serve it, the receiver would refuse the keys for ever
 	blind := move
 	blind.ToSeesFrom = true
-	_, err = shards.MoveSlots(ctx, dial, []shards.Move{blind}, addrs, []string{"giver", "receiver"}, time.Minute)
+	_, err = shards.MoveSlots(ctx, dial, []shards.Move{blind}, addrs, []string{"giver", "receiver"}, shards.DefaultPace, time.Minute)
 	require.ErrorContains(t, err, "Hash slot not served")
 	require.NoError(t, client(giver).Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE").Err())
 
 	// When the move is made as Decide makes it, knowing the receiver does not see the giver serve the slot
-	moved, err := shards.MoveSlots(ctx, dial, []shards.Move{move}, addrs, []string{"giver", "receiver"}, time.Minute)
+	// (40 keys a MIGRATE, resting as long as each took)
+	moved, err := shards.MoveSlots(ctx, dial, []shards.Move{move}, addrs, []string{"giver", "receiver"},
+		shards.Pace{KeysPerMigrate: 40, Share: 0.5}, time.Minute)
 
 	// Then every key moved, and the receiver serves the slot, no longer importing it
 	require.NoError(t, err)
@@ -108,4 +110,12 @@ func TestAMoveWhoseReceiverSeesNobodyServeTheSlotTellsItTheOwnerFirst(t *testing
 	assert.True(t, sees(view, ids[receiver], slot))
 	self, _ := (shards.Member{Nodes: view}).Self()
 	assert.False(t, self.OpenSlot(slot))
+}
+
+func TestAPaceSaysWhatIsWrongWithIt(t *testing.T) {
+	require.NoError(t, shards.DefaultPace.Valid())
+	require.NoError(t, shards.Pace{KeysPerMigrate: 1, Share: 0.1}.Valid())
+	require.ErrorContains(t, shards.Pace{KeysPerMigrate: 0, Share: 1}.Valid(), "keys per MIGRATE 0")
+	require.ErrorContains(t, shards.Pace{KeysPerMigrate: 100, Share: 0}.Valid(), "share 0")
+	require.ErrorContains(t, shards.Pace{KeysPerMigrate: 100, Share: 1.5}.Valid(), "share 1.5")
 }

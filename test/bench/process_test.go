@@ -33,7 +33,7 @@ type operatorProcess struct {
 	logPath string
 }
 
-func startOperatorProcess(b *testing.B, cfg *rest.Config, namespace string) *operatorProcess {
+func startOperatorProcess(b *testing.B, cfg *rest.Config, namespace string, flags ...string) *operatorProcess {
 	root, err := testenv.RepoRoot()
 	require.NoError(b, err)
 	binary := filepath.Join(root, "bin", "manager")
@@ -52,7 +52,7 @@ func startOperatorProcess(b *testing.B, cfg *rest.Config, namespace string) *ope
 		// For a profile of the operator during a benchmark: go tool pprof http://$BENCH_PPROF/debug/pprof/profile
 		args = append(args, "--pprof-bind-address="+addr)
 	}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = exec.Command(binary, append(args, flags...)...)
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+namespace)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	require.NoError(b, p.cmd.Start())

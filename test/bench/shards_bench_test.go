@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -135,6 +136,9 @@ func BenchmarkScaleOutShards(b *testing.B) {
 						1000*float64(row.s.redirects)/float64(max(1, len(row.s.during.latencies)+row.s.during.errors)))
 				}
 				fmt.Printf("operator / redis-cli, keys per second while moving: %.2f; keys moved %d and %d\n", rate(op)/rate(ref), op.moved, ref.moved)
+				fmt.Printf("goal: writer p99 while moving within 1.5x of before (operator: %.2fx) at 2x redis-cli's keys/s or more (%.2fx)\n",
+					p99(op.during.latencies).Seconds()/p99(op.quiet.latencies).Seconds(), rate(op)/rate(ref))
+				paceTrade(b, cfg, c, ds, rate(ref))
 				// Where the writer waits: the redis-servers' work, whose main threads its SETs queue behind.
 				for _, side := range []struct {
 					name string
@@ -164,12 +168,12 @@ func load(b *testing.B, ctx context.Context, cc *goredis.ClusterClient, ds datas
 
 // operatorScaleOut runs the operator binary over a RedisCluster of 3 shards holding ds and grows
 // it to 5; moving is from the first status that says slots move until Ready with 5 shards.
-func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds dataset) scaleOut {
+func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds dataset, flags ...string) scaleOut {
 	ctx := context.Background()
 	ns, err := testenv.CreateNamespace(ctx, c, "shards")
 	require.NoError(b, err)
 	node := runLocalNode(b, c, ns)
-	op := startOperatorProcess(b, cfg, ns)
+	op := startOperatorProcess(b, cfg, ns, flags...)
 
 	rc := testenv.RedisCluster(ns, "orders", 2)
 	rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3, NodeTimeout: &metav1.Duration{Duration: 2 * time.Second}}
@@ -354,4 +358,27 @@ func cores(cpu map[string]time.Duration, d time.Duration) string {
 		out = append(out, fmt.Sprintf("%s %.2f cores", name, cpu[name].Seconds()/d.Seconds()))
 	}
 	return strings.Join(out, ", ")
+}
+
+// tradedPaces are the slot move paces (--slot-move-keys-per-migrate, --slot-move-share) whose
+// trade of speed for the writer's p99 the benchmark prints besides the default's; BENCH_SMOKE=1:
+// one, to keep the path working.
+func tradedPaces() []shards.Pace {
+	return sized([]shards.Pace{{KeysPerMigrate: 100, Share: 0.5}, {KeysPerMigrate: 25, Share: 0.5}, {KeysPerMigrate: 100, Share: 0.25}, {KeysPerMigrate: 25, Share: 0.25}},
+		[]shards.Pace{{KeysPerMigrate: 25, Share: 0.5}})
+}
+
+// paceTrade scales out again at each traded pace and prints what each costs the writer and the
+// move's speed, against redis-cli's keys per second (refRate).
+func paceTrade(b *testing.B, cfg *rest.Config, c client.Client, ds dataset, refRate float64) {
+	paces := tradedPaces()
+	fmt.Printf("the trade, one scale-out each (default %+v):\n| %-28s | %7s | %8s | %13s | %11s | %6s |\n", shards.DefaultPace,
+		"keys per MIGRATE, share", "keys/s", "/ redis-cli", "writer p99 ms", "(before) ms", "ratio")
+	for _, pace := range paces {
+		s := operatorScaleOut(b, cfg, c, ds, fmt.Sprintf("--slot-move-keys-per-migrate=%d", pace.KeysPerMigrate), fmt.Sprintf("--slot-move-share=%v", pace.Share))
+		rate := float64(s.moved) / s.moving.Seconds()
+		during, quiet := p99(s.during.latencies), p99(s.quiet.latencies)
+		fmt.Printf("| %-28s | %7.0f | %8.2fx | %13.2f | %11.2f | %5.2fx |\n", fmt.Sprintf("%d, %v", pace.KeysPerMigrate, pace.Share),
+			rate, rate/refRate, during.Seconds()*1000, quiet.Seconds()*1000, during.Seconds()/quiet.Seconds())
+	}
 }
