@@ -6,6 +6,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,14 +101,23 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if state.replication.move != nil && state.replication.move.done {
 		recordPrimaryChange(rc, state.replication.move, time.Now())
 	}
-	next := r.requeueAfter(state)
+	next, priority := r.requeueAfter(state, client.ObjectKeyFromObject(rc))
 	cs.status.checkAfterFailure(state, failedKind, next)
 	if state.err != nil {
 		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
-		return ctrl.Result{}, state.err.logged()
+		return ctrl.Result{Priority: ptr.To(eventPriority)}, state.err.logged()
 	}
-	return ctrl.Result{RequeueAfter: next}, nil
+	return ctrl.Result{RequeueAfter: next, Priority: ptr.To(priority)}, nil
 }
+
+// The workqueue (controller-runtime's priority queue) serves the higher priority first. Health
+// checks come due together on their ticks (untilCheckTick); a reconcile for anything else (a
+// node's connection that broke, a child that changed, a phase's wait, a retry) goes before the
+// checks still queued, so that a failover does not wait behind every RedisCluster's check.
+const (
+	healthCheckPriority = -1
+	eventPriority       = 0
+)
 
 // forget drops what the reconciler holds for a RedisCluster that is gone: its memory, its
 // metrics' series and its Redis connections.
@@ -181,40 +192,54 @@ func (s *statusMemory) takeCheckDue() time.Time {
 	return due
 }
 
-// requeueAfter is the health check's period while there are Redis nodes to check. Without
-// pods there is nothing to check: their creation triggers the next reconcile.
-// A phase that waits asks for its own time when it is sooner.
-func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) time.Duration {
-	next := r.healthCheckAfter(state)
-	if w := state.wait; w != nil && w.after > 0 && (next == 0 || w.after < next) {
-		next = w.after
+// requeueAfter is the health check's period while there are Redis nodes to check, and its
+// priority. Without pods there is nothing to check: their creation triggers the next reconcile.
+// A phase that waits asks for its own time when it is sooner, at the priority of events.
+func (r *RedisClusterReconciler) requeueAfter(state *reconcileState, key types.NamespacedName) (time.Duration, int) {
+	next, onTick := r.healthCheckAfter(state, key)
+	priority := eventPriority
+	if onTick {
+		priority = healthCheckPriority
 	}
-	return next
+	if w := state.wait; w != nil && w.after > 0 && (next == 0 || w.after < next) {
+		next, priority = w.after, eventPriority
+	}
+	return next, priority
 }
 
-func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState) time.Duration {
+// healthCheckAfter is when the next health check is due, and whether on its tick (not sooner,
+// for a plan that waits out a timeout or expects the view to change at once).
+func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState, key types.NamespacedName) (time.Duration, bool) {
 	if len(state.replication.view.Nodes) == 0 && len(state.shards.members) == 0 {
-		return 0
+		return 0, false
 	}
 	interval := r.CheckInterval
 	if interval == 0 {
 		interval = DefaultCheckInterval
 	}
-	next := state.replication.round.NextCheck(interval)
-	if next == interval {
-		next = untilCheckTick(time.Now(), interval)
+	if next := state.replication.round.NextCheck(interval); next < interval {
+		return next, false
 	}
-	return next
+	return untilCheckTick(time.Now(), interval, key), true
 }
 
-// untilCheckTick is the time from now to the next multiple of interval since the Unix epoch, in
-// (0, interval]: every RedisCluster's health check falls on the same ticks. Checks spread over
-// the interval wake the process once per node and per answer, and on this machine the wake-ups,
-// not the round trips, were most of the checks' cost (a loop checking 300 nodes a second used
-// 5.1% of a core spread and 1.6% on one tick, 2026-12-05). A node is still checked once per
-// interval; a check that a plan's wait asks for sooner keeps its own time.
-func untilCheckTick(now time.Time, interval time.Duration) time.Duration {
-	return interval - time.Duration(now.UnixNano()%int64(interval))
+// checkTicks is how many ticks an interval has: each RedisCluster's health check falls on one of
+// them (untilCheckTick), every interval.
+const checkTicks = 1
+
+// untilCheckTick is the time from now to key's next check tick, in (0, interval]: the ticks are
+// checkTicks evenly spaced points of each interval (counted from the Unix epoch), and key's is
+// one of them, by a hash of its name. Checks spread over the whole interval wake the process
+// once per node and per answer, and the wake-ups, not the round trips, were most of the checks'
+// cost: 100 RedisClusters' checks took 11.6% of a core spread, 6.0% on ten ticks and 4.4% on one
+// (2026-12-05, docs/benchmarks.md). On one tick a failover's reconcile would queue behind every
+// RedisCluster's check; the checks' lower priority (healthCheckPriority) lets it go first. A node
+// is still checked once per interval; a check that a plan's wait asks for sooner keeps its time.
+func untilCheckTick(now time.Time, interval time.Duration, key types.NamespacedName) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key.String()))
+	offset := time.Duration(h.Sum32()%checkTicks) * (interval / checkTicks)
+	return interval - time.Duration((now.UnixNano()-int64(offset))%int64(interval))
 }
 
 // SetupWithManager watches RedisClusters, the children they own, their pods, and the held

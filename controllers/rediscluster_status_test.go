@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -278,20 +279,39 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 
 func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	r := &RedisClusterReconciler{CheckInterval: 2 * time.Second}
+	key := types.NamespacedName{Namespace: "ns", Name: "orders"}
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
-	assert.Zero(t, r.requeueAfter(&reconcileState{wait: &phaseWait{}}), "no nodes, and a wait a watch ends")
-	assert.Equal(t, 5*time.Second, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}}))
-	check := r.requeueAfter(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}})
-	assert.Positive(t, check, "the health check, on its tick")
-	assert.LessOrEqual(t, check, 2*time.Second)
-	assert.Equal(t, 100*time.Millisecond, r.requeueAfter(&reconcileState{wait: &phaseWait{after: 100 * time.Millisecond}, replication: replicationState{view: serving}}))
+	requeue := func(state *reconcileState) (time.Duration, int) { return r.requeueAfter(state, key) }
+
+	next, _ := requeue(&reconcileState{wait: &phaseWait{}})
+	assert.Zero(t, next, "no nodes, and a wait a watch ends")
+	next, priority := requeue(&reconcileState{wait: &phaseWait{after: 5 * time.Second}})
+	assert.Equal(t, 5*time.Second, next)
+	assert.Equal(t, eventPriority, priority)
+	next, priority = requeue(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}})
+	assert.Positive(t, next, "the health check, on its tick")
+	assert.LessOrEqual(t, next, 2*time.Second)
+	assert.Equal(t, healthCheckPriority, priority, "a check goes after what else is queued")
+	next, priority = requeue(&reconcileState{wait: &phaseWait{after: 100 * time.Millisecond}, replication: replicationState{view: serving}})
+	assert.Equal(t, 100*time.Millisecond, next)
+	assert.Equal(t, eventPriority, priority, "a phase's wait goes before the checks")
+	next, priority = requeue(&reconcileState{replication: replicationState{view: serving, round: topology.Round{Plan: topology.Plan{Recheck: 50 * time.Millisecond}}}})
+	assert.Equal(t, 50*time.Millisecond, next)
+	assert.Equal(t, eventPriority, priority, "a plan that expects the view to change at once")
 }
 
-// Every RedisCluster's health check falls on the same ticks: multiples of the interval.
+// Every RedisCluster's health check falls on the interval's ticks.
 func TestHealthChecksFallOnTheIntervalsTicks(t *testing.T) {
-	assert.Equal(t, 700*time.Millisecond, untilCheckTick(time.Unix(10, int64(300*time.Millisecond)), time.Second))
-	assert.Equal(t, time.Second, untilCheckTick(time.Unix(10, 0), time.Second), "on a tick: the next one")
-	assert.Equal(t, 500*time.Millisecond, untilCheckTick(time.Unix(11, int64(500*time.Millisecond)), 2*time.Second), "11.5 s: the tick at 12")
+	for _, name := range []string{"orders", "sessions", "rc-7"} {
+		key := types.NamespacedName{Namespace: "ns", Name: name}
+		for _, nanos := range []int64{0, 1, int64(300 * time.Millisecond), int64(999 * time.Millisecond)} {
+			at := time.Unix(2000, nanos)
+			next := untilCheckTick(at, time.Second, key)
+			assert.Positive(t, next)
+			assert.LessOrEqual(t, next, time.Second)
+			assert.Zero(t, at.Add(next).UnixNano()%int64(time.Second/checkTicks), "%s at %s: on a tick", name, at)
+		}
+	}
 }
 
 func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {

@@ -2,7 +2,7 @@
 // a bare Go loop that holds, for each Redis node, one command connection and one subscribed watch
 // connection (as the operator's pool does), and sends each node, every interval, the commands the
 // operator sent it per interval (measured from the nodes' INFO commandstats), pipelined in one round
-// trip, and nothing else: no Kubernetes, no status, no metrics, no decisions. It runs until SIGTERM.
+// trip, on the operator's ticks (controllers.untilCheckTick), and nothing else: no Kubernetes, no status, no metrics, no decisions. It runs until SIGTERM.
 package main
 
 import (
@@ -56,8 +56,8 @@ func run(nodesFile, ratesText string, interval time.Duration) error {
 	var n int
 	for sc.Scan() {
 		addr, password, _ := strings.Cut(sc.Text(), " ")
-		// Every node's checks on the same ticks (multiples of the interval since the epoch), as
-		// the operator's RedisClusters' checks are.
+		// Every node's checks on the interval's ticks (counted from the epoch), as the operator's
+		// are (controllers.untilCheckTick).
 		go checkNode(ctx, addr, password, perCheck, interval, interval-time.Duration(time.Now().UnixNano()%int64(interval)))
 		n++
 	}
