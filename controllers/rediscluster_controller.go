@@ -6,7 +6,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -101,7 +100,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if state.replication.move != nil && state.replication.move.done {
 		recordPrimaryChange(rc, state.replication.move, time.Now())
 	}
-	next, priority := r.requeueAfter(state, client.ObjectKeyFromObject(rc))
+	next, priority := r.requeueAfter(state)
 	cs.status.checkAfterFailure(state, failedKind, next)
 	if state.err != nil {
 		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
@@ -195,8 +194,8 @@ func (s *statusMemory) takeCheckDue() time.Time {
 // requeueAfter is the health check's period while there are Redis nodes to check, and its
 // priority. Without pods there is nothing to check: their creation triggers the next reconcile.
 // A phase that waits asks for its own time when it is sooner, at the priority of events.
-func (r *RedisClusterReconciler) requeueAfter(state *reconcileState, key types.NamespacedName) (time.Duration, int) {
-	next, onTick := r.healthCheckAfter(state, key)
+func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) (time.Duration, int) {
+	next, onTick := r.healthCheckAfter(state)
 	priority := eventPriority
 	if onTick {
 		priority = healthCheckPriority
@@ -209,7 +208,7 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState, key types.N
 
 // healthCheckAfter is when the next health check is due, and whether on its tick (not sooner,
 // for a plan that waits out a timeout or expects the view to change at once).
-func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState, key types.NamespacedName) (time.Duration, bool) {
+func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState) (time.Duration, bool) {
 	if len(state.replication.view.Nodes) == 0 && len(state.shards.members) == 0 {
 		return 0, false
 	}
@@ -220,26 +219,19 @@ func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState, key typ
 	if next := state.replication.round.NextCheck(interval); next < interval {
 		return next, false
 	}
-	return untilCheckTick(time.Now(), interval, key), true
+	return untilCheckTick(time.Now(), interval), true
 }
 
-// checkTicks is how many ticks an interval has: each RedisCluster's health check falls on one of
-// them (untilCheckTick), every interval.
-const checkTicks = 1
-
-// untilCheckTick is the time from now to key's next check tick, in (0, interval]: the ticks are
-// checkTicks evenly spaced points of each interval (counted from the Unix epoch), and key's is
-// one of them, by a hash of its name. Checks spread over the whole interval wake the process
-// once per node and per answer, and the wake-ups, not the round trips, were most of the checks'
-// cost: 100 RedisClusters' checks took 11.6% of a core spread, 6.0% on ten ticks and 4.4% on one
-// (2026-12-05, docs/benchmarks.md). On one tick a failover's reconcile would queue behind every
-// RedisCluster's check; the checks' lower priority (healthCheckPriority) lets it go first. A node
-// is still checked once per interval; a check that a plan's wait asks for sooner keeps its time.
-func untilCheckTick(now time.Time, interval time.Duration, key types.NamespacedName) time.Duration {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key.String()))
-	offset := time.Duration(h.Sum32()%checkTicks) * (interval / checkTicks)
-	return interval - time.Duration((now.UnixNano()-int64(offset))%int64(interval))
+// untilCheckTick is the time from now to the next multiple of interval since the Unix epoch, in
+// (0, interval]: every RedisCluster's health check falls on the same ticks. Checks spread over
+// the interval wake the process once per node and per answer, and the wake-ups, not the round
+// trips, were most of the checks' cost: 100 RedisClusters' checks took 11.6% of a core spread,
+// 6.0% on ten ticks a second and 4.4% on one (2026-12-05, docs/benchmarks.md). On one tick a
+// failover's reconcile would queue behind every RedisCluster's check; the checks' lower priority
+// (healthCheckPriority) lets it go first. A node is still checked once per interval; a check
+// that a plan's wait asks for sooner keeps its time.
+func untilCheckTick(now time.Time, interval time.Duration) time.Duration {
+	return interval - time.Duration(now.UnixNano()%int64(interval))
 }
 
 // SetupWithManager watches RedisClusters, the children they own, their pods, and the held

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -279,9 +278,8 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 
 func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	r := &RedisClusterReconciler{CheckInterval: 2 * time.Second}
-	key := types.NamespacedName{Namespace: "ns", Name: "orders"}
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
-	requeue := func(state *reconcileState) (time.Duration, int) { return r.requeueAfter(state, key) }
+	requeue := r.requeueAfter
 
 	next, _ := requeue(&reconcileState{wait: &phaseWait{}})
 	assert.Zero(t, next, "no nodes, and a wait a watch ends")
@@ -302,16 +300,17 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 
 // Every RedisCluster's health check falls on the interval's ticks.
 func TestHealthChecksFallOnTheIntervalsTicks(t *testing.T) {
-	for _, name := range []string{"orders", "sessions", "rc-7"} {
-		key := types.NamespacedName{Namespace: "ns", Name: name}
+	for _, interval := range []time.Duration{time.Second, 2 * time.Second} {
 		for _, nanos := range []int64{0, 1, int64(300 * time.Millisecond), int64(999 * time.Millisecond)} {
-			at := time.Unix(2000, nanos)
-			next := untilCheckTick(at, time.Second, key)
+			at := time.Unix(2001, nanos)
+			next := untilCheckTick(at, interval)
 			assert.Positive(t, next)
-			assert.LessOrEqual(t, next, time.Second)
-			assert.Zero(t, at.Add(next).UnixNano()%int64(time.Second/checkTicks), "%s at %s: on a tick", name, at)
+			assert.LessOrEqual(t, next, interval)
+			assert.Zero(t, at.Add(next).UnixNano()%int64(interval), "%s at %s: on a tick", interval, at)
 		}
 	}
+	assert.Equal(t, 700*time.Millisecond, untilCheckTick(time.Unix(10, int64(300*time.Millisecond)), time.Second))
+	assert.Equal(t, time.Second, untilCheckTick(time.Unix(10, 0), time.Second), "on a tick: the next one")
 }
 
 func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {

@@ -2,7 +2,8 @@
 // a bare Go loop that holds, for each Redis node, one command connection and one subscribed watch
 // connection (as the operator's pool does), and sends each node, every interval, the commands the
 // operator sent it per interval (measured from the nodes' INFO commandstats), pipelined in one round
-// trip, on the operator's ticks (controllers.untilCheckTick), and nothing else: no Kubernetes, no status, no metrics, no decisions. It runs until SIGTERM.
+// trip, on the operator's ticks (controllers.untilCheckTick), and nothing else: no Kubernetes, no
+// status, no metrics, no decisions. It runs until SIGTERM.
 package main
 
 import (
@@ -99,7 +100,7 @@ func checkNode(ctx context.Context, addr, password string, perCheck map[string]f
 	defer t.Stop()
 	for {
 		sent := map[string]int{}
-		cmds, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		cmds, _ := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for name, rate := range perCheck {
 				owed[name] += rate
 				for ; owed[name] >= 1; owed[name]-- {
@@ -119,7 +120,6 @@ func checkNode(ctx context.Context, addr, password string, perCheck map[string]f
 				tally.errors[cmd.Name()+": "+cmd.Err().Error()]++
 			}
 		}
-		_ = err // each command's error is tallied above
 		tally.mu.Unlock()
 		select {
 		case <-ctx.Done():
