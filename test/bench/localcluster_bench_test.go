@@ -2,12 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/history"
 	"github.com/org/redis-operator/test/localcluster"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -65,10 +65,10 @@ func BenchmarkLocalCluster(b *testing.B) {
 		var failovers, held []time.Duration
 		for i := range serviceFailoverRound {
 			ns := fmt.Sprintf("apply-%d", i%applyRounds)
-			fresh, gap := serviceFailover(b, cluster, ns)
-			failovers, held = append(failovers, fresh), append(held, gap.longest)
-			fmt.Printf("kill %d (%s): new connections %.3fs; held connection %.3fs without an acknowledged write (%s)\n",
-				i+1, ns, fresh.Seconds(), gap.longest.Seconds(), gap)
+			fresh, report := serviceFailover(b, cluster, ns)
+			failovers, held = append(failovers, fresh), append(held, report.NoWritablePrimary)
+			fmt.Printf("kill %d (%s): new connections %.3fs; held connection %.3fs without an acknowledged write (not acknowledged: %v)\n",
+				i+1, ns, fresh.Seconds(), report.NoWritablePrimary.Seconds(), report.Unacknowledged)
 			waitReady(b, cluster, ns)
 		}
 		slices.Sort(failovers)
@@ -178,7 +178,7 @@ func waitReady(b *testing.B, cluster *localcluster.Cluster, ns string) {
 	}, 3*time.Minute, 20*time.Millisecond)
 }
 
-func serviceFailover(b *testing.B, cluster *localcluster.Cluster, ns string) (time.Duration, heldGap) {
+func serviceFailover(b *testing.B, cluster *localcluster.Cluster, ns string) (time.Duration, history.Report) {
 	ctx := context.Background()
 	password, err := cluster.SecretValue(ctx, ns, "sessions-auth", "password")
 	require.NoError(b, err)
@@ -217,43 +217,28 @@ func serviceFailover(b *testing.B, cluster *localcluster.Cluster, ns string) (ti
 	}
 	// The held writer's acknowledged writes straddle the kill once it has one after the new
 	// connections' first (an acknowledgement just after the kill command may precede the death).
-	gap, err := writer.longestGapAround(killed, time.Now(), time.Minute)
+	report, err := writer.reportAround(killed, time.Now(), time.Minute)
 	require.NoError(b, err, "the held connection after killing %s", pod)
-	return fresh, gap
+	return fresh, report
 }
 
 // heldWriter is a client as applications hold one: one connection to the primary Service,
 // writing SET then WAIT 1 200 in turn, and after an error connecting again 20 ms later. A write is
-// acknowledged when SET answered OK and WAIT counted a replica.
+// acknowledged when SET answered OK and WAIT counted a replica. It records its writes as the
+// partition tests' clients do (test/history), whose Check finds the longest time without an
+// acknowledged write and counts the errors.
 type heldWriter struct {
-	mu     sync.Mutex
-	acks   []time.Time
-	errs   map[string]int // the errors met, by kind
+	rec    history.Recorder
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// heldGap is the longest time without an acknowledged write around a kill, and what the writer
-// met meanwhile.
-type heldGap struct {
-	longest time.Duration
-	errs    map[string]int
-}
-
-func (g heldGap) String() string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(g.errs)) {
-		parts = append(parts, fmt.Sprintf("%s x%d", k, g.errs[k]))
-	}
-	if len(parts) == 0 {
-		return "no error"
-	}
-	return strings.Join(parts, ", ")
-}
+// errNoReplica is a write that SET took but WAIT 1 counted no replica of.
+var errNoReplica = errors.New("WAIT counted no replica")
 
 func startHeldWriter(ctx context.Context, addr, password string, dial func(context.Context, string, string) (net.Conn, error)) *heldWriter {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &heldWriter{errs: map[string]int{}, cancel: cancel, done: make(chan struct{})}
+	w := &heldWriter{cancel: cancel, done: make(chan struct{})}
 	connect := func() *goredis.Client {
 		return goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: dial, PoolSize: 1, MaxRetries: -1,
 			DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
@@ -262,23 +247,20 @@ func startHeldWriter(ctx context.Context, addr, password string, dial func(conte
 	go func() {
 		defer close(w.done)
 		defer func() { _ = c.Close() }()
-		for i := 0; ctx.Err() == nil; i++ {
-			err := c.Set(ctx, "held", i, 0).Err()
-			var replicas int64
+		for i := 0; ; i++ {
+			key, start := fmt.Sprintf("held-%d", i), time.Now()
+			err := c.Set(ctx, key, key, 0).Err()
 			if err == nil {
-				replicas, err = c.Do(ctx, "WAIT", 1, 200).Int64()
+				var replicas int64
+				if replicas, err = c.Do(ctx, "WAIT", 1, 200).Int64(); err == nil && replicas < 1 {
+					err = errNoReplica
+				}
 			}
-			w.mu.Lock()
-			switch {
-			case err != nil && ctx.Err() == nil:
-				w.errs[errorKind(err)]++
-			case err == nil && replicas >= 1:
-				w.acks = append(w.acks, time.Now())
-			case err == nil:
-				w.errs["WAIT counted no replica"]++
+			if ctx.Err() != nil {
+				return // a write cut short by the stop is none
 			}
-			w.mu.Unlock()
-			if err != nil {
+			w.rec.Add(history.Op{Client: "held", Kind: history.Write, Key: key, Value: key, Start: start, End: time.Now(), Err: err})
+			if err != nil && !errors.Is(err, errNoReplica) {
 				// A new client, not the same one's next command: after PoolSize dial errors in a
 				// row, go-redis's pool answers with the last error without dialing and dials
 				// again once a second, which held writes back up to a second after the Service
@@ -292,54 +274,24 @@ func startHeldWriter(ctx context.Context, addr, password string, dial func(conte
 	return w
 }
 
-// errorKind names an error without its addresses, so that the same kind is counted once.
-func errorKind(err error) string {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "connection refused"):
-		return "connection refused"
-	case strings.Contains(msg, "connection reset"):
-		return "connection reset"
-	case strings.Contains(msg, "i/o timeout"):
-		return "timeout"
-	case strings.Contains(msg, "EOF"):
-		return "EOF"
+// reportAround waits (up to limit) for an acknowledged write that ended after until, stops the
+// writer, and checks what it recorded, which must hold an acknowledged write before at.
+func (w *heldWriter) reportAround(at, until time.Time, limit time.Duration) (history.Report, error) {
+	ackedAfter := func(t time.Time) bool {
+		return slices.ContainsFunc(w.rec.Ops(), func(op history.Op) bool { return op.Err == nil && op.End.After(t) })
 	}
-	if i := strings.IndexAny(msg, " :"); i > 0 {
-		return msg[:i]
-	}
-	return msg
-}
-
-// longestGapAround waits (up to limit) for an acknowledged write after until, stops the writer,
-// and returns the longest time between two acknowledged writes from the last one before at.
-func (w *heldWriter) longestGapAround(at, until time.Time, limit time.Duration) (heldGap, error) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		w.mu.Lock()
-		n := len(w.acks)
-		last := time.Time{}
-		if n > 0 {
-			last = w.acks[n-1]
-		}
-		w.mu.Unlock()
-		if last.After(until) {
-			break
-		}
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline) && !ackedAfter(until); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	w.cancel()
 	<-w.done
-	gap := heldGap{errs: w.errs}
-	i := slices.IndexFunc(w.acks, func(t time.Time) bool { return t.After(at) })
+	ops := w.rec.Ops()
+	report := history.Check(ops, w.rec.Acknowledged(), nil)
 	switch {
-	case i < 0 || !w.acks[len(w.acks)-1].After(until):
-		return gap, fmt.Errorf("no acknowledged write within %s (%s)", limit, gap)
-	case i == 0:
-		return gap, fmt.Errorf("no acknowledged write before the kill (%s)", gap)
+	case !ackedAfter(until):
+		return report, fmt.Errorf("no acknowledged write within %s (%v)", limit, report.Unacknowledged)
+	case !slices.ContainsFunc(ops, func(op history.Op) bool { return op.Err == nil && op.End.Before(at) }):
+		return report, fmt.Errorf("no acknowledged write before the kill (%v)", report.Unacknowledged)
 	}
-	for j := i; j < len(w.acks); j++ {
-		gap.longest = max(gap.longest, w.acks[j].Sub(w.acks[j-1]))
-	}
-	return gap, nil
+	return report, nil
 }
