@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
 )
@@ -44,7 +45,7 @@ func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, rc
 	}
 	sched, err := backup.ParseSchedule(spec.Schedule)
 	if err != nil {
-		return failed(cachev1.ReasonBackupScheduleInvalid, fmt.Errorf("spec.backup.schedule %q: %w", spec.Schedule, err))
+		return outcome.Fail(cachev1.ReasonBackupScheduleInvalid, fmt.Errorf("spec.backup.schedule %q: %w", spec.Schedule, err))
 	}
 	last := rc.CreationTimestamp.Time
 	if s := rc.Status.Backup; s != nil && s.LastScheduleTime != nil {

@@ -104,7 +104,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	cs.status.checkAfterFailure(state, failedKind, next)
 	if state.err != nil {
 		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
-		return ctrl.Result{Priority: ptr.To(eventPriority)}, state.err.logged()
+		return ctrl.Result{Priority: ptr.To(eventPriority)}, state.err.Logged()
 	}
 	return ctrl.Result{RequeueAfter: next, Priority: ptr.To(priority)}, nil
 }
@@ -200,8 +200,8 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) (time.Durat
 	if onTick {
 		priority = healthCheckPriority
 	}
-	if w := state.wait; w != nil && w.after > 0 && (next == 0 || w.after < next) {
-		next, priority = w.after, eventPriority
+	if w := state.wait; w != nil && w.After > 0 && (next == 0 || w.After < next) {
+		next, priority = w.After, eventPriority
 	}
 	return next, priority
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 )
@@ -118,7 +119,7 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	readCtx, cancel := context.WithTimeout(ctx, secretReadTimeout)
 	defer cancel()
 	read, err := r.readSecrets(readCtx, rc, state, creds.tls)
-	var invalid *phaseError
+	var invalid *outcome.Failure
 	if err != nil && !errors.As(err, &invalid) && creds.readFor(rc) {
 		// The API server does not answer (its etcd may be down): go on with the passwords the
 		// nodes have, so that Redis is still looked after, and read them again a resync period
@@ -215,7 +216,7 @@ func (r *RedisClusterReconciler) rotationFor(ctx, readCtx context.Context, rc *c
 		var started bool
 		if rot, started = rot.started(old, password, now, rc.PreviousPasswordValidFor()); started {
 			if err := r.writeRotation(ctx, rc, rot); err != nil {
-				return rot, failed(cachev1.ReasonApplyFailed, err)
+				return rot, outcome.Fail(cachev1.ReasonApplyFailed, err)
 			}
 		}
 	}
@@ -233,20 +234,20 @@ type secretsRead struct {
 }
 
 // readSecrets reads the password, the operator's own, the users' and the TLS Secret. An error
-// the user must fix is a phaseError with its reason; any other is the API server's.
+// the user must fix is an outcome.Failure with its reason; any other is the API server's.
 func (r *RedisClusterReconciler) readSecrets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, lastTLS *tlsCredentials) (secretsRead, error) {
 	var out secretsRead
 	var err error
 	out.password, out.generated, err = r.readPassword(ctx, rc, state)
 	if errors.Is(err, errSecret) {
-		return out, failed(cachev1.ReasonSecretNotFound, err)
+		return out, outcome.Fail(cachev1.ReasonSecretNotFound, err)
 	}
 	if err != nil {
 		return out, err
 	}
 	out.operatorPassword, err = r.readOperatorPassword(ctx, rc, state)
 	if errors.Is(err, errSecret) {
-		return out, failed(cachev1.ReasonSecretNotFound, err)
+		return out, outcome.Fail(cachev1.ReasonSecretNotFound, err)
 	}
 	if err != nil {
 		return out, err

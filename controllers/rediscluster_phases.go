@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -17,7 +18,7 @@ import (
 // that did not finish.
 
 // phase is one step of a reconcile. reason is the condition reason of its failures, unless
-// the error says otherwise (a phaseError).
+// the error says otherwise (outcome.Fail).
 type phase struct {
 	name   string
 	reason string
@@ -64,7 +65,7 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 		if err == nil {
 			continue
 		}
-		if w, ok := asPhaseWait(p, err); ok {
+		if w, ok := outcome.AsWaiting(p.name, err); ok {
 			if state.wait == nil {
 				state.wait = w
 			}
@@ -74,8 +75,8 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 				// next reconcile's Passwords phase.
 				r.clusterState(rc).operatorUser.forgetGiven()
 			}
-			perr := asPhaseError(p, err)
-			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.reason, p.name, "%s", perr.Error())
+			perr := outcome.AsFailure(p.name, p.reason, err)
+			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.Reason, p.name, "%s", perr.Error())
 			if state.err != nil {
 				// Redis could not be served after a child failed: the status keeps the first
 				// failure, this one has its Event.

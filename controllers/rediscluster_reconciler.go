@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
@@ -210,9 +211,9 @@ type reconcileState struct {
 	// rolled is true when this reconcile replaced a pod or switched the primary over.
 	rolled bool
 	// err is the phase that failed, with its reason.
-	err *phaseError
-	// wait is the first phase that waits (phaseWait), with its reason.
-	wait *phaseWait
+	err *outcome.Failure
+	// wait is the first phase that waits (outcome.Wait), with its reason.
+	wait *outcome.Waiting
 	// restore is the backup of spec.restore, as recorded (status.restore); nil without one
 	// (rediscluster_restore.go).
 	restore *cachev1.RestoreStatus
@@ -243,3 +244,7 @@ func (s *reconcileState) wroteStatefulSet() bool {
 	isSts := func(child string) bool { return strings.HasPrefix(child, "StatefulSet ") }
 	return slices.ContainsFunc(s.created, isSts) || slices.ContainsFunc(s.updated, isSts)
 }
+
+// unfinished is why this reconcile did not carry the spec out: the failure, else the wait;
+// zero when every phase was done.
+func (s *reconcileState) unfinished() outcome.Unfinished { return outcome.Of(s.err, s.wait) }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -207,7 +208,7 @@ func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.Red
 		return nil
 	}
 	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-		return failed(cachev1.ReasonApplyFailed, fmt.Errorf("replacing pod %s: %w", pod.Name, err))
+		return outcome.Fail(cachev1.ReasonApplyFailed, fmt.Errorf("replacing pod %s: %w", pod.Name, err))
 	}
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
 		"Replacing pod %s (%s) to roll out the current spec", pod.Name, step.Role)
@@ -230,7 +231,7 @@ func (r *RedisClusterReconciler) announce(ctx context.Context, rc *cachev1.Redis
 	state.replication.move = move
 	setCondition(rc, failingOverCondition(rc, state))
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
-		return failed(cachev1.ReasonApplyFailed, err)
+		return outcome.Fail(cachev1.ReasonApplyFailed, err)
 	}
 	state.written = rc.DeepCopy()
 	log.FromContext(ctx).Info("Changing the primary", "reason", move.reason, "from", move.from, "to", move.to, "detail", move.message)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -33,7 +34,7 @@ import (
 //     deletes the <name>-restore ConfigMap, so that it is never restored again.
 
 // errBackupsNotServed is spec.backup or spec.restore while the RedisBackup CRD is not installed.
-var errBackupsNotServed = failed(cachev1.ReasonBackupsNotServed, errors.New("backups are off: the RedisBackup CRD is not installed or the operator may not watch RedisBackups (install the operator's bundle of this version), or they came after the operator started (restart it)"))
+var errBackupsNotServed = outcome.Fail(cachev1.ReasonBackupsNotServed, errors.New("backups are off: the RedisBackup CRD is not installed or the operator may not watch RedisBackups (install the operator's bundle of this version), or they came after the operator started (restart it)"))
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=get;list;watch
 
@@ -54,14 +55,14 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		switch err := r.Get(ctx, nameOf(rc, name), b); {
 		case apierrors.IsNotFound(err):
 			// The RedisBackup's watch (clustersWaitingFor) wakes the reconcile.
-			return waitFor(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s does not exist; no node starts until it has completed", name))
+			return outcome.Wait(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s does not exist; no node starts until it has completed", name))
 		case err != nil:
 			return fmt.Errorf("reading RedisBackup %s: %w", name, err)
 		case b.Status.Phase != cachev1.BackupCompleted:
-			return waitFor(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s is %s; no node starts until it has completed", name, phaseOrPending(b)))
+			return outcome.Wait(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s is %s; no node starts until it has completed", name, phaseOrPending(b)))
 		}
 		if err := restorable(rc, b); err != nil {
-			return failed(cachev1.ReasonRestoreFailed, err)
+			return outcome.Fail(cachev1.ReasonRestoreFailed, err)
 		}
 		state.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
 			Size: b.Status.Size, Destination: b.Spec.Destination, Shards: b.Status.Shards}
@@ -70,7 +71,7 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return nil
 	}
 	if r.OperatorImage == "" {
-		return failed(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
+		return outcome.Fail(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
 	if state.restore.Destination.PersistentVolumeClaim != nil {
 		return r.restoreFromVolume(ctx, rc, state)
@@ -158,7 +159,7 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 	}
 	for _, first := range firsts {
 		if why := restoreFailure(state.pods, first); why != "" {
-			return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
+			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
 		}
 	}
 	if !served() {
@@ -191,7 +192,7 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 // claim may be ReadWriteOnce, which pods on two machines cannot mount together.
 func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if rc.Spec.Storage == nil {
-		return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
+		return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
 			state.restore.Backup, state.restore.Destination.PersistentVolumeClaim.ClaimName))
 	}
 	for shard, name := range resources.RestoreNames(rc) {
@@ -222,7 +223,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 		case t == nil:
 			return waitRestorePod
 		case t.ExitCode != 0:
-			return failed(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
+			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
 				state.restore.Backup, resources.FirstDataClaimName(rc, shard), volumeTaskError(t)))
 		}
 	}
@@ -231,7 +232,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 
 // waitRestorePod is a restore pod that has not finished: the StatefulSet waits for it. The pod's
 // watch (podToRedisCluster) wakes the reconcile when it ends.
-var waitRestorePod = waitFor(0, cachev1.ReasonRestoring, "a restore pod copies the backup into the first node's data claim; no node starts before every one is done")
+var waitRestorePod = outcome.Wait(0, cachev1.ReasonRestoring, "a restore pod copies the backup into the first node's data claim; no node starts before every one is done")
 
 // restoredNode is the pod that restores the data: the first.
 func restoredNode(rc *cachev1.RedisCluster) string { return resources.FirstNodeName(rc, 0) }
@@ -272,8 +273,8 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	case r != nil && r.CompletedAt != nil:
 		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
 			fmt.Sprintf("Restored from RedisBackup %s (%s, %s)", r.Backup, r.Location, r.Checksum))
-	case slices.Contains(restoreReasons, u.reason):
-		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, u.reason, u.message)
+	case slices.Contains(restoreReasons, u.Reason):
+		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, u.Reason, u.Message)
 	case r == nil:
 		// Another phase failed before the backup was read: keep what the status says.
 		if meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionRestored) != nil {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 )
 
 // A failed reconcile that still served Redis is retried no later than its health check, once:
@@ -24,7 +25,7 @@ func TestCheckBoundBoundsTheRetryOfAServedFailureOnce(t *testing.T) {
 	cs := r.stateOf(key)
 
 	// Given a reconcile whose child was refused while failover ran
-	served := &reconcileState{err: &phaseError{err: errors.New("refused")}}
+	served := &reconcileState{err: &outcome.Failure{Err: errors.New("refused")}}
 	cs.status.checkAfterFailure(served, appliesChild, time.Second)
 	// Then its retry comes at its health check, not after the minute of back-off
 	assert.LessOrEqual(t, limiter.When(req), time.Second)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -58,7 +59,7 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 		return err
 	}
 	// Back at once: for the rest, or the next shard's moves.
-	return waitFor(movingRequeue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
+	return outcome.Wait(movingRequeue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 }
 
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;delete

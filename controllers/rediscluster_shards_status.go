@@ -78,7 +78,7 @@ func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState)
 		return nil
 	}
 	if w := state.wait; w != nil {
-		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, w.reason, w.message)
+		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, w.Reason, w.Message)
 	}
 	if plan := state.shards.plan; plan != nil && slotsMoving(rc, *plan) != "" {
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
@@ -131,7 +131,7 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 	case rc.Status.ReadyReplicas < want || len(state.shards.statefulSets) < int(rc.Spec.Cluster.Shards):
 		return replicasNotReady(rc.Status.ReadyReplicas, want, state.stranded)
 	case state.wait != nil:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.Reason, state.wait.Message)
 	case plan == nil:
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
 	case slotsMoving(rc, *plan) != "":

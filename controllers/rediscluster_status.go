@@ -119,7 +119,7 @@ func progressingCondition(state *reconcileState) *metav1.Condition {
 	case state.err != nil:
 		return nil
 	case state.wait != nil:
-		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, state.wait.reason, state.wait.message)
+		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, state.wait.Reason, state.wait.Message)
 	case state.wroteStatefulSet() || !rolledOut(state.replication.statefulSet):
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress,
 			"The StatefulSet is rolling out the current spec")
@@ -158,12 +158,12 @@ func degradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 func outcomeDegraded(state *reconcileState) *metav1.Condition {
 	switch {
 	case state.err != nil:
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.reason, state.err.Error())
+		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.err.Reason, state.err.Error())
 	case state.exited != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, state.exited.reason, state.exited.message)
 	case state.wait != nil:
 		return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected,
-			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.phase))
+			fmt.Sprintf("Nothing failed; phase %s waits", state.wait.Phase))
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ func readyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *m
 		// Said first: counting ready pods would hide why they are not.
 		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case state.wait != nil:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.reason, state.wait.message)
+		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.Reason, state.wait.Message)
 	case state.wroteStatefulSet() || !stsObserved(state.replication.statefulSet) || ready < rc.Spec.Replicas:
 		return replicasNotReady(ready, rc.Spec.Replicas, state.stranded)
 	case degraded.Status == metav1.ConditionTrue:

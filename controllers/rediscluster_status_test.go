@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -86,7 +87,7 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 	}{
 		{
 			name:         "a failed phase carries its reason to both",
-			state:        reconcileState{err: &phaseError{phase: "Failover", reason: cachev1.ReasonTopologyFailed, err: errors.New("promoting r-1: i/o timeout")}},
+			state:        reconcileState{err: &outcome.Failure{Phase: "Failover", Reason: cachev1.ReasonTopologyFailed, Err: errors.New("promoting r-1: i/o timeout")}},
 			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonTopologyFailed,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonTopologyFailed, wantProgressingKept: true,
 		},
@@ -143,7 +144,7 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 
 func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing.T) {
 	rc := statusTestCluster(1, "")
-	setStatus(rc, &reconcileState{err: &phaseError{reason: cachev1.ReasonApplyFailed, err: errors.New("forbidden")}}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{err: &outcome.Failure{Reason: cachev1.ReasonApplyFailed, Err: errors.New("forbidden")}}, setReplicatedStatus)
 	assert.Zero(t, rc.Status.ObservedGeneration)
 	for _, c := range rc.Status.Conditions {
 		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
@@ -151,15 +152,6 @@ func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing
 
 	setStatus(rc, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(1)}}, setReplicatedStatus)
 	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
-}
-
-func TestPhaseErrorKeepsTheReasonItWasGiven(t *testing.T) {
-	p := phase{name: "Secrets", reason: cachev1.ReasonApplyFailed}
-	assert.Equal(t, cachev1.ReasonApplyFailed, asPhaseError(p, errors.New("forbidden")).reason)
-	given := asPhaseError(p, failed(cachev1.ReasonSecretNotFound, errors.New("password Secret x not found")))
-	assert.Equal(t, cachev1.ReasonSecretNotFound, given.reason)
-	assert.Equal(t, "password Secret x not found", given.Error())
-	assert.EqualError(t, given.logged(), "phase Secrets: password Secret x not found")
 }
 
 func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
@@ -247,7 +239,7 @@ func TestADataLossIsAConditionThatStays(t *testing.T) {
 // and observedGeneration moves (the spec is being carried out); a failure after it still
 // counts as a failure.
 func TestAWaitIsProgressNotDegraded(t *testing.T) {
-	wait := &phaseWait{phase: "RestoreSource", reason: cachev1.ReasonBackupNotReady, message: "waiting for the backup"}
+	wait := &outcome.Waiting{Phase: "RestoreSource", Reason: cachev1.ReasonBackupNotReady, Message: "waiting for the backup"}
 	rc := statusTestCluster(1, "")
 	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
 	setStatus(rc, &reconcileState{wait: wait}, setReplicatedStatus)
@@ -271,7 +263,7 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 
 	failed := statusTestCluster(1, "")
 	failed.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
-	setStatus(failed, &reconcileState{wait: wait, err: &phaseError{phase: "Users", reason: cachev1.ReasonUserRejected, err: errors.New("no")}}, setReplicatedStatus)
+	setStatus(failed, &reconcileState{wait: wait, err: &outcome.Failure{Phase: "Users", Reason: cachev1.ReasonUserRejected, Err: errors.New("no")}}, setReplicatedStatus)
 	assert.True(t, meta.IsStatusConditionTrue(failed.Status.Conditions, cachev1.ConditionDegraded))
 	assert.Zero(t, failed.Status.ObservedGeneration)
 }
@@ -281,16 +273,16 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
 	requeue := r.requeueAfter
 
-	next, _ := requeue(&reconcileState{wait: &phaseWait{}})
+	next, _ := requeue(&reconcileState{wait: &outcome.Waiting{}})
 	assert.Zero(t, next, "no nodes, and a wait a watch ends")
-	next, priority := requeue(&reconcileState{wait: &phaseWait{after: 5 * time.Second}})
+	next, priority := requeue(&reconcileState{wait: &outcome.Waiting{After: 5 * time.Second}})
 	assert.Equal(t, 5*time.Second, next)
 	assert.Equal(t, eventPriority, priority)
-	next, priority = requeue(&reconcileState{wait: &phaseWait{after: 5 * time.Second}, replication: replicationState{view: serving}})
+	next, priority = requeue(&reconcileState{wait: &outcome.Waiting{After: 5 * time.Second}, replication: replicationState{view: serving}})
 	assert.Positive(t, next, "the health check, on its tick")
 	assert.LessOrEqual(t, next, 2*time.Second)
 	assert.Equal(t, healthCheckPriority, priority, "a check goes after what else is queued")
-	next, priority = requeue(&reconcileState{wait: &phaseWait{after: 100 * time.Millisecond}, replication: replicationState{view: serving}})
+	next, priority = requeue(&reconcileState{wait: &outcome.Waiting{After: 100 * time.Millisecond}, replication: replicationState{view: serving}})
 	assert.Equal(t, 100*time.Millisecond, next)
 	assert.Equal(t, eventPriority, priority, "a phase's wait goes before the checks")
 	next, priority = requeue(&reconcileState{replication: replicationState{view: serving, round: topology.Round{Plan: topology.Plan{Recheck: 50 * time.Millisecond}}}})

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -67,14 +68,14 @@ func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisC
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, nameOf(rc, name), secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s not found", name))
+			return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s not found", name))
 		}
 		return nil, fmt.Errorf("reading TLS Secret %s: %w", name, err)
 	}
 	sum := sha256.New()
 	for _, key := range []string{resources.TLSCertKey, resources.TLSKeyKey, resources.TLSCAKey} {
 		if len(secret.Data[key]) == 0 {
-			return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s has no %s", name, key))
+			return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s has no %s", name, key))
 		}
 		sum.Write(secret.Data[key])
 	}
@@ -84,11 +85,11 @@ func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisC
 	}
 	cfg, err := auth.ClientTLS(secret.Data[resources.TLSCertKey], secret.Data[resources.TLSKeyKey], secret.Data[resources.TLSCAKey], primaryServiceName(rc))
 	if err != nil {
-		return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
+		return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
 	}
 	leaf, err := auth.LeafCertificate(secret.Data[resources.TLSCertKey])
 	if err != nil {
-		return nil, failed(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
+		return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
 	}
 	out := &tlsCredentials{config: cfg, leaf: leaf.Raw, sum: content}
 	if last != nil {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 )
@@ -106,7 +107,7 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 		cs.creds.markFileStale()
 	}
 	if len(problems) > 0 {
-		return failed(cachev1.ReasonUserRejected, errors.Join(problems...))
+		return outcome.Fail(cachev1.ReasonUserRejected, errors.Join(problems...))
 	}
 	return nil
 }
