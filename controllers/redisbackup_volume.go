@@ -59,7 +59,7 @@ func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev
 	if err != nil || pending != "" {
 		return r.waitOr(ctx, b, pending, err)
 	}
-	opts := resources.BackupPodOptions{Image: r.OperatorImage, ServerName: primaryServiceName(src.cluster),
+	opts := resources.BackupPodOptions{Image: r.OperatorImage, ServerName: resources.ClientServiceHost(src.cluster),
 		Key: backup.ObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name)}
 	location := backup.VolumeLocation(dest.ClaimName, opts.Key)
 	node := topology.Observed{}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,17 +13,16 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
-	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 )
 
 // The children's phases: those both modes apply (ConfigMap, Services, PodDisruptionBudget),
-// replication's StatefulSet (the shards' are in rediscluster_shards.go), and applyChild, how
-// every child is applied over apply.go's server-side apply.
+// replication's StatefulSet (the shards' are in rediscluster_shards.go), each applied through
+// scope.Apply (server-side apply, written only on drift), and what says whether they need
+// comparing with the spec at all (childrenSeen).
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
@@ -32,8 +31,8 @@ func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cac
 		return nil
 	}
 	desired := resources.DesiredConfigMap(rc)
-	return r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
+	return scope.Apply(ctx, &state.Cluster, "ConfigMap", scope.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+		Desired: desired, Name: nameOf(rc, *desired.Name), Live: &corev1.ConfigMap{}, Extract: corev1ac.ExtractConfigMap,
 	})
 }
 
@@ -49,8 +48,8 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 		services = append(services, resources.DesiredReplicasService(rc))
 	}
 	for _, desired := range services {
-		err := r.applyChild(ctx, rc, state, "Service", child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.Service{}, extract: corev1ac.ExtractService,
+		err := scope.Apply(ctx, &state.Cluster, "Service", scope.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+			Desired: desired, Name: nameOf(rc, *desired.Name), Live: &corev1.Service{}, Extract: corev1ac.ExtractService,
 		})
 		if err != nil {
 			return err
@@ -66,8 +65,8 @@ func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Contex
 		return nil
 	}
 	desired := resources.DesiredPodDisruptionBudget(rc)
-	return r.applyChild(ctx, rc, state, "PodDisruptionBudget", child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: &policyv1.PodDisruptionBudget{}, extract: policyv1ac.ExtractPodDisruptionBudget,
+	return scope.Apply(ctx, &state.Cluster, "PodDisruptionBudget", scope.Child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
+		Desired: desired, Name: nameOf(rc, *desired.Name), Live: &policyv1.PodDisruptionBudget{}, Extract: policyv1ac.ExtractPodDisruptionBudget,
 	})
 }
 
@@ -104,8 +103,8 @@ func (r *RedisClusterReconciler) applyStatefulSet(ctx context.Context, rc *cache
 		}
 		return live, nil
 	}
-	if err := r.applyChild(ctx, rc, state, "StatefulSet", child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: live, extract: extractStatefulSet,
+	if err := scope.Apply(ctx, &state.Cluster, "StatefulSet", scope.Child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
+		Desired: desired, Name: nameOf(rc, *desired.Name), Live: live, Extract: extractStatefulSet,
 	}); err != nil {
 		return nil, err
 	}
@@ -139,50 +138,59 @@ func statefulSetReplicas(rc *cachev1.RedisCluster) int32 {
 	return int32(ordinal) + 1
 }
 
-// applyChild applies one child when it drifted, and tells the user through an Event what
-// changed or why it could not.
-func (r *RedisClusterReconciler) applyChild(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
-	kind string, ch interface {
-		apply(context.Context, client.Client) (applyResult, error)
-		objectName() string
-	}) error {
-	// Bounded: an API server whose etcd stopped answers no write, and a phase that waited on
-	// one would hold back the phases that keep Redis served (a failover) until it gave up.
-	wctx, cancel := context.WithTimeout(ctx, childWriteTimeout)
-	defer cancel()
-	result, err := ch.apply(wctx, r.Client)
-	if err != nil {
-		return fmt.Errorf("applying %s %s: %w", kind, ch.objectName(), err)
-	}
-	switch result {
-	case created:
-		state.changed = true
-		state.created = append(state.created, kind+" "+ch.objectName())
-		log.FromContext(ctx).Info("Created child", "kind", kind, "child", klog.KRef(rc.Namespace, ch.objectName()))
-	case updated:
-		state.changed = true
-		state.updated = append(state.updated, kind+" "+ch.objectName())
-		log.FromContext(ctx).Info("Updated child", "kind", kind, "child", klog.KRef(rc.Namespace, ch.objectName()))
-	}
-	return nil
-}
-
-// childWriteTimeout bounds the write of one child: it takes milliseconds when the API server
-// answers.
-const childWriteTimeout = 5 * time.Second
-
 // recordChildEvents tells the user which children this reconcile created and which it changed,
 // in one Event each. The event recorder folds Events of one reason into a series that keeps
 // only the first message, so one Event per child would hide all but the first child's name.
 func (r *RedisClusterReconciler) recordChildEvents(rc *cachev1.RedisCluster, state *reconcileState) {
-	if len(state.created) > 0 {
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildCreated, "Apply", "Created %s", strings.Join(state.created, ", "))
+	if len(state.Applied.Created) > 0 {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildCreated, "Apply", "Created %s", strings.Join(state.Applied.Created, ", "))
 	}
-	if len(state.updated) > 0 {
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildUpdated, "Apply", "Updated %s to match the spec", strings.Join(state.updated, ", "))
+	if len(state.Applied.Updated) > 0 {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildUpdated, "Apply", "Updated %s to match the spec", strings.Join(state.Applied.Updated, ", "))
 	}
 }
 
 func nameOf(rc *cachev1.RedisCluster, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: rc.Namespace, Name: name}
+}
+
+// childrenSeen says whether a RedisCluster's children (those built from the RedisCluster
+// alone) were all found matching its spec at a resourceVersion of it, with no change to any of
+// them since: their watches report every change (childEvents). While both hold, the health
+// check, which reconciles every RedisCluster every second, does not read them again.
+type childrenSeen struct {
+	mu sync.Mutex
+	// at is the RedisCluster's resourceVersion when every child last matched; empty when a
+	// comparison is needed.
+	at string
+	// changedSince is true when a child changed since the last comparison began.
+	changedSince bool
+}
+
+// unchanged is true when the children matched at this resourceVersion and none changed since.
+// Otherwise a comparison begins: a child that changes from now on is compared again next time.
+func (c *childrenSeen) unchanged(resourceVersion string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at != "" && c.at == resourceVersion && !c.changedSince {
+		return true
+	}
+	c.at, c.changedSince = "", false
+	return false
+}
+
+// compared records that every child matched at resourceVersion, unless one changed meanwhile.
+func (c *childrenSeen) compared(resourceVersion string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.changedSince {
+		c.at = resourceVersion
+	}
+}
+
+// changed records that a child changed (or went).
+func (c *childrenSeen) changed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changedSince = true
 }

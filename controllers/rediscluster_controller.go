@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -81,6 +82,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
 	m := r.modeOf(rc)
 	state.mode = m
+	state.kept = cs
+	state.Cluster = scope.Cluster{RC: rc, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, DialAs: r.Dial,
+		Nodes: state.everyNode, Observe: func(ctx context.Context) error { return m.observe(ctx, rc, state) }}
 	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
 
 	r.recordChildEvents(rc, state)

@@ -84,16 +84,16 @@ func (r *RedisClusterReconciler) reconcileMemory(_ context.Context, rc *cachev1.
 		mem.refusing[pod] = refusesWrites(before, seen, s)
 		mem.last[pod] = s
 	}
-	state.memory.kills = oomKills(state.pods)
+	state.memory.kills = oomKills(state.Pods)
 	for _, k := range state.memory.kills {
 		if r, ok := mem.reported[k.pod]; ok && r.at.Equal(&k.at) {
 			continue // one kill: the container's state, then its last state once restarted
 		}
 		mem.reported[k.pod] = k
-		r.Recorder.Eventf(rc, podNamed(state.pods, k.pod), corev1.EventTypeWarning, cachev1.EventOOMKilled, "Memory", "%s", oomKilledMessage(rc, k, mem.last[k.pod]))
+		r.Recorder.Eventf(rc, state.PodNamed(k.pod), corev1.EventTypeWarning, cachev1.EventOOMKilled, "Memory", "%s", oomKilledMessage(rc, k, mem.last[k.pod]))
 		oomKillsTotal.WithLabelValues(rc.Namespace, rc.Name).Inc()
 	}
-	for _, p := range state.pods {
+	for _, p := range state.Pods {
 		if s := mem.last[p.Name]; mem.refusing[p.Name] {
 			state.memory.full = append(state.memory.full, fmt.Sprintf("%s (maxmemory %s, %s)", p.Name, bytesOf(s.MaxMemory), s.MaxMemoryPolicy))
 		}
@@ -145,7 +145,7 @@ func bytesOf(n int64) string {
 // outOfMemoryCondition is True while a node's Redis was last ended by the kernel out of memory,
 // or while a node's data fills its maxmemory and it refuses writes.
 func outOfMemoryCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
-	if len(state.pods) == 0 {
+	if len(state.Pods) == 0 {
 		return nil // not observed this reconcile: the condition stands
 	}
 	if k := state.memory.kills; len(k) > 0 {

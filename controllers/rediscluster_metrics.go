@@ -138,7 +138,7 @@ func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.Redi
 	cs.metrics.mu.Unlock()
 	stats := map[string]topology.Stats{}
 	for _, v := range views {
-		maps.Copy(stats, topology.ObserveStats(ctx, state.dial, v, func(name string) bool { return due[name] }))
+		maps.Copy(stats, topology.ObserveStats(ctx, state.Dial, v, func(name string) bool { return due[name] }))
 	}
 	cs.metrics.mu.Lock()
 	defer cs.metrics.mu.Unlock()

@@ -8,7 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -73,7 +75,7 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 			if errors.Is(err, redis.ErrNoPermission) {
 				// A node whose operator user is not this build's: given again by the
 				// next reconcile's Passwords phase.
-				r.clusterState(rc).operatorUser.forgetGiven()
+				state.kept.creds.ForgetOperatorUser()
 			}
 			perr := outcome.AsFailure(p.name, p.reason, err)
 			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.Reason, p.name, "%s", perr.Error())
@@ -123,7 +125,7 @@ func (r *RedisClusterReconciler) modeOf(rc *cachev1.RedisCluster) mode {
 // phasesOf are the phases of a reconcile in mode m: the password first (every node needs it),
 // the mode's prerequisites, the children both modes have, then the mode's own phases.
 func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
-	out := []phase{{"Secrets", cachev1.ReasonApplyFailed, r.reconcileSecrets, prerequisite}}
+	out := []phase{{"Secrets", cachev1.ReasonApplyFailed, r.readSecrets, prerequisite}}
 	out = append(out, m.prerequisites...)
 	out = append(out,
 		phase{"ConfigMap", cachev1.ReasonApplyFailed, r.reconcileConfigMap, appliesChild},
@@ -146,14 +148,14 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 		phases: []phase{
 			{"StatefulSet", cachev1.ReasonApplyFailed, r.reconcileStatefulSet, appliesChild},
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis},
-			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
-			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
-			{"LiveSettings", cachev1.ReasonSettingsFailed, r.reconcileLiveSettings, servesRedis},
+			{"Passwords", cachev1.ReasonAuthenticationFailed, givesCredentials(credentials.Passwords), servesRedis},
+			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
+			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
 			{"Failover", cachev1.ReasonTopologyFailed, r.reconcileFailover, servesRedis},
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
 			{"Rollout", cachev1.ReasonTopologyFailed, r.reconcileRollout, rollout},
 			{"RoleLabels", cachev1.ReasonApplyFailed, r.reconcileRoleLabels, servesRedis},
-			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
+			{"Users", cachev1.ReasonUserRejected, givesCredentials(credentials.Users), servesRedis},
 			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
 		},
 		status: setReplicatedStatus,
@@ -178,4 +180,20 @@ func (s *reconcileState) everyNode() topology.View {
 		all.Nodes = append(all.Nodes, v.Nodes...)
 	}
 	return all
+}
+
+// readSecrets is the Secrets phase: the credentials every node needs, read first.
+func (r *RedisClusterReconciler) readSecrets(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+	return credentials.Secrets(ctx, &state.Cluster, &state.kept.creds, &state.creds, r.SecretResync)
+}
+
+// givesCredentials is a phase of package credentials that gives the nodes what they lack.
+func givesCredentials(give func(context.Context, *scope.Cluster, *credentials.Memory, *credentials.State) error) func(context.Context, *cachev1.RedisCluster, *reconcileState) error {
+	return func(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+		return give(ctx, &state.Cluster, &state.kept.creds, &state.creds)
+	}
+}
+
+func giveLiveSettings(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+	return credentials.LiveSettings(ctx, &state.Cluster, &state.kept.creds)
 }

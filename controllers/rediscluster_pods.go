@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -40,7 +39,7 @@ func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.Redis
 	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	state.pods = pods.Items
+	state.Pods = pods.Items
 	state.exited = exitedNode(pods.Items)
 	stranded, err := r.strandedPods(ctx, pods.Items)
 	if err != nil {
@@ -48,7 +47,7 @@ func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.Redis
 	}
 	state.stranded = stranded
 	state.members = membersOf(pods.Items)
-	state.dial = r.dialer(rc, state)
+	state.Dial = r.dialer(rc, state)
 	return nil
 }
 
@@ -56,7 +55,7 @@ func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.Redis
 // it keeps to exactly the members, or through connections of their own without them.
 func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconcileState) topology.Dialer {
 	if r.Connections == nil {
-		return r.Dial(state.creds.login())
+		return r.Dial(state.creds.Login())
 	}
 	var addrs []string
 	for _, m := range state.members {
@@ -64,7 +63,7 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 			addrs = append(addrs, m.Addr)
 		}
 	}
-	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.login(), addrs)
+	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.Login(), addrs)
 }
 
 // strandedPod is a pod whose machine (its Kubernetes node) is not ready: the node controller
@@ -250,24 +249,6 @@ func crashLoopingContainer(p corev1.Pod) (corev1.ContainerStatus, bool) {
 		}
 	}
 	return corev1.ContainerStatus{}, false
-}
-
-// podNamed is the pod of that name among pods; nil (no related object) when it is not there.
-func podNamed(pods []corev1.Pod, name string) runtime.Object {
-	if p := podByName(pods, name); p != nil {
-		return p
-	}
-	return nil // an untyped nil: a nil *Pod in the interface would not be nil
-}
-
-// podByName is the pod of that name, nil when there is none.
-func podByName(pods []corev1.Pod, name string) *corev1.Pod {
-	for i := range pods {
-		if pods[i].Name == name {
-			return &pods[i]
-		}
-	}
-	return nil
 }
 
 // membersOf turns the RedisCluster's pods into topology members, by ordinal.

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
@@ -99,45 +100,15 @@ type clusterState struct {
 	status statusMemory
 	// observed is what the last reconcile saw of the nodes (rediscluster_snapshots.go; backups read it).
 	observed observedMemory
-	// creds are the credentials as last read (rediscluster_credentials.go).
-	creds credsMemory
-	// passwords are the passwords each node was given (rediscluster_passwords.go).
-	passwords passwordMemory
-	// users are the users each node was given (rediscluster_users.go).
-	users userMemory
-	// operatorUser is the operator's own user as each node was given it (rediscluster_passwords.go).
-	operatorUser userMemory
-	// tls is each node's certificate (rediscluster_tls.go).
-	tls tlsMemory
-	// settings are the live settings each node was given (rediscluster_settings.go).
-	settings settingsMemory
+	// creds are the credentials as last read, and what each node took of them (package
+	// credentials).
+	creds credentials.Memory
 	// memory is each node's last memory reading and the OOM kills reported (rediscluster_memory.go).
 	memory memoryMemory
 	// held is the keys each shard held when last seen serving (rediscluster_shards_lost.go).
 	held heldMemory
 	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
 	metrics clusterMetrics
-}
-
-// settingsMemory is what each node was given of the LiveSettings, by this process.
-type settingsMemory struct {
-	mu    sync.Mutex
-	given map[string]string
-}
-
-func (m *settingsMemory) givenTo(node string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.given[node]
-}
-
-func (m *settingsMemory) gave(node, settings string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.given == nil {
-		m.given = map[string]string{}
-	}
-	m.given[node] = settings
 }
 
 // statusMemory is what the reconciler's own writes and failures left.
@@ -188,13 +159,13 @@ type reconcileState struct {
 	// written is the RedisCluster as its status was last written (or read): the base of the
 	// next status patch.
 	written *cachev1.RedisCluster
-	creds   credentials
-	pods    []corev1.Pod
+	scope.Cluster
+	// kept is what the reconciler remembers of this RedisCluster.
+	kept  *clusterState
+	creds credentials.State
 	// members are the pods as Redis nodes (name, ordinal, address), in both modes: the dialer
 	// holds connections to exactly these.
 	members []topology.Member
-	// dial reaches the members' Redis nodes with the current password.
-	dial topology.Dialer
 	// exited says why a node's Redis is down and restarted with back-off; nil when none is.
 	exited *nodeExit
 	// stranded are the pods on machines that are not ready (lost, powered off, cut off).
@@ -203,11 +174,6 @@ type reconcileState struct {
 	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
 	// the health check then leaves them alone.
 	childrenKnown bool
-	// changed is true when this reconcile created or changed a child, or changed the cluster
-	// (in cluster mode: slots, a failover, a pod replaced).
-	changed bool
-	// created and updated name the children ("Kind name") this reconcile created and changed.
-	created, updated []string
 	// rolled is true when this reconcile replaced a pod or switched the primary over.
 	rolled bool
 	// err is the phase that failed, with its reason.
@@ -242,7 +208,7 @@ func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *cluster
 // Service, the Secret) changes no pod, and leaves Ready as it was.
 func (s *reconcileState) wroteStatefulSet() bool {
 	isSts := func(child string) bool { return strings.HasPrefix(child, "StatefulSet ") }
-	return slices.ContainsFunc(s.created, isSts) || slices.ContainsFunc(s.updated, isSts)
+	return slices.ContainsFunc(s.Applied.Created, isSts) || slices.ContainsFunc(s.Applied.Updated, isSts)
 }
 
 // unfinished is why this reconcile did not carry the spec out: the failure, else the wait;

@@ -17,6 +17,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -69,7 +70,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 // observeReplication asks every node what it is, judged against the recorded primary; a replica
 // vouches for a primary the operator cannot reach when it heard from it within its ping period.
 func observeReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) topology.View {
-	v := topology.Observe(ctx, state.dial, state.members, state.replication.view.Primary)
+	v := topology.Observe(ctx, state.Dial, state.members, state.replication.view.Primary)
 	// One second of slack over the ping period: Redis counts whole seconds, from a clock it
 	// updates ten times a second, so a live primary's replica may say 2 with pings every second;
 	// a check without a witness takes the primary out of its Service. (With the period alone,
@@ -85,7 +86,7 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	if len(state.replication.view.Nodes) == 0 {
 		return nil
 	}
-	exec := topology.Executor{Dial: state.dial}
+	exec := topology.Executor{Dial: state.Dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
 	if state.restore != nil && state.restore.CompletedAt == nil {
 		policy.Bootstrap = restoredNode(rc)
@@ -161,9 +162,9 @@ func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.Roll
 		// Until the StatefulSet controller has seen the current template, its updateRevision is
 		// the old one, and a pod it just recreated would look outdated.
 		RevisionKnown: stsObserved(sts) && sts.Status.UpdateRevision != "" &&
-			len(state.pods) == int(rc.Spec.Replicas) && !state.wroteStatefulSet(),
+			len(state.Pods) == int(rc.Spec.Replicas) && !state.wroteStatefulSet(),
 	}
-	for _, p := range state.pods {
+	for _, p := range state.Pods {
 		in.Pods = append(in.Pods, topology.Pod{
 			Name:        p.Name,
 			Outdated:    sts != nil && p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision,
@@ -180,7 +181,7 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 	if err := r.announce(ctx, rc, state, &primaryMove{reason: cachev1.ReasonSwitchover, message: msg, from: from, to: to}); err != nil {
 		return err
 	}
-	exec := topology.Executor{Dial: state.dial}
+	exec := topology.Executor{Dial: state.Dial}
 	steps, err := exec.Switchover(ctx, step.From, step.To, state.replication.view, maxSwitchoverPause)
 	r.recordSteps(rc, steps)
 	promoted := slices.ContainsFunc(steps, func(s topology.Step) bool { return s.Action == topology.ActionPromoted && s.Node == to })
@@ -203,7 +204,7 @@ func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.Red
 }
 
 func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, step topology.RolloutStep) error {
-	pod := podByName(state.pods, step.Pod)
+	pod := scope.PodByName(state.Pods, step.Pod)
 	if pod == nil {
 		return nil
 	}
@@ -266,7 +267,7 @@ func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, rc *ca
 	}
 	desired := desiredRoleLabels(view)
 	var removals, additions []corev1.Pod
-	for _, p := range state.pods {
+	for _, p := range state.Pods {
 		have, want := p.Labels[resources.LabelRole], desired[p.Name]
 		switch {
 		case have == want:

@@ -18,6 +18,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 )
 
@@ -80,8 +81,8 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return nil
 	}
 	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.restore) {
-		err := r.applyChild(ctx, rc, state, "ConfigMap", child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
-			desired: desired, name: nameOf(rc, *desired.Name), live: &corev1.ConfigMap{}, extract: corev1ac.ExtractConfigMap,
+		err := scope.Apply(ctx, &state.Cluster, "ConfigMap", scope.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+			Desired: desired, Name: nameOf(rc, *desired.Name), Live: &corev1.ConfigMap{}, Extract: corev1ac.ExtractConfigMap,
 		})
 		if err != nil {
 			return err
@@ -158,7 +159,7 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 		return nil
 	}
 	for _, first := range firsts {
-		if why := restoreFailure(state.pods, first); why != "" {
+		if why := restoreFailure(state.Pods, first); why != "" {
 			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
 		}
 	}

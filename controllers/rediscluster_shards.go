@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
@@ -39,12 +40,12 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 		phases: []phase{
 			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
 			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
-			{"Passwords", cachev1.ReasonAuthenticationFailed, r.reconcilePasswords, servesRedis},
-			{"TLS", cachev1.ReasonTLSFailed, r.reconcileTLS, servesRedis},
-			{"LiveSettings", cachev1.ReasonSettingsFailed, r.reconcileLiveSettings, servesRedis},
+			{"Passwords", cachev1.ReasonAuthenticationFailed, givesCredentials(credentials.Passwords), servesRedis},
+			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
+			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
 			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
-			{"Users", cachev1.ReasonUserRejected, r.reconcileUsers, servesRedis},
+			{"Users", cachev1.ReasonUserRejected, givesCredentials(credentials.Users), servesRedis},
 			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
 			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
 		},
@@ -128,7 +129,7 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 	}
 	state.shards.members = nil
 	state.shards.addrs = map[string]string{}
-	for _, p := range state.pods {
+	for _, p := range state.Pods {
 		shard, ok := resources.ShardOf(p.Labels)
 		ordinal, ok2 := resources.PodOrdinal(p.Name)
 		if !ok || !ok2 {
@@ -140,13 +141,13 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 			state.shards.addrs[m.Pod] = m.Addr
 			var down bool
 			var err error
-			m.Nodes, down, err = shards.Ask(ctx, state.dial, m.Addr)
+			m.Nodes, down, err = shards.Ask(ctx, state.Dial, m.Addr)
 			if down && state.shards.clusterDown == "" {
 				state.shards.clusterDown = p.Name
 			}
 			if errors.Is(err, redis.ErrNoPermission) {
 				// Its operator user is not this build's: the Passwords phase gives it again.
-				r.clusterState(rc).operatorUser.forgetGiven()
+				state.kept.creds.ForgetOperatorUser()
 			}
 		}
 		state.shards.members = append(state.shards.members, m)
@@ -173,7 +174,7 @@ func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc
 	primaries := shards.Primaries(s.members)
 	s.views, s.viewOf = []topology.View{}, map[int]topology.View{}
 	for _, shard := range slices.Sorted(maps.Keys(byShard)) {
-		v := topology.Observe(ctx, state.dial, byShard[shard], primaries[shard])
+		v := topology.Observe(ctx, state.Dial, byShard[shard], primaries[shard])
 		s.views = append(s.views, v)
 		s.viewOf[shard] = v
 	}
@@ -219,14 +220,14 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 	var errs []error
 	rejoined := map[string]bool{}
 	for _, a := range plan.Actions {
-		n := state.dial(state.shards.addrs[a.On])
+		n := state.Dial(state.shards.addrs[a.On])
 		err := shards.Act(ctx, n, a)
 		_ = n.Close()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a, err))
 			continue
 		}
-		state.changed = true
+		state.Applied.Changed = true
 		if a.Kind == shards.AddSlots {
 			r.recordShardsLost(rc, state, lost)
 			lost = "" // said once, for every shard of the plan

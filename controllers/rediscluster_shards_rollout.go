@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -21,27 +22,27 @@ import (
 // shard's primary to a replica on a machine holding none (shards.DecidePrimaryPlacement).
 func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	s := &state.shards
-	if s.plan == nil || state.changed || s.clusterDown != "" {
+	if s.plan == nil || state.Applied.Changed || s.clusterDown != "" {
 		return nil
 	}
 	step, purpose := nextShardStep(rc, state)
 	switch step.Kind {
 	case shards.Failover:
-		if err := shards.TakeOver(ctx, state.dial, s.addrs[step.Pod]); err != nil {
+		if err := shards.TakeOver(ctx, state.Dial, s.addrs[step.Pod]); err != nil {
 			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", step.Pod, err)
 		}
-		state.changed = true
+		state.Applied.Changed = true
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "Failover",
 			"%s takes over shard %d %s: %s", step.Pod, step.Shard, purpose, step.Why)
 	case shards.ReplacePod:
-		pod := podByName(state.pods, step.Pod)
+		pod := scope.PodByName(state.Pods, step.Pod)
 		if pod == nil {
 			return nil
 		}
 		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("replacing pod %s: %w", pod.Name, err)
 		}
-		state.changed = true
+		state.Applied.Changed = true
 		state.rolled = true
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
 			"Replacing pod %s to roll out the current spec: %s", pod.Name, step.Why)
@@ -52,7 +53,7 @@ func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *
 // nextShardStep is the one step this reconcile takes on the shards' pods, and what it is for.
 func nextShardStep(rc *cachev1.RedisCluster, state *reconcileState) (shards.RolloutStep, string) {
 	s := &state.shards
-	if step := shards.DecideHandover(*s.plan, terminatingPods(state.pods), nodesOf(state.pods)); step.Kind != "" {
+	if step := shards.DecideHandover(*s.plan, terminatingPods(state.Pods), nodesOf(state.Pods)); step.Kind != "" {
 		return step, "while its primary still answers"
 	}
 	outdated, known := outdatedShardPods(rc, state)
@@ -64,7 +65,7 @@ func nextShardStep(rc *cachev1.RedisCluster, state *reconcileState) (shards.Roll
 		return s.rollout, "to roll out the current spec"
 	}
 	// Rolled out: keep the primaries on machines of their own.
-	return shards.DecidePrimaryPlacement(*s.plan, nodesOf(state.pods)), "to keep each primary on a machine of its own"
+	return shards.DecidePrimaryPlacement(*s.plan, nodesOf(state.Pods)), "to keep each primary on a machine of its own"
 }
 
 // terminatingPods are the pods being deleted.
@@ -105,7 +106,7 @@ func outdatedShardPods(rc *cachev1.RedisCluster, state *reconcileState) (outdate
 	}
 	count := map[string]int{}
 	outdated = map[string]bool{}
-	for _, p := range state.pods {
+	for _, p := range state.Pods {
 		shard, ok := resources.ShardOf(p.Labels)
 		if !ok {
 			continue

@@ -43,11 +43,11 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 	if pace == (shards.Pace{}) {
 		pace = shards.DefaultPace
 	}
-	moved, err := shards.MoveSlots(ctx, state.dial, plan.Moves, state.shards.addrs, primaries, pace, moveBudget)
+	moved, err := shards.MoveSlots(ctx, state.Dial, plan.Moves, state.shards.addrs, primaries, pace, moveBudget)
 	if len(moved.Slots) == 0 {
 		return err
 	}
-	state.changed = true
+	state.Applied.Changed = true
 	var parts []string
 	for pair, n := range moved.Slots {
 		parts = append(parts, fmt.Sprintf("%d slots from %s", n, pair))
@@ -83,7 +83,7 @@ func (r *RedisClusterReconciler) removeDrainedShards(ctx context.Context, rc *ca
 		if err := r.Delete(ctx, sts, client.Preconditions{UID: &sts.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting StatefulSet %s of a drained shard: %w", key.Name, err)
 		}
-		state.changed = true
+		state.Applied.Changed = true
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "RemoveShard",
 			"Shard %d serves no slot any more: its StatefulSet %s is deleted", i, key.Name)
 	}

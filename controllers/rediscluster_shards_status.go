@@ -84,7 +84,7 @@ func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState)
 		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	}
 	for _, sts := range state.shards.statefulSets {
-		if state.changed || !rolledOut(sts) {
+		if state.Applied.Changed || !rolledOut(sts) {
 			msg := "The StatefulSets are rolling out the current spec, or the cluster is forming"
 			if why := state.shards.rollout.Why; why != "" {
 				msg = "Rolling out the current spec: " + why

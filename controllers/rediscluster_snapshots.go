@@ -38,11 +38,12 @@ func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]Sn
 		return nil, auth.Login{}, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
 	}
 	cs := v.(*clusterState)
-	observed, creds := cs.observed.get(), cs.creds.get()
+	observed := cs.observed.get()
+	login, read := cs.creds.Login()
 	if observed.unsettled != "" {
 		return nil, auth.Login{}, fmt.Errorf("%w: %s", errNoSnapshotSource, observed.unsettled)
 	}
-	if creds.operatorPassword == "" || len(observed.parts) == 0 {
+	if !read || len(observed.parts) == 0 {
 		return nil, auth.Login{}, fmt.Errorf("%w: its credentials have not been read yet", errNoSnapshotSource)
 	}
 	var out []SnapshotPart
@@ -58,7 +59,7 @@ func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]Sn
 		primary, _ := p.view.Find(p.view.Primary)
 		out = append(out, SnapshotPart{Shard: p.shard, Slots: p.slots, Source: source, Primary: primary})
 	}
-	return out, creds.login(), nil
+	return out, login, nil
 }
 
 // observedMemory is what the last reconcile observed of the nodes: where backups are taken

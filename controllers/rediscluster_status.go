@@ -41,7 +41,7 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 		setCondition(rc, c)
 	}
 	// After the mode's fields: it reads the primaries they name.
-	setCondition(rc, resilientCondition(rc, state.pods))
+	setCondition(rc, resilientCondition(rc, state.Pods))
 	if state.err == nil {
 		// observedGeneration moves when the spec was carried out, or is being (a phase waits:
 		// Progressing says for what); not when a phase failed.

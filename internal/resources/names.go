@@ -70,6 +70,12 @@ func HeadlessServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-h
 // ClientServiceName names the Service clients connect to.
 func ClientServiceName(rc *cachev1.RedisCluster) string { return rc.Name }
 
+// ClientServiceHost is the name clients reach the primary by, in the cluster's DNS, which every
+// node's certificate must be valid for: any node may become the primary.
+func ClientServiceHost(rc *cachev1.RedisCluster) string {
+	return ClientServiceName(rc) + "." + rc.Namespace + ".svc"
+}
+
 // ReplicasServiceName names the Service for reads from replicas.
 func ReplicasServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-replicas" }
 

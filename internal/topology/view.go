@@ -14,6 +14,9 @@ import (
 // internal/backup (snapshots); the controllers hand a Dialer to them and never send a command.
 type Dialer = redis.Dialer
 
+// Node is a connection to one Redis node, as a Dialer gives it.
+type Node = redis.Node
+
 // Member is one Redis node as the cluster manager knows it.
 type Member struct {
 	Name    string

@@ -1,4 +1,4 @@
-package controllers
+package credentials
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -50,23 +51,16 @@ const tlsRetry = 2 * time.Second
 // tlsHandshakeTimeout bounds the handshake that reads the certificate a node serves.
 const tlsHandshakeTimeout = 2 * time.Second
 
-// nodeTLS is what the operator knows of one node's certificate.
-type nodeTLS struct {
-	// loaded is the Secret content the node was seen serving after a reload.
-	loaded string
-	// tried is when it was last asked to load.
-	tried time.Time
-}
-
 // readTLS reads spec.tls's Secret: nil when TLS is off. An unchanged Secret keeps last, so that
 // the held connections, made with its configuration, stay.
-func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisCluster, last *tlsCredentials) (*tlsCredentials, error) {
+func readTLS(ctx context.Context, c *scope.Cluster, last *tlsCredentials) (*tlsCredentials, error) {
+	rc := c.RC
 	if rc.Spec.TLS == nil {
 		return nil, nil
 	}
 	name := rc.Spec.TLS.SecretName
 	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, nameOf(rc, name), secret); err != nil {
+	if err := c.APIReader.Get(ctx, c.NameOf(name), secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s not found", name))
 		}
@@ -83,7 +77,7 @@ func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisC
 	if last != nil && last.sum == content {
 		return last, nil
 	}
-	cfg, err := auth.ClientTLS(secret.Data[resources.TLSCertKey], secret.Data[resources.TLSKeyKey], secret.Data[resources.TLSCAKey], primaryServiceName(rc))
+	cfg, err := auth.ClientTLS(secret.Data[resources.TLSCertKey], secret.Data[resources.TLSKeyKey], secret.Data[resources.TLSCAKey], resources.ClientServiceHost(rc))
 	if err != nil {
 		return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
 	}
@@ -98,68 +92,55 @@ func (r *RedisClusterReconciler) readTLS(ctx context.Context, rc *cachev1.RedisC
 	return out, nil
 }
 
-// primaryServiceName is the name clients reach the primary by, which every node's certificate
-// must be valid for: any node may become the primary.
-func primaryServiceName(rc *cachev1.RedisCluster) string {
-	return resources.ClientServiceName(rc) + "." + rc.Namespace + ".svc"
-}
-
-// reconcileTLS has each running node, of every shard in cluster mode, load the TLS Secret's
-// content once, and reports the nodes the operator cannot complete a handshake with
-// (TLSFailed): like a refused password, nothing is decided on a view that misses them.
-func (r *RedisClusterReconciler) reconcileTLS(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	t := state.creds.tls
+// TLS has each running node, of every shard in cluster mode, load the TLS Secret's content
+// once, and reports the nodes the operator cannot complete a handshake with (TLSFailed): like a
+// refused password, nothing is decided on a view that misses them.
+func TLS(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
+	t := s.tls
 	if t == nil {
 		return nil
 	}
-	cs := r.clusterState(rc)
+	rc := c.RC
 	now := time.Now()
-	var errs []error
 	reached := false
-	for _, o := range state.everyNode().Nodes {
-		if (!o.Reachable() && !o.TLSRefused()) || !cs.tls.due(o.Name, t.sum, now) {
-			continue
-		}
-		loaded, changed, err := r.loadCertificate(ctx, o, state.creds)
-		cs.tls.tried(o.Name, t.sum, loaded, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if changed {
-			// The pod is the Event's related object: Events of one reason and object are
-			// otherwise one series, and each node's reload is its own.
-			r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventCertificateReloaded, "Reload",
-				"%s now serves the certificate from Secret %s", o.Name, rc.Spec.TLS.SecretName)
-		}
-		reached = reached || (loaded && o.TLSRefused())
-	}
+	_, err := auth.Give(ctx, c.Nodes().Nodes, auth.Gift{Sum: t.sum, Given: &m.tls.loaded, EachNode: true,
+		// A node whose certificate the operator's configuration refuses is reached to load the
+		// Secret's, with a configuration that checks no name (reloadConfig).
+		Reach: func(o topology.Observed) bool {
+			return (o.Reachable() || o.TLSRefused()) && m.tls.due(o.Name, now)
+		},
+		DialNode: func(o topology.Observed) topology.Node {
+			login := s.Login()
+			if o.TLSRefused() {
+				login.TLS = t.reloadConfig()
+			}
+			return c.DialAs(login)(o.Addr)
+		},
+		Send: func(ctx context.Context, o topology.Observed, n topology.Node) (bool, error) {
+			m.tls.tried(o.Name, now)
+			loaded, changed, err := auth.LoadCertificate(ctx, n, o.Addr, t.config, t.leaf, tlsHandshakeTimeout)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", o.Name, err)
+			}
+			if changed {
+				// The pod is the Event's related object: Events of one reason and object are
+				// otherwise one series, and each node's reload is its own.
+				c.Recorder.Eventf(rc, c.PodNamed(o.Name), corev1.EventTypeNormal, cachev1.EventCertificateReloaded, "Reload",
+					"%s now serves the certificate from Secret %s", o.Name, rc.Spec.TLS.SecretName)
+			}
+			reached = reached || (loaded && o.TLSRefused())
+			return loaded, nil
+		}})
+	errs := []error{err}
 	if reached {
-		if err := state.mode.observe(ctx, rc, state); err != nil {
+		if err := c.Observe(ctx); err != nil {
 			return err
 		}
 	}
-	for _, o := range state.everyNode().TLSRefused() {
+	for _, o := range c.Nodes().TLSRefused() {
 		errs = append(errs, fmt.Errorf("the TLS handshake with %s failed (TLS Secret %s): %w", o.Name, rc.Spec.TLS.SecretName, o.Err))
 	}
 	return errors.Join(errs...)
-}
-
-// loadCertificate has the node read its TLS files again and says whether it then serves the
-// Secret's certificate (loaded), and whether that is a change (it served another before).
-func (r *RedisClusterReconciler) loadCertificate(ctx context.Context, o topology.Observed, creds credentials) (loaded, changed bool, err error) {
-	t := creds.tls
-	login := creds.login()
-	if o.TLSRefused() {
-		login.TLS = t.reloadConfig()
-	}
-	n := r.Dial(login)(o.Addr)
-	defer n.Close()
-	loaded, changed, err = auth.LoadCertificate(ctx, n, o.Addr, t.config, t.leaf, tlsHandshakeTimeout)
-	if err != nil {
-		return false, false, fmt.Errorf("%s: %w", o.Name, err)
-	}
-	return loaded, changed, nil
 }
 
 // reloadConfig reaches a node whose certificate the operator's configuration refuses, to have
@@ -199,30 +180,26 @@ func (t *tlsCredentials) reloadConfig() *tls.Config {
 	return cfg
 }
 
-// tlsMemory is each node's certificate, by pod name.
+// tlsMemory is, by node, the Secret content each node was seen serving after a reload
+// (loaded), and when it was last asked to load (tried).
 type tlsMemory struct {
-	mu    sync.Mutex
-	nodes map[string]nodeTLS
+	loaded auth.Given
+	mu     sync.Mutex
+	asked  map[string]time.Time
 }
 
-// due is true when the node has not loaded this content yet and was not asked to lately.
-func (m *tlsMemory) due(node, sum string, now time.Time) bool {
+// due is true when the node was not asked to load lately.
+func (m *tlsMemory) due(node string, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.nodes[node]
-	return n.loaded != sum && now.Sub(n.tried) >= tlsRetry
+	return now.Sub(m.asked[node]) >= tlsRetry
 }
 
-func (m *tlsMemory) tried(node, sum string, loaded bool, now time.Time) {
+func (m *tlsMemory) tried(node string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.nodes == nil {
-		m.nodes = map[string]nodeTLS{}
+	if m.asked == nil {
+		m.asked = map[string]time.Time{}
 	}
-	n := m.nodes[node]
-	n.tried = now
-	if loaded {
-		n.loaded = sum
-	}
-	m.nodes[node] = n
+	m.asked[node] = now
 }

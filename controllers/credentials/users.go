@@ -1,4 +1,4 @@
-package controllers
+package credentials
 
 import (
 	"context"
@@ -16,8 +16,10 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // The users of spec.users: their passwords are read with the other Secrets (phase Secrets); each
@@ -27,12 +29,13 @@ import (
 
 // readUsers reads each user's password. A user whose Secret or key is missing is left out and
 // named in problems: the other users, and the cluster, go on.
-func (r *RedisClusterReconciler) readUsers(ctx context.Context, rc *cachev1.RedisCluster) (users []resources.User, problems []string, err error) {
+func readUsers(ctx context.Context, c *scope.Cluster) (users []resources.User, problems []string, err error) {
+	rc := c.RC
 	for _, u := range rc.Spec.Users {
 		ref := u.PasswordSecretRef
 		key := resources.SecretKey(ref)
 		secret := &corev1.Secret{}
-		switch err := r.APIReader.Get(ctx, nameOf(rc, ref.Name), secret); {
+		switch err := c.APIReader.Get(ctx, c.NameOf(ref.Name), secret); {
 		case apierrors.IsNotFound(err):
 			problems = append(problems, fmt.Sprintf("user %s: password Secret %s not found", u.Name, ref.Name))
 			continue
@@ -77,34 +80,30 @@ func usersSum(users []resources.User) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// reconcileUsers gives each running node the users of spec.users and deletes the others, once
-// per set of users; a user Redis refuses is reported (UserRejected), the rest applied.
-func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	users := state.creds.users
-	cs := r.clusterState(rc)
+// Users gives each running node the users of spec.users and deletes the others, once per set
+// of users; a user Redis refuses is reported (UserRejected), the rest applied.
+func Users(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
 	var problems []error
-	for _, p := range state.creds.userProblems {
+	for _, p := range s.userProblems {
 		problems = append(problems, errors.New(p))
 	}
-	want := usersSum(users)
 	newlyAccepted := false
-	for _, o := range state.everyNode().Nodes {
-		if !o.Reachable() || cs.users.givenTo(o.Name) == want {
-			continue
-		}
-		n := state.dial(o.Addr)
-		accepted, rejected, err := auth.ApplyUsers(ctx, n, users)
-		n.Close()
-		if err != nil {
-			problems = append(problems, fmt.Errorf("giving %s its users: %w", o.Name, err))
-			continue
-		}
-		newlyAccepted = cs.users.accept(o.Name, want, accepted, len(rejected) == 0) || newlyAccepted
-		problems = append(problems, rejected...)
+	_, err := auth.Give(ctx, c.Nodes().Nodes, auth.Gift{Sum: usersSum(s.users), Given: &m.users, Dial: c.Dial, EachNode: true,
+		Send: func(ctx context.Context, o topology.Observed, n topology.Node) (bool, error) {
+			accepted, rejected, err := auth.ApplyUsers(ctx, n, s.users)
+			if err != nil {
+				return false, fmt.Errorf("giving %s its users: %w", o.Name, err)
+			}
+			newlyAccepted = m.acceptedUsers.add(accepted) || newlyAccepted
+			problems = append(problems, rejected...)
+			return len(rejected) == 0, nil
+		}})
+	if err != nil {
+		problems = append(problems, err)
 	}
 	if newlyAccepted {
 		// The password file lists the users Redis took: write it again at the next reconcile.
-		cs.creds.markFileStale()
+		m.creds.markFileStale()
 	}
 	if len(problems) > 0 {
 		return outcome.Fail(cachev1.ReasonUserRejected, errors.Join(problems...))
@@ -112,53 +111,31 @@ func (r *RedisClusterReconciler) reconcileUsers(ctx context.Context, rc *cachev1
 	return nil
 }
 
-// userMemory is, by node, the set of users it was last given in full (usersSum), and the user
-// lines Redis took.
-type userMemory struct {
-	mu       sync.Mutex
-	given    map[string]string
-	accepted map[string]bool
+// acceptedLines are the user lines Redis took, on any node: the password file may list them.
+type acceptedLines struct {
+	mu    sync.Mutex
+	lines map[string]bool
 }
 
-// givenTo is the set of users the node was last given in full.
-func (m *userMemory) givenTo(node string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.given[node]
-}
-
-// accept records what the node took; it says whether a line was taken for the first time.
-func (m *userMemory) accept(node, sum string, accepted []string, complete bool) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.given == nil {
-		m.given = map[string]string{}
-	}
-	if m.accepted == nil {
-		m.accepted = map[string]bool{}
-	}
-	if complete {
-		m.given[node] = sum
+// add records lines Redis took; it says whether one was taken for the first time.
+func (a *acceptedLines) add(lines []string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lines == nil {
+		a.lines = map[string]bool{}
 	}
 	fresh := false
-	for _, line := range accepted {
-		if !m.accepted[line] {
-			m.accepted[line], fresh = true, true
+	for _, line := range lines {
+		if !a.lines[line] {
+			a.lines[line], fresh = true, true
 		}
 	}
 	return fresh
 }
 
-// acceptedLines are the user lines Redis took, a copy.
-func (m *userMemory) acceptedLines() map[string]bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return maps.Clone(m.accepted)
-}
-
-// forgetGiven makes every node be given its users again.
-func (m *userMemory) forgetGiven() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.given = nil
+// get is the lines, a copy.
+func (a *acceptedLines) get() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.lines)
 }

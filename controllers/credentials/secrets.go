@@ -1,4 +1,4 @@
-package controllers
+package credentials
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 )
@@ -27,8 +27,9 @@ const DefaultSecretResync = time.Minute
 // API server that does not answer when it already has the password.
 const secretReadTimeout = 5 * time.Second
 
-// credentials are what the nodes read at start, as last synced from the Secrets.
-type credentials struct {
+// State is the credentials as one reconcile holds them: what the nodes read at start, as last
+// synced from the Secrets.
+type State struct {
 	// password is the default user's, from the user's Secret (or the generated one).
 	password string
 	// operatorPassword is the operator's own user's, generated once into <name>-operator.
@@ -54,16 +55,16 @@ type credentials struct {
 // credsMemory is the credentials of one RedisCluster as last read, kept between reconciles.
 type credsMemory struct {
 	mu sync.Mutex
-	c  credentials
+	c  State
 }
 
-func (m *credsMemory) get() credentials {
+func (m *credsMemory) get() State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.c
 }
 
-func (m *credsMemory) set(c credentials) {
+func (m *credsMemory) set(c State) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.c = c
@@ -85,8 +86,8 @@ func (m *credsMemory) rotated(password string, left rotation) {
 	}
 }
 
-// login is how the operator logs in to the nodes: as its own user, and with TLS when it is on.
-func (c credentials) login() auth.Login {
+// Login is how the operator logs in to the nodes: as its own user, and with TLS when it is on.
+func (c State) Login() auth.Login {
 	l := auth.Login{Username: resources.OperatorUserName, Password: c.operatorPassword}
 	if c.tls != nil {
 		l.TLS = c.tls.config
@@ -102,23 +103,24 @@ var errSecret = errors.New("password Secret")
 // The password's lifecycle: read (or generated), written into the file the nodes include, and
 // given to running nodes live when it changes.
 
-// reconcileSecrets reads the password (creating a random one when spec.auth is not set) and
-// applies the Secret holding the password file the nodes include. Secrets are read by name with
-// an uncached reader: the operator never lists or watches Secrets.
-func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	cs := r.clusterState(rc)
-	creds := cs.creds.get()
-	keep := func(c credentials) {
-		cs.creds.set(c)
-		state.creds = c
+// Secrets reads the password (creating a random one when spec.auth is not set) and applies the
+// Secret holding the password file the nodes include; s is then the credentials read, or those
+// of the last read while it is fresh (resync, DefaultSecretResync when zero). Secrets are read
+// by name with an uncached reader: the operator never lists or watches Secrets.
+func Secrets(ctx context.Context, c *scope.Cluster, m *Memory, s *State, resync time.Duration) error {
+	rc := c.RC
+	creds := m.creds.get()
+	keep := func(read State) {
+		m.creds.set(read)
+		*s = read
 	}
-	if r.credentialsFresh(rc, creds) {
-		state.creds = creds
+	if creds.fresh(rc, resync) {
+		*s = creds
 		return nil
 	}
 	readCtx, cancel := context.WithTimeout(ctx, secretReadTimeout)
 	defer cancel()
-	read, err := r.readSecrets(readCtx, rc, state, creds.tls)
+	read, err := readSecrets(readCtx, c, creds.tls)
 	var invalid *outcome.Failure
 	if err != nil && !errors.As(err, &invalid) && creds.readFor(rc) {
 		// The API server does not answer (its etcd may be down): go on with the passwords the
@@ -132,46 +134,45 @@ func (r *RedisClusterReconciler) reconcileSecrets(ctx context.Context, rc *cache
 	if err != nil {
 		return err
 	}
-	authConf, found, err := r.readPasswordFile(readCtx, rc, read.generated)
+	authConf, found, err := readPasswordFile(readCtx, c, read.generated)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	rot, err := r.rotationFor(ctx, readCtx, rc, creds.rotation, authConf, found, read.password, now)
+	rot, err := rotationFor(ctx, readCtx, c, creds.rotation, authConf, found, read.password, now)
 	if err != nil {
 		return err
 	}
 	stillValid := rot.stillValid(read.password, now)
 	inFile := append([]resources.User{resources.OperatorUser(read.operatorPassword, rc.Spec.Cluster != nil)},
-		usersForFile(read.users, string(authConf.Data[resources.AuthConfKey]), cs.users.acceptedLines())...)
+		usersForFile(read.users, string(authConf.Data[resources.AuthConfKey]), m.acceptedUsers.get())...)
 	desired := resources.DesiredAuthConfSecret(rc, read.password, stillValid, inFile)
-	err = r.applyChild(ctx, rc, state, "Secret", child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
-		desired: desired, name: nameOf(rc, *desired.Name), live: authConf, extract: corev1ac.ExtractSecret,
-		read: found, missing: !found,
+	err = scope.Apply(ctx, c, "Secret", scope.Child[*corev1.Secret, *corev1ac.SecretApplyConfiguration]{
+		Desired: desired, Name: c.NameOf(*desired.Name), Live: authConf, Extract: corev1ac.ExtractSecret,
+		Read: found, Missing: !found,
 	})
 	if err != nil {
 		return err
 	}
-	keep(credentials{password: read.password, operatorPassword: read.operatorPassword, rotation: rot, previousInFile: len(stillValid) > 0,
+	keep(State{password: read.password, operatorPassword: read.operatorPassword, rotation: rot, previousInFile: len(stillValid) > 0,
 		users: read.users, userProblems: read.userProblems, tls: read.tls, generation: rc.Generation, syncedAt: time.Now()})
 	// The users and the password are given to every node again after each read: a node that
 	// restarted before its file listed them, or whose password was changed behind our back, has
 	// them within a resync.
-	cs.users.forgetGiven()
-	cs.passwords.forgetGiven()
+	m.users.Forget()
+	m.passwords.Forget()
 	return nil
 }
 
 // readFor is true when the credentials were read for this generation of the spec.
-func (c credentials) readFor(rc *cachev1.RedisCluster) bool {
+func (c State) readFor(rc *cachev1.RedisCluster) bool {
 	return c.password != "" && c.generation == rc.Generation
 }
 
-// credentialsFresh is true when the credentials in hand need not be read again: read for this
-// generation within the resync period, with no previous password whose time is up (its file
-// must drop it before the nodes do) and a password file that lists what Redis took.
-func (r *RedisClusterReconciler) credentialsFresh(rc *cachev1.RedisCluster, c credentials) bool {
-	resync := r.SecretResync
+// fresh is true when the credentials in hand need not be read again: read for this generation
+// within the resync period, with no previous password whose time is up (its file must drop it
+// before the nodes do) and a password file that lists what Redis took.
+func (c State) fresh(rc *cachev1.RedisCluster, resync time.Duration) bool {
 	if resync == 0 {
 		resync = DefaultSecretResync
 	}
@@ -181,18 +182,18 @@ func (r *RedisClusterReconciler) credentialsFresh(rc *cachev1.RedisCluster, c cr
 
 // readPasswordFile reads the nodes' password file as it is; found is false when there is none.
 // A password generated a moment ago is in no password file yet.
-func (r *RedisClusterReconciler) readPasswordFile(ctx context.Context, rc *cachev1.RedisCluster, generated bool) (authConf *corev1.Secret, found bool, err error) {
+func readPasswordFile(ctx context.Context, c *scope.Cluster, generated bool) (authConf *corev1.Secret, found bool, err error) {
 	authConf = &corev1.Secret{}
 	if generated {
 		return authConf, false, nil
 	}
-	switch err := r.APIReader.Get(ctx, nameOf(rc, resources.AuthConfSecretName(rc)), authConf); {
+	switch err := c.APIReader.Get(ctx, c.NameOf(resources.AuthConfSecretName(c.RC)), authConf); {
 	case err == nil:
 		return authConf, true, nil
 	case apierrors.IsNotFound(err):
 		return authConf, false, nil
 	default:
-		return nil, false, fmt.Errorf("reading Secret %s: %w", resources.AuthConfSecretName(rc), err)
+		return nil, false, fmt.Errorf("reading Secret %s: %w", resources.AuthConfSecretName(c.RC), err)
 	}
 }
 
@@ -200,7 +201,7 @@ func (r *RedisClusterReconciler) readPasswordFile(ctx context.Context, rc *cache
 // <name>-auth-previous, and started when the password file still has another password than
 // password: step 1, the old password is kept before the file changes, since the running nodes
 // have it until they are given the new one.
-func (r *RedisClusterReconciler) rotationFor(ctx, readCtx context.Context, rc *cachev1.RedisCluster, last rotation, authConf *corev1.Secret, found bool, password string, now time.Time) (rotation, error) {
+func rotationFor(ctx, readCtx context.Context, c *scope.Cluster, last rotation, authConf *corev1.Secret, found bool, password string, now time.Time) (rotation, error) {
 	rot := last
 	switch {
 	case !found:
@@ -208,14 +209,14 @@ func (r *RedisClusterReconciler) rotationFor(ctx, readCtx context.Context, rc *c
 		return rotation{read: true}, nil
 	case !rot.read:
 		var err error
-		if rot, err = r.readRotation(readCtx, rc); err != nil {
+		if rot, err = readRotation(readCtx, c); err != nil {
 			return rot, err
 		}
 	}
 	if old, ok := resources.PasswordInAuthConf(string(authConf.Data[resources.AuthConfKey])); ok {
 		var started bool
-		if rot, started = rot.started(old, password, now, rc.PreviousPasswordValidFor()); started {
-			if err := r.writeRotation(ctx, rc, rot); err != nil {
+		if rot, started = rot.started(old, password, now, c.RC.PreviousPasswordValidFor()); started {
+			if err := writeRotation(ctx, c, rot); err != nil {
 				return rot, outcome.Fail(cachev1.ReasonApplyFailed, err)
 			}
 		}
@@ -235,39 +236,40 @@ type secretsRead struct {
 
 // readSecrets reads the password, the operator's own, the users' and the TLS Secret. An error
 // the user must fix is an outcome.Failure with its reason; any other is the API server's.
-func (r *RedisClusterReconciler) readSecrets(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, lastTLS *tlsCredentials) (secretsRead, error) {
+func readSecrets(ctx context.Context, c *scope.Cluster, lastTLS *tlsCredentials) (secretsRead, error) {
 	var out secretsRead
 	var err error
-	out.password, out.generated, err = r.readPassword(ctx, rc, state)
+	out.password, out.generated, err = readPassword(ctx, c)
 	if errors.Is(err, errSecret) {
 		return out, outcome.Fail(cachev1.ReasonSecretNotFound, err)
 	}
 	if err != nil {
 		return out, err
 	}
-	out.operatorPassword, err = r.readOperatorPassword(ctx, rc, state)
+	out.operatorPassword, err = readOperatorPassword(ctx, c)
 	if errors.Is(err, errSecret) {
 		return out, outcome.Fail(cachev1.ReasonSecretNotFound, err)
 	}
 	if err != nil {
 		return out, err
 	}
-	if out.users, out.userProblems, err = r.readUsers(ctx, rc); err != nil {
+	if out.users, out.userProblems, err = readUsers(ctx, c); err != nil {
 		return out, err
 	}
-	out.tls, err = r.readTLS(ctx, rc, lastTLS)
+	out.tls, err = readTLS(ctx, c, lastTLS)
 	return out, err
 }
 
 // readPassword reads the password from its Secret. Without spec.auth the operator generates it
 // (generatedPassword), and says so (generated).
-func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (password string, generated bool, err error) {
+func readPassword(ctx context.Context, c *scope.Cluster) (password string, generated bool, err error) {
+	rc := c.RC
 	name, key := resources.PasswordSource(rc)
 	if rc.Spec.Auth == nil {
-		return r.generatedPassword(ctx, rc, state, name, resources.GeneratedPasswordSecret, "a random password", "")
+		return generatedPassword(ctx, c, name, resources.GeneratedPasswordSecret, "a random password", "")
 	}
 	secret := &corev1.Secret{}
-	err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	err = c.APIReader.Get(ctx, c.NameOf(name), secret)
 	if apierrors.IsNotFound(err) {
 		return "", false, fmt.Errorf("%w %s not found in namespace %s", errSecret, name, rc.Namespace)
 	}
@@ -282,8 +284,8 @@ func (r *RedisClusterReconciler) readPassword(ctx context.Context, rc *cachev1.R
 }
 
 // readOperatorPassword reads the operator's own password, which it generates once.
-func (r *RedisClusterReconciler) readOperatorPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) (string, error) {
-	password, _, err := r.generatedPassword(ctx, rc, state, resources.OperatorSecretName(rc), resources.OperatorSecret,
+func readOperatorPassword(ctx context.Context, c *scope.Cluster) (string, error) {
+	password, _, err := generatedPassword(ctx, c, resources.OperatorSecretName(c.RC), resources.OperatorSecret,
 		"the operator's own password", ": delete it, and the operator makes a new one")
 	return password, err
 }
@@ -293,19 +295,19 @@ func (r *RedisClusterReconciler) readOperatorPassword(ctx context.Context, rc *c
 // now. A RedisCluster that has never been reconciled has none yet, almost always: it is created
 // at once and read only when it is there after all, which saves a new RedisCluster two of its
 // requests for each. note names the Secret in the Created Event; hint follows a missing key.
-func (r *RedisClusterReconciler) generatedPassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
+func generatedPassword(ctx context.Context, c *scope.Cluster,
 	name string, build func(*cachev1.RedisCluster, string) *corev1.Secret, note, hint string) (password string, generated bool, err error) {
+	rc := c.RC
 	create := func() (string, bool, error) {
 		password := resources.RandomPassword()
 		secret := build(rc, password)
-		switch err := r.Create(ctx, secret); {
+		switch err := c.Client.Create(ctx, secret); {
 		case apierrors.IsAlreadyExists(err):
 			return "", false, nil // there after all: its password is the one to read
 		case err != nil:
 			return "", false, fmt.Errorf("creating password Secret %s: %w", name, err)
 		}
-		state.created = append(state.created, "Secret "+name+" ("+note+")")
-		log.FromContext(ctx).Info("Created child", "kind", "Secret", "child", klog.KObj(secret))
+		c.Created(ctx, "Secret", secret, " ("+note+")")
 		return password, true, nil
 	}
 	if rc.Status.ObservedGeneration == 0 {
@@ -314,12 +316,12 @@ func (r *RedisClusterReconciler) generatedPassword(ctx context.Context, rc *cach
 		}
 	}
 	secret := &corev1.Secret{}
-	err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
+	err = c.APIReader.Get(ctx, c.NameOf(name), secret)
 	if apierrors.IsNotFound(err) {
 		if password, created, err := create(); err != nil || created {
 			return password, created, err
 		}
-		err = r.APIReader.Get(ctx, nameOf(rc, name), secret)
+		err = c.APIReader.Get(ctx, c.NameOf(name), secret)
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("reading password Secret %s: %w", name, err)

@@ -1,10 +1,9 @@
-package controllers
+package credentials
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -96,10 +96,10 @@ func (rot rotation) started(old, current string, now time.Time, validFor time.Du
 }
 
 // readRotation reads <name>-auth-previous: an empty rotation when there is none.
-func (r *RedisClusterReconciler) readRotation(ctx context.Context, rc *cachev1.RedisCluster) (rotation, error) {
+func readRotation(ctx context.Context, c *scope.Cluster) (rotation, error) {
 	secret := &corev1.Secret{}
-	name := resources.PreviousPasswordSecretName(rc)
-	switch err := r.APIReader.Get(ctx, nameOf(rc, name), secret); {
+	name := resources.PreviousPasswordSecretName(c.RC)
+	switch err := c.APIReader.Get(ctx, c.NameOf(name), secret); {
 	case apierrors.IsNotFound(err):
 		return rotation{read: true}, nil
 	case err != nil:
@@ -121,66 +121,67 @@ func (r *RedisClusterReconciler) readRotation(ctx context.Context, rc *cachev1.R
 
 // writeRotation keeps the rotation in <name>-auth-previous, or deletes it when nothing is left
 // to remove from the nodes.
-func (r *RedisClusterReconciler) writeRotation(ctx context.Context, rc *cachev1.RedisCluster, rot rotation) error {
-	name := resources.PreviousPasswordSecretName(rc)
+func writeRotation(ctx context.Context, c *scope.Cluster, rot rotation) error {
+	name := resources.PreviousPasswordSecretName(c.RC)
 	if rot.previous == "" && len(rot.retired) == 0 {
 		secret := &corev1.Secret{}
-		secret.Name, secret.Namespace = name, rc.Namespace
-		if err := r.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+		secret.Name, secret.Namespace = name, c.RC.Namespace
+		if err := c.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting Secret %s: %w", name, err)
 		}
 		return nil
 	}
-	if err := r.Apply(ctx, resources.DesiredPreviousPasswordSecret(rc, rot.previous, rot.until, rot.retired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	desired := resources.DesiredPreviousPasswordSecret(c.RC, rot.previous, rot.until, rot.retired)
+	if err := c.Client.Apply(ctx, desired, client.FieldOwner(scope.FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("keeping the previous password in Secret %s: %w", name, err)
 	}
 	return nil
 }
 
-// reconcilePasswords gives the current password to the nodes that refuse it but take a previous
-// one (step 3), and removes the previous passwords whose time is up (step 4). The changes are
-// live, so no pod restarts for them. A node that refuses every password leaves the
-// RedisCluster Degraded (AuthenticationFailed), and nothing is decided on half a view until it
-// takes a password again.
-func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	rot := state.creds.rotation
-	refused := state.everyNode().AuthRefused()
+// Passwords gives the current password to the nodes that refuse it but take a previous one
+// (step 3), and removes the previous passwords whose time is up (step 4). The changes are live,
+// so no pod restarts for them. A node that refuses every password leaves the RedisCluster
+// Degraded (AuthenticationFailed), and nothing is decided on half a view until it takes a
+// password again.
+func Passwords(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
+	rc := c.RC
+	refused := c.Nodes().AuthRefused()
 	// A node that refuses the operator's own login is reached as the default user, with the
 	// current password first (a node without the operator's user yet: it started before its
 	// file listed it), then the previous ones (the password changed). It is given the current
 	// password and the operator's user.
-	candidates := append([]string{state.creds.password}, rot.candidates()...)
-	operatorUser := resources.OperatorUser(state.creds.operatorPassword, rc.Spec.Cluster != nil)
-	repair := auth.RepairLogin(state.creds.password, operatorUser)
+	candidates := append([]string{s.password}, s.rotation.candidates()...)
+	operatorUser := resources.OperatorUser(s.operatorPassword, rc.Spec.Cluster != nil)
+	repair := auth.RepairLogin(s.password, operatorUser)
 	for i, candidate := range candidates {
 		if len(refused) == 0 {
 			break
 		}
-		login := state.creds.login()
+		login := s.Login()
 		login.Username, login.Password = "", candidate
-		rotated := topology.RepairLogins(ctx, state.everyNode(), r.Dial(login), repair)
+		rotated := topology.RepairLogins(ctx, c.Nodes(), c.DialAs(login), repair)
 		for _, node := range rotated {
 			if i == 0 {
 				log.FromContext(ctx).Info("Gave a node the operator's own user", "node", node)
 				continue
 			}
-			r.Recorder.Eventf(rc, podNamed(state.pods, node), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
+			c.Recorder.Eventf(rc, c.PodNamed(node), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
 				"%s now takes the password from Secret %s", node, passwordSecretName(rc))
 		}
 		if len(rotated) > 0 {
-			if err := state.mode.observe(ctx, rc, state); err != nil {
+			if err := c.Observe(ctx); err != nil {
 				return err
 			}
-			refused = state.everyNode().AuthRefused()
+			refused = c.Nodes().AuthRefused()
 		}
 	}
 	if len(refused) > 0 {
 		return fmt.Errorf("redis on %s refused the password from Secret %s: %w", refused[0].Name, passwordSecretName(rc), refused[0].Err)
 	}
-	if err := r.givePassword(ctx, rc, state, operatorUser); err != nil {
+	if err := givePassword(ctx, c, m, s, operatorUser); err != nil {
 		return err
 	}
-	return r.removeDuePasswords(ctx, rc, state)
+	return removeDuePasswords(ctx, c, m, s)
 }
 
 // givePassword is step 3: each running node takes the default user's current password beside
@@ -189,107 +190,68 @@ func (r *RedisClusterReconciler) reconcilePasswords(ctx context.Context, rc *cac
 // before its file changed, or whose password was changed behind our back), and given only when
 // the node does not take it yet. The operator's user is given once per node by each operator
 // process (a node made by an earlier build may lack a right this one needs: MIGRATE, to move
-// slots), and again when a node refuses it a command (runPhases): reading it back to compare
-// would cost as much as giving it.
-func (r *RedisClusterReconciler) givePassword(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, operator resources.User) error {
-	want := resources.PasswordHash(state.creds.password)
-	wantOperator := usersSum([]resources.User{operator})
-	cs := r.clusterState(rc)
-	for _, o := range state.everyNode().Nodes {
-		if !o.Reachable() {
-			continue
-		}
-		if cs.passwords.givenTo(o.Name) != want {
-			n := state.dial(o.Addr)
-			err := auth.GivePassword(ctx, n, state.creds.password)
-			n.Close()
-			if err != nil {
-				return fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
+// slots), and again when a node refuses it a command (ForgetOperatorUser): reading it back to
+// compare would cost as much as giving it.
+func givePassword(ctx context.Context, c *scope.Cluster, m *Memory, s *State, operator resources.User) error {
+	rc := c.RC
+	want := resources.PasswordHash(s.password)
+	rotating := s.rotation.previous != ""
+	nodes := c.Nodes().Nodes
+	_, err := auth.Give(ctx, nodes, auth.Gift{Sum: want, Given: &m.passwords, Dial: c.Dial,
+		Send: func(ctx context.Context, o topology.Observed, n topology.Node) (bool, error) {
+			if err := auth.GivePassword(ctx, n, s.password); err != nil {
+				return false, fmt.Errorf("giving %s the password from Secret %s: %w", o.Name, passwordSecretName(rc), err)
 			}
-			if cs.passwords.gave(o.Name, want, state.creds.rotation.previous != "") {
-				r.Recorder.Eventf(rc, podNamed(state.pods, o.Name), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
+			// A change of password is announced once per node.
+			if rotating && m.announced.To(o.Name) != want {
+				m.announced.Gave(o.Name, want)
+				c.Recorder.Eventf(rc, c.PodNamed(o.Name), corev1.EventTypeNormal, cachev1.EventPasswordChanged, "Rotate",
 					"%s now takes the password from Secret %s", o.Name, passwordSecretName(rc))
 			}
-		}
-		if cs.operatorUser.givenTo(o.Name) != wantOperator {
-			n := state.dial(o.Addr)
-			err := auth.SetUser(ctx, n, operator)
-			n.Close()
-			if err != nil {
-				return fmt.Errorf("giving %s the operator's own user: %w", o.Name, err)
-			}
-			cs.operatorUser.accept(o.Name, wantOperator, nil, true)
-		}
+			return true, nil
+		}})
+	if err != nil {
+		return err
 	}
-	return nil
+	_, err = auth.Give(ctx, nodes, auth.Gift{Sum: usersSum([]resources.User{operator}), Given: &m.operatorUser, Dial: c.Dial,
+		Send: func(ctx context.Context, o topology.Observed, n topology.Node) (bool, error) {
+			if err := auth.SetUser(ctx, n, operator); err != nil {
+				return false, fmt.Errorf("giving %s the operator's own user: %w", o.Name, err)
+			}
+			return true, nil
+		}})
+	return err
 }
 
 // removeDuePasswords is step 4: with every node answering, each refuses the passwords whose
 // time is up; then the rotation's Secret forgets them.
-func (r *RedisClusterReconciler) removeDuePasswords(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	rot := state.creds.rotation
-	due := rot.due(state.creds.password, time.Now(), state.creds.previousInFile)
+func removeDuePasswords(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
+	rot := s.rotation
+	due := rot.due(s.password, time.Now(), s.previousInFile)
 	if len(due) == 0 {
 		return nil
 	}
-	nodes := state.everyNode().Nodes
-	for _, o := range nodes {
-		if !o.Reachable() {
-			return nil // a node that comes back must lose them too: wait for it
-		}
-	}
-	for _, o := range nodes {
-		n := state.dial(o.Addr)
-		err := auth.RemovePasswords(ctx, n, due)
-		n.Close()
-		if err != nil {
-			return fmt.Errorf("removing a previous password from %s: %w", o.Name, err)
-		}
+	nodes := c.Nodes().Nodes
+	took, err := auth.Give(ctx, nodes, auth.Gift{AllOrNone: true, Dial: c.Dial,
+		Send: func(ctx context.Context, o topology.Observed, n topology.Node) (bool, error) {
+			if err := auth.RemovePasswords(ctx, n, due); err != nil {
+				return false, fmt.Errorf("removing a previous password from %s: %w", o.Name, err)
+			}
+			return true, nil
+		}})
+	if err != nil || len(took) < len(nodes) {
+		return err // or a node does not answer, and must lose them too when it comes back
 	}
 	left := rotation{read: true}
 	if rot.previous != "" && !slices.Contains(due, rot.previous) {
 		left.previous, left.until = rot.previous, rot.until
 	}
-	if err := r.writeRotation(ctx, rc, left); err != nil {
+	if err := writeRotation(ctx, c, left); err != nil {
 		return err
 	}
-	r.clusterState(rc).creds.rotated(state.creds.password, left)
-	state.creds.rotation = left
-	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventPreviousPasswordRemoved, "Rotate",
-		"The password Secret %s held before no longer works on any node", passwordSecretName(rc))
+	m.creds.rotated(s.password, left)
+	s.rotation = left
+	c.Recorder.Eventf(c.RC, nil, corev1.EventTypeNormal, cachev1.EventPreviousPasswordRemoved, "Rotate",
+		"The password Secret %s held before no longer works on any node", passwordSecretName(c.RC))
 	return nil
-}
-
-// passwordMemory is, by node, the hash of the default user's password it was last given (again
-// after each read of the Secrets), and the one its Event announced.
-type passwordMemory struct {
-	mu               sync.Mutex
-	given, announced map[string]string
-}
-
-func (m *passwordMemory) givenTo(node string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.given[node]
-}
-
-// gave records that node takes the password of hash want; it says whether to announce it: a
-// change of password (rotating) is announced once per node.
-func (m *passwordMemory) gave(node, want string, rotating bool) (announce bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.given == nil {
-		m.given, m.announced = map[string]string{}, map[string]string{}
-	}
-	m.given[node] = want
-	announce = rotating && m.announced[node] != want
-	m.announced[node] = want
-	return announce
-}
-
-// forgetGiven makes every node be checked again.
-func (m *passwordMemory) forgetGiven() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.given = nil
 }
