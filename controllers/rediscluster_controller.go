@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -90,11 +91,12 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	r.recordChildEvents(rc, state)
 	cs.observed.set(m.parts(rc, state))
 	setStatus(rc, state, m.status)
-	r.recordNodeMetrics(rc, m.nodes(state), time.Now())
+	observed := m.nodes(state)
+	metrics.RecordNodes(rc, &cs.metrics, observed.views, observed.stats, time.Now())
 	if m.metrics != nil {
 		m.metrics(rc, state)
 	}
-	r.recordConditions(rc)
+	metrics.RecordConditions(rc, &cs.metrics)
 	r.recordStatusEvents(state.written, rc)
 	if err := r.writeStatus(ctx, cs, state, rc, startVersion); err != nil {
 		return ctrl.Result{}, err
@@ -102,7 +104,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// Counted once the status records the new primary: a status write that fails leaves the
 	// change to the next reconcile, which would count it again.
 	if state.replication.move != nil && state.replication.move.done {
-		recordPrimaryChange(rc, state.replication.move, time.Now())
+		metrics.RecordPrimaryChange(rc, state.replication.move.reason, state.replication.move.started, time.Now())
 	}
 	next, priority := r.requeueAfter(state)
 	cs.status.checkAfterFailure(state, failedKind, next)
@@ -126,7 +128,7 @@ const (
 // metrics' series and its Redis connections.
 func (r *RedisClusterReconciler) forget(key types.NamespacedName) {
 	r.clusters.Delete(key)
-	forgetMetrics(key)
+	metrics.Forget(key)
 	if r.Connections != nil {
 		r.Connections.Release(key)
 	}

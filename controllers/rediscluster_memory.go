@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -91,7 +92,7 @@ func (r *RedisClusterReconciler) reconcileMemory(_ context.Context, rc *cachev1.
 		}
 		mem.reported[k.pod] = k
 		r.Recorder.Eventf(rc, state.PodNamed(k.pod), corev1.EventTypeWarning, cachev1.EventOOMKilled, "Memory", "%s", oomKilledMessage(rc, k, mem.last[k.pod]))
-		oomKillsTotal.WithLabelValues(rc.Namespace, rc.Name).Inc()
+		metrics.OOMKilled(rc)
 	}
 	for _, p := range state.Pods {
 		if s := mem.last[p.Name]; mem.refusing[p.Name] {

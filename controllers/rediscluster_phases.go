@@ -172,6 +172,15 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 	}
 }
 
+// nodesObserved are the mode's views of its nodes (one in replication mode, one per shard in
+// cluster mode), each judged against its primary, and the load readings taken: for the node
+// metrics and what reaches every node alike. Views are nil when this reconcile did not observe
+// the nodes.
+type nodesObserved struct {
+	views []topology.View
+	stats map[string]topology.Stats
+}
+
 // everyNode is every node of the RedisCluster as this reconcile observed it, in either mode
 // (in cluster mode, every shard's), with no primary: for what reaches every node alike.
 func (s *reconcileState) everyNode() topology.View {

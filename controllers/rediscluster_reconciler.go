@@ -14,6 +14,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/credentials"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
@@ -107,8 +108,8 @@ type clusterState struct {
 	memory memoryMemory
 	// held is the keys each shard held when last seen serving (rediscluster_shards_lost.go).
 	held heldMemory
-	// metrics is what the metrics need from one check to the next (rediscluster_metrics.go).
-	metrics clusterMetrics
+	// metrics is what the metrics need from one check to the next (package metrics).
+	metrics metrics.Memory
 }
 
 // statusMemory is what the reconciler's own writes and failures left.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
@@ -62,7 +63,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	}
 	if len(state.members) > 0 {
 		state.replication.view = observeReplication(ctx, rc, state)
-		state.replication.stats = r.readStats(ctx, rc, state, []topology.View{state.replication.view})
+		state.replication.stats = metrics.ReadStats(ctx, &state.kept.metrics, state.Dial, []topology.View{state.replication.view})
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	if round.Plan.Lost > 0 && round.Primary() == round.Plan.Primary {
 		state.lost = lostData(rc, round)
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.lost)
-		dataLost.WithLabelValues(rc.Namespace, rc.Name).Inc()
+		metrics.DataLost(rc)
 	}
 	// A promotion stands even if repointing a replica failed afterwards: record it.
 	primaryChanged(state, round.Primary())

@@ -14,6 +14,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/credentials"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
@@ -53,7 +54,7 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 		nodes: func(state *reconcileState) nodesObserved {
 			return nodesObserved{views: state.shards.views, stats: state.shards.stats}
 		},
-		metrics: r.recordShardMetrics,
+		metrics: recordShardMetrics,
 		observe: r.observeShards,
 		parts:   shardParts,
 	}
@@ -179,7 +180,7 @@ func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc
 		s.viewOf[shard] = v
 	}
 	r.clusterState(rc).held.remember(state)
-	s.stats = r.readStats(ctx, rc, state, s.views)
+	s.stats = metrics.ReadStats(ctx, &state.kept.metrics, state.Dial, s.views)
 }
 
 // restoredLayout is the slots each shard is given while a restore is not done: those its
@@ -250,4 +251,14 @@ func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev
 		return r.moveSlots(ctx, rc, state)
 	}
 	return r.removeDrainedShards(ctx, rc, state)
+}
+
+// recordShardMetrics sets cluster mode's own series, from what the nodes said this reconcile; a
+// reconcile whose nodes were not asked leaves them as they were.
+func recordShardMetrics(rc *cachev1.RedisCluster, state *reconcileState) {
+	s := state.shards
+	if s.members == nil {
+		return
+	}
+	metrics.RecordShards(rc, &state.kept.metrics, s.health, s.clusterDown != "", max(int(rc.Spec.Cluster.Shards), len(s.statefulSets)))
 }

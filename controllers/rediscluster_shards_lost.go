@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/internal/shards"
 )
 
@@ -104,5 +105,5 @@ func (r *RedisClusterReconciler) recordShardsLost(rc *cachev1.RedisCluster, stat
 	}
 	state.lost = lost
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Shards", "%s", lost)
-	dataLost.WithLabelValues(rc.Namespace, rc.Name).Inc()
+	metrics.DataLost(rc)
 }

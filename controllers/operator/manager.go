@@ -44,6 +44,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
+	redismetrics "github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/monitoring"
 	"github.com/org/redis-operator/internal/redis"
@@ -254,7 +255,7 @@ func RedisDialer(opts redis.Options) func(redis.Login) redis.Dialer {
 func init() {
 	// Served with controller-runtime's metrics.
 	metrics.Registry.MustRegister(redis.ConnectionsOpened)
-	metrics.Registry.MustRegister(controllers.Metrics()...)
+	metrics.Registry.MustRegister(redismetrics.Collectors()...)
 }
 
 // metricsOptions serves the metrics over HTTPS (a self-signed certificate; Prometheus scrapes

@@ -1,4 +1,8 @@
-package controllers
+// Package metrics is the RedisCluster's Prometheus series: what the health check already sees
+// of each node (no exporter sidecar), cluster mode's slots, the conditions, and the changes of
+// primary, data lost and OOM kills the phases report. Memory is what they need of one
+// RedisCluster from one check to the next.
+package metrics
 
 import (
 	"context"
@@ -13,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -89,8 +94,8 @@ var (
 		"Cluster mode: slots some node imports or migrates (a slot move under way, or one left half done).")
 )
 
-// Metrics are the collectors this package fills, for the manager to serve.
-func Metrics() []prometheus.Collector {
+// Collectors are the collectors this package fills, for the manager to serve.
+func Collectors() []prometheus.Collector {
 	out := []prometheus.Collector{nodeKeyCounters, primaryChanges, primaryChangeDuration, noWritablePrimary, dataLost, oomKillsTotal}
 	for _, g := range slices.Concat(nodeGauges, clusterGauges) {
 		out = append(out, g)
@@ -123,30 +128,29 @@ func nodeGauge(name, help string) *prometheus.GaugeVec {
 // check's, so not at every check.
 const statsInterval = 10 * time.Second
 
-// readStats reads the load of the nodes of views whose last reading is statsInterval old or
+// ReadStats reads the load of the nodes of views whose last reading is statsInterval old or
 // more.
-func (r *RedisClusterReconciler) readStats(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, views []topology.View) map[string]topology.Stats {
-	cs := r.clusterState(rc)
+func ReadStats(ctx context.Context, m *Memory, dial topology.Dialer, views []topology.View) map[string]topology.Stats {
 	now := time.Now()
-	cs.metrics.mu.Lock()
+	m.mu.Lock()
 	due := map[string]bool{}
 	for _, v := range views {
 		for _, o := range v.Nodes {
-			due[o.Name] = now.Sub(cs.metrics.statsAt[o.Name]) >= statsInterval
+			due[o.Name] = now.Sub(m.statsAt[o.Name]) >= statsInterval
 		}
 	}
-	cs.metrics.mu.Unlock()
+	m.mu.Unlock()
 	stats := map[string]topology.Stats{}
 	for _, v := range views {
-		maps.Copy(stats, topology.ObserveStats(ctx, state.Dial, v, func(name string) bool { return due[name] }))
+		maps.Copy(stats, topology.ObserveStats(ctx, dial, v, func(name string) bool { return due[name] }))
 	}
-	cs.metrics.mu.Lock()
-	defer cs.metrics.mu.Unlock()
-	if cs.metrics.statsAt == nil {
-		cs.metrics.statsAt = map[string]time.Time{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.statsAt == nil {
+		m.statsAt = map[string]time.Time{}
 	}
 	for name := range stats {
-		cs.metrics.statsAt[name] = now
+		m.statsAt[name] = now
 	}
 	return stats
 }
@@ -191,8 +195,8 @@ func (c *nodeCounters) forget(namespace, name, pod string) {
 	}
 }
 
-// clusterMetrics is what the metrics of one RedisCluster need from one check to the next.
-type clusterMetrics struct {
+// Memory is what the metrics of one RedisCluster need from one check to the next.
+type Memory struct {
 	mu sync.Mutex
 	// pods are the pods that have series, so that a pod that goes loses them.
 	pods map[string]bool
@@ -206,30 +210,22 @@ type clusterMetrics struct {
 	shards map[int]bool
 }
 
-// nodesObserved is what the node metrics read from a reconcile: the views of the nodes (one in
-// replication mode, one per shard in cluster mode), each judged against its primary, and the
-// load readings taken. Views are nil when this reconcile did not observe the nodes.
-type nodesObserved struct {
-	views []topology.View
-	stats map[string]topology.Stats
-}
-
-// recordNodeMetrics sets the RedisCluster's series from this reconcile's views of its nodes.
-// A reconcile that did not observe them leaves the series as they were.
-func (r *RedisClusterReconciler) recordNodeMetrics(rc *cachev1.RedisCluster, observed nodesObserved, now time.Time) {
-	if observed.views == nil {
+// RecordNodes sets the RedisCluster's series from this reconcile's views of its nodes (one in
+// replication mode, one per shard in cluster mode, each judged against its primary) and the
+// load readings taken. A reconcile that did not observe them (views nil) leaves the series as
+// they were.
+func RecordNodes(rc *cachev1.RedisCluster, m *Memory, views []topology.View, stats map[string]topology.Stats, now time.Time) {
+	if views == nil {
 		return
 	}
-	cs := r.clusterState(rc)
-	cs.metrics.mu.Lock()
-	defer cs.metrics.mu.Unlock()
-	m := &cs.metrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	seen := map[string]bool{}
 	nodes, writable := 0, true
-	for _, v := range observed.views {
+	for _, v := range views {
 		nodes += len(v.Nodes)
 		writable = writable && v.WritablePrimary()
-		recordViewMetrics(rc, v, observed.stats, seen, now)
+		recordViewMetrics(rc, v, stats, seen, now)
 	}
 	for pod := range m.pods {
 		if !seen[pod] {
@@ -287,50 +283,43 @@ func recordViewMetrics(rc *cachev1.RedisCluster, v topology.View, stats map[stri
 	}
 }
 
-// recordShardMetrics sets cluster mode's own series: the cluster's state, each shard's slots
-// and those without a primary, and the open slots. A reconcile whose nodes were not asked
-// leaves them as they were.
-func (r *RedisClusterReconciler) recordShardMetrics(rc *cachev1.RedisCluster, state *reconcileState) {
-	s := state.shards
-	if s.members == nil {
-		return
-	}
-	cs := r.clusterState(rc)
-	cs.metrics.mu.Lock()
-	defer cs.metrics.mu.Unlock()
-	h := s.health
-	clusterStateOK.WithLabelValues(rc.Namespace, rc.Name).Set(boolValue(h.Answered && s.clusterDown == ""))
+// RecordShards sets cluster mode's own series from what the nodes said of the slots (h), for
+// count shards: the cluster's state (down when a node says it does not serve every slot), each
+// shard's slots and those without a primary, and the open slots.
+func RecordShards(rc *cachev1.RedisCluster, m *Memory, h shards.Health, down bool, count int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clusterStateOK.WithLabelValues(rc.Namespace, rc.Name).Set(boolValue(h.Answered && !down))
 	openSlots.WithLabelValues(rc.Namespace, rc.Name).Set(float64(h.Open))
 	seen := map[int]bool{}
-	for i := range max(int(rc.Spec.Cluster.Shards), len(s.statefulSets)) {
+	for i := range count {
 		seen[i] = true
 		shard := strconv.Itoa(i)
 		shardSlotsAssigned.WithLabelValues(rc.Namespace, rc.Name, shard).Set(float64(h.Assigned[i]))
 		shardSlotsFailing.WithLabelValues(rc.Namespace, rc.Name, shard).Set(float64(h.Failing[i]))
 	}
-	for i := range cs.metrics.shards {
+	for i := range m.shards {
 		if !seen[i] {
 			labels := prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "shard": strconv.Itoa(i)}
 			shardSlotsAssigned.Delete(labels)
 			shardSlotsFailing.Delete(labels)
 		}
 	}
-	cs.metrics.shards = seen
+	m.shards = seen
 }
 
-// recordConditions sets one series per condition of the status, with its current reason; a
+// RecordConditions sets one series per condition of the status, with its current reason; a
 // reason that changes replaces its series, so that an alert on a reason ends with it.
 // Only a condition whose reason or status changed touches the series: the health check runs
 // this every second for every RedisCluster.
-func (r *RedisClusterReconciler) recordConditions(rc *cachev1.RedisCluster) {
-	cs := r.clusterState(rc)
-	cs.metrics.mu.Lock()
-	defer cs.metrics.mu.Unlock()
-	if cs.metrics.conditions == nil {
-		cs.metrics.conditions = map[string]metav1.Condition{}
+func RecordConditions(rc *cachev1.RedisCluster, m *Memory) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conditions == nil {
+		m.conditions = map[string]metav1.Condition{}
 	}
 	for _, c := range rc.Status.Conditions {
-		last, seen := cs.metrics.conditions[c.Type]
+		last, seen := m.conditions[c.Type]
 		if seen && last.Reason == c.Reason && last.Status == c.Status {
 			continue
 		}
@@ -339,7 +328,7 @@ func (r *RedisClusterReconciler) recordConditions(rc *cachev1.RedisCluster) {
 		}
 		conditionStatus.With(prometheus.Labels{"namespace": rc.Namespace, "rediscluster": rc.Name, "type": c.Type, "reason": c.Reason}).
 			Set(boolValue(c.Status == metav1.ConditionTrue))
-		cs.metrics.conditions[c.Type] = metav1.Condition{Reason: c.Reason, Status: c.Status}
+		m.conditions[c.Type] = metav1.Condition{Reason: c.Reason, Status: c.Status}
 	}
 }
 
@@ -347,11 +336,18 @@ func (r *RedisClusterReconciler) recordConditions(rc *cachev1.RedisCluster) {
 // RedisCluster, so that increase() sees the first change.
 var primaryChangeReasons = []string{cachev1.ReasonFailover, cachev1.ReasonSwitchover}
 
-// recordPrimaryChange counts a change of primary once it is done, with how long it took.
-func recordPrimaryChange(rc *cachev1.RedisCluster, move *primaryMove, now time.Time) {
-	primaryChanges.WithLabelValues(rc.Namespace, rc.Name, move.reason).Inc()
-	primaryChangeDuration.WithLabelValues(rc.Namespace, rc.Name, move.reason).Observe(now.Sub(move.started).Seconds())
+// RecordPrimaryChange counts a change of primary for reason (Failover, Switchover) once it is
+// done, with how long it took since it started.
+func RecordPrimaryChange(rc *cachev1.RedisCluster, reason string, started, now time.Time) {
+	primaryChanges.WithLabelValues(rc.Namespace, rc.Name, reason).Inc()
+	primaryChangeDuration.WithLabelValues(rc.Namespace, rc.Name, reason).Observe(now.Sub(started).Seconds())
 }
+
+// DataLost counts a loss of data (the DataLost condition).
+func DataLost(rc *cachev1.RedisCluster) { dataLost.WithLabelValues(rc.Namespace, rc.Name).Inc() }
+
+// OOMKilled counts a kill of a node's Redis out of memory (the OutOfMemory condition).
+func OOMKilled(rc *cachev1.RedisCluster) { oomKillsTotal.WithLabelValues(rc.Namespace, rc.Name).Inc() }
 
 func deleteNodeSeries(namespace, name, pod string) {
 	for _, g := range nodeGauges {
@@ -360,8 +356,8 @@ func deleteNodeSeries(namespace, name, pod string) {
 	nodeKeyCounters.forget(namespace, name, pod)
 }
 
-// forgetMetrics removes every series of a RedisCluster that is gone.
-func forgetMetrics(key types.NamespacedName) {
+// Forget removes every series of a RedisCluster that is gone.
+func Forget(key types.NamespacedName) {
 	labels := prometheus.Labels{"namespace": key.Namespace, "rediscluster": key.Name}
 	for _, g := range nodeGauges {
 		g.DeletePartialMatch(labels)
