@@ -2,15 +2,12 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
@@ -27,7 +24,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if state.childrenKnown {
+	if state.ChildrenKnown {
 		return nil
 	}
 	desired := resources.DesiredConfigMap(rc)
@@ -39,7 +36,7 @@ func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cac
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if state.childrenKnown {
+	if state.ChildrenKnown {
 		return nil
 	}
 	services := []*corev1ac.ServiceApplyConfiguration{resources.DesiredHeadlessService(rc), resources.DesiredClientService(rc)}
@@ -61,7 +58,7 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 
 func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if state.childrenKnown {
+	if state.ChildrenKnown {
 		return nil
 	}
 	desired := resources.DesiredPodDisruptionBudget(rc)
@@ -77,55 +74,19 @@ func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *c
 		Replicas:      statefulSetReplicas(rc),
 		ConfigHash:    resources.ConfigHash(rc),
 		OperatorImage: r.OperatorImage,
-		Restore:       state.restore,
+		Restore:       state.Restore,
 		RedisImages:   r.RedisImages,
 	})
-	live, err := r.applyStatefulSet(ctx, rc, state, desired)
+	live, err := scope.ApplyStatefulSet(ctx, &state.Cluster, desired)
 	if err != nil {
 		return err
 	}
 	state.replication.statefulSet = live
-	if !state.childrenKnown {
+	if !state.ChildrenKnown {
 		// The last child: every one of them matched the spec at this version of the RedisCluster.
-		r.clusterState(rc).children.compared(rc.ResourceVersion)
+		state.ChildrenMatched()
 	}
 	return nil
-}
-
-// applyStatefulSet applies a StatefulSet, or only reads it (its status is needed, for the
-// RedisCluster's) while the children are known to match; nil when it does not exist yet.
-func (r *RedisClusterReconciler) applyStatefulSet(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState,
-	desired *appsv1ac.StatefulSetApplyConfiguration) (*appsv1.StatefulSet, error) {
-	live := &appsv1.StatefulSet{}
-	if state.childrenKnown {
-		if err := r.Get(ctx, nameOf(rc, *desired.Name), live); err != nil {
-			return nil, fmt.Errorf("reading StatefulSet %s: %w", *desired.Name, err)
-		}
-		return live, nil
-	}
-	if err := scope.Apply(ctx, &state.Cluster, "StatefulSet", scope.Child[*appsv1.StatefulSet, *appsv1ac.StatefulSetApplyConfiguration]{
-		Desired: desired, Name: nameOf(rc, *desired.Name), Live: live, Extract: extractStatefulSet,
-	}); err != nil {
-		return nil, err
-	}
-	if live.UID == "" {
-		return nil, nil
-	}
-	return live, nil
-}
-
-// extractStatefulSet is what our field manager owns of a StatefulSet, without the status the
-// API server gives each claim template (phase Pending): the templates are an atomic list, so
-// that status is counted as ours, though no apply sets it.
-func extractStatefulSet(live *appsv1.StatefulSet, fieldManager string) (*appsv1ac.StatefulSetApplyConfiguration, error) {
-	owned, err := appsv1ac.ExtractStatefulSet(live, fieldManager)
-	if err != nil || owned.Spec == nil {
-		return owned, err
-	}
-	for i := range owned.Spec.VolumeClaimTemplates {
-		owned.Spec.VolumeClaimTemplates[i].Status = nil
-	}
-	return owned, nil
 }
 
 // statefulSetReplicas is spec.replicas, except that the primary's pod is kept until a

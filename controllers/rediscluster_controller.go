@@ -79,13 +79,23 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		rc = written
 	}
 	startVersion := rc.ResourceVersion
-	state := &reconcileState{written: rc.DeepCopy(), replication: replicationState{view: topology.View{Primary: rc.Status.Primary}}}
-	state.childrenKnown = cs.children.unchanged(rc.ResourceVersion)
 	m := r.modeOf(rc)
-	state.mode = m
-	state.kept = cs
+	state := &reconcileState{mode: m, written: rc.DeepCopy(), kept: cs, replication: replicationState{view: topology.View{Primary: rc.Status.Primary}}}
 	state.Cluster = scope.Cluster{RC: rc, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, DialAs: r.Dial,
-		Nodes: state.everyNode, Observe: func(ctx context.Context) error { return m.observe(ctx, rc, state) }}
+		OperatorImage: r.OperatorImage, RedisImages: r.RedisImages,
+		ChildrenKnown:   cs.children.unchanged(rc.ResourceVersion),
+		ChildrenMatched: func() { cs.children.compared(rc.ResourceVersion) },
+		Nodes:           state.everyNode,
+		Observe:         func(ctx context.Context) error { return m.observe(ctx, rc, state) },
+		WriteStatus: func(ctx context.Context) error {
+			if err := r.patchStatus(ctx, state.written, rc); err != nil {
+				return err
+			}
+			state.written = rc.DeepCopy()
+			return nil
+		},
+		OperatorRefused: cs.creds.ForgetOperatorUser,
+	}
 	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
 
 	r.recordChildEvents(rc, state)
@@ -108,9 +118,9 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	next, priority := r.requeueAfter(state)
 	cs.status.checkAfterFailure(state, failedKind, next)
-	if state.err != nil {
+	if state.Failed != nil {
 		// controller-runtime logs it, once, and retries with backoff (bounded by checkBound).
-		return ctrl.Result{Priority: ptr.To(eventPriority)}, state.err.Logged()
+		return ctrl.Result{Priority: ptr.To(eventPriority)}, state.Failed.Logged()
 	}
 	return ctrl.Result{RequeueAfter: next, Priority: ptr.To(priority)}, nil
 }
@@ -158,7 +168,7 @@ func (s *statusMemory) checkAfterFailure(state *reconcileState, failedKind phase
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checkDue = time.Time{}
-	if state.err != nil && failedKind == appliesChild && next > 0 {
+	if state.Failed != nil && failedKind == appliesChild && next > 0 {
 		s.checkDue = time.Now().Add(next)
 	}
 }
@@ -206,7 +216,7 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) (time.Durat
 	if onTick {
 		priority = healthCheckPriority
 	}
-	if w := state.wait; w != nil && w.After > 0 && (next == 0 || w.After < next) {
+	if w := state.Waiting; w != nil && w.After > 0 && (next == 0 || w.After < next) {
 		next, priority = w.After, eventPriority
 	}
 	return next, priority

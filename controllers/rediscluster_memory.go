@@ -13,6 +13,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/metrics"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -150,15 +151,15 @@ func outOfMemoryCondition(rc *cachev1.RedisCluster, state *reconcileState) *meta
 		return nil // not observed this reconcile: the condition stands
 	}
 	if k := state.memory.kills; len(k) > 0 {
-		return condition(cachev1.ConditionOutOfMemory, metav1.ConditionTrue, cachev1.ReasonOOMKilled,
+		return scope.Condition(cachev1.ConditionOutOfMemory, metav1.ConditionTrue, cachev1.ReasonOOMKilled,
 			fmt.Sprintf("Redis on %s was killed by the kernel out of memory at %s, with %s: lower spec.config.maxmemory or raise the limit",
 				k[0].pod, k[0].at.UTC().Format("2006-01-02T15:04:05Z"), memoryLimitOf(rc)))
 	}
 	if full := state.memory.full; len(full) > 0 {
-		return condition(cachev1.ConditionOutOfMemory, metav1.ConditionTrue, cachev1.ReasonMaxMemoryReached,
+		return scope.Condition(cachev1.ConditionOutOfMemory, metav1.ConditionTrue, cachev1.ReasonMaxMemoryReached,
 			"The data fills maxmemory and writes are refused (OOM errors) on "+strings.Join(full, ", ")+
 				": raise spec.resources.limits.memory (or spec.config.maxmemory), delete keys, or choose a maxmemory-policy that evicts")
 	}
-	return condition(cachev1.ConditionOutOfMemory, metav1.ConditionFalse, cachev1.ReasonAsExpected,
+	return scope.Condition(cachev1.ConditionOutOfMemory, metav1.ConditionFalse, cachev1.ReasonAsExpected,
 		"No node was killed out of memory, and none refuses writes at maxmemory")
 }

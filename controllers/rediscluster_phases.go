@@ -54,7 +54,7 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 	// says which phases after it still run.
 	var stoppedKind, failedKind phaseKind
 	for _, p := range phases {
-		stopped := state.err != nil || state.wait != nil
+		stopped := state.Failed != nil || state.Waiting != nil
 		if stopped {
 			if stoppedKind != appliesChild {
 				break
@@ -68,23 +68,23 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 			continue
 		}
 		if w, ok := outcome.AsWaiting(p.name, err); ok {
-			if state.wait == nil {
-				state.wait = w
+			if state.Waiting == nil {
+				state.Waiting = w
 			}
 		} else {
 			if errors.Is(err, redis.ErrNoPermission) {
 				// A node whose operator user is not this build's: given again by the
 				// next reconcile's Passwords phase.
-				state.kept.creds.ForgetOperatorUser()
+				state.OperatorRefused()
 			}
 			perr := outcome.AsFailure(p.name, p.reason, err)
 			r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, perr.Reason, p.name, "%s", perr.Error())
-			if state.err != nil {
+			if state.Failed != nil {
 				// Redis could not be served after a child failed: the status keeps the first
 				// failure, this one has its Event.
 				break
 			}
-			state.err, failedKind = perr, p.kind
+			state.Failed, failedKind = perr, p.kind
 		}
 		if !stopped {
 			stoppedKind = p.kind

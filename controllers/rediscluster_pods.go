@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
@@ -40,13 +41,13 @@ func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.Redis
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	state.Pods = pods.Items
-	state.exited = exitedNode(pods.Items)
+	state.Exited = exitedNode(pods.Items)
 	stranded, err := r.strandedPods(ctx, pods.Items)
 	if err != nil {
 		return err
 	}
-	state.stranded = stranded
-	state.members = membersOf(pods.Items)
+	state.Stranded = stranded
+	state.Members = membersOf(pods.Items)
 	state.Dial = r.dialer(rc, state)
 	return nil
 }
@@ -58,25 +59,12 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 		return r.Dial(state.creds.Login())
 	}
 	var addrs []string
-	for _, m := range state.members {
+	for _, m := range state.Members {
 		if m.Addr != "" {
 			addrs = append(addrs, m.Addr)
 		}
 	}
 	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.Login(), addrs)
-}
-
-// strandedPod is a pod whose machine (its Kubernetes node) is not ready: the node controller
-// found its kubelet silent, or the node is gone. Its Redis answers nobody; Kubernetes lets the
-// pod go only once the machine comes back or is marked out of service. A pod started again
-// after that, whose volume is that machine's disk (a local volume), waits for the machine:
-// claim names its claim. So does one whose volume is on a cordoned node (drained: cordoned is
-// true; the node is ready).
-type strandedPod struct {
-	pod, node   string
-	terminating bool
-	claim       string
-	cordoned    bool
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -91,11 +79,11 @@ type nodeState struct{ ready, cordoned bool }
 // strandedPods are the pods on nodes that are not ready (or no longer exist), read from the
 // cache of nodes, by pod name, and the pods not yet scheduled whose claim's volume is on such
 // a node or on a cordoned one.
-func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]strandedPod, error) {
+func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]scope.StrandedPod, error) {
 	if !r.NodesReadable {
 		return nil, nil
 	}
-	var out []strandedPod
+	var out []scope.StrandedPod
 	nodes := map[string]nodeState{}
 	nodeNamed := func(name string) (nodeState, error) {
 		if seen, ok := nodes[name]; ok {
@@ -125,7 +113,7 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 			return nil, err
 		}
 		if !node.ready {
-			out = append(out, strandedPod{pod: p.Name, node: p.Spec.NodeName, terminating: p.DeletionTimestamp != nil})
+			out = append(out, scope.StrandedPod{Pod: p.Name, Node: p.Spec.NodeName, Terminating: p.DeletionTimestamp != nil})
 		}
 	}
 	return out, nil
@@ -136,7 +124,7 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 // waitsForVolume says whether a pod the scheduler could not place uses a claim whose volume is
 // on a node that is not ready or is cordoned. The claim is read only then (uncached: the
 // operator does not watch claims).
-func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.Pod, nodeNamed func(string) (nodeState, error)) (*strandedPod, error) {
+func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.Pod, nodeNamed func(string) (nodeState, error)) (*scope.StrandedPod, error) {
 	if !unschedulable(p) {
 		return nil, nil
 	}
@@ -161,7 +149,7 @@ func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.P
 			return nil, err
 		}
 		if !node.ready || node.cordoned {
-			return &strandedPod{pod: p.Name, node: name, claim: claim.Name, cordoned: node.ready && node.cordoned}, nil
+			return &scope.StrandedPod{Pod: p.Name, Node: name, Claim: claim.Name, Cordoned: node.ready && node.cordoned}, nil
 		}
 	}
 	return nil, nil
@@ -186,28 +174,22 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// nodeExit is why a node's Redis is down while its container waits out a restart back-off:
-// Redis refused to start (ReasonRedisFailedToStart), or it was killed (ReasonRedisKilled).
-type nodeExit struct {
-	reason, message string
-}
-
 // exitedNode says, for the first pod whose container waits out a restart back-off
 // (CrashLoopBackOff), why its Redis is down: killed (by a signal, or out of memory: the
 // container's termination reason, exit code, restarts and back-off), or refusing to start (the
 // end of what Redis wrote, which the kubelet kept as the termination message). Nil when every
 // container runs.
-func exitedNode(pods []corev1.Pod) *nodeExit {
+func exitedNode(pods []corev1.Pod) *scope.NodeExit {
 	sorted := append([]corev1.Pod(nil), pods...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, p := range sorted {
-		c, ok := crashLoopingContainer(p)
+		c, ok := scope.CrashLoopingContainer(p)
 		if !ok {
 			continue
 		}
 		t := c.LastTerminationState.Terminated
 		if killed(t) {
-			return &nodeExit{reason: cachev1.ReasonRedisKilled, message: fmt.Sprintf(
+			return &scope.NodeExit{Reason: cachev1.ReasonRedisKilled, Message: fmt.Sprintf(
 				"Redis on %s was killed (%s, exit code %d) and has restarted %d times; the kubelet starts it again after its restart back-off (%s)",
 				p.Name, t.Reason, t.ExitCode, c.RestartCount, backOff(c.State.Waiting.Message))}
 		}
@@ -215,7 +197,7 @@ func exitedNode(pods []corev1.Pod) *nodeExit {
 		if t != nil && strings.TrimSpace(t.Message) != "" {
 			why = strings.Join(strings.Fields(strings.ReplaceAll(t.Message, "\n", " | ")), " ")
 		}
-		return &nodeExit{reason: cachev1.ReasonRedisFailedToStart, message: fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)}
+		return &scope.NodeExit{Reason: cachev1.ReasonRedisFailedToStart, Message: fmt.Sprintf("Redis on %s keeps exiting: %s", p.Name, why)}
 	}
 	return nil
 }
@@ -233,22 +215,6 @@ func backOff(waiting string) string {
 		return before
 	}
 	return "back-off"
-}
-
-// crashLoops is true when the pod's container waits out a restart back-off.
-func crashLoops(p corev1.Pod) bool {
-	_, ok := crashLoopingContainer(p)
-	return ok
-}
-
-// crashLoopingContainer is the pod's container that waits out a restart back-off, if any.
-func crashLoopingContainer(p corev1.Pod) (corev1.ContainerStatus, bool) {
-	for _, c := range p.Status.ContainerStatuses {
-		if c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff" {
-			return c, true
-		}
-	}
-	return corev1.ContainerStatus{}, false
 }
 
 // membersOf turns the RedisCluster's pods into topology members, by ordinal.

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -164,26 +163,8 @@ type reconcileState struct {
 	// kept is what the reconciler remembers of this RedisCluster.
 	kept  *clusterState
 	creds credentials.State
-	// members are the pods as Redis nodes (name, ordinal, address), in both modes: the dialer
-	// holds connections to exactly these.
-	members []topology.Member
-	// exited says why a node's Redis is down and restarted with back-off; nil when none is.
-	exited *nodeExit
-	// stranded are the pods on machines that are not ready (lost, powered off, cut off).
-	stranded []strandedPod
-	// childrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
-	// StatefulSet matched the spec at this version of the RedisCluster and none changed since:
-	// the health check then leaves them alone.
-	childrenKnown bool
 	// rolled is true when this reconcile replaced a pod or switched the primary over.
 	rolled bool
-	// err is the phase that failed, with its reason.
-	err *outcome.Failure
-	// wait is the first phase that waits (outcome.Wait), with its reason.
-	wait *outcome.Waiting
-	// restore is the backup of spec.restore, as recorded (status.restore); nil without one
-	// (rediscluster_restore.go).
-	restore *cachev1.RestoreStatus
 	// backupScheduled is when spec.backup's schedule last created a RedisBackup
 	// (rediscluster_backups.go).
 	backupScheduled *metav1.Time
@@ -193,25 +174,12 @@ type reconcileState struct {
 	shards shardsState
 	// memory is what a reconcile learns of the nodes' memory, in either mode (rediscluster_memory.go).
 	memory memoryState
-	// lost says what data this reconcile found lost, in either mode (the DataLost condition): a
-	// promotion of a node holding no data (topology.Plan.Lost), or shards whose nodes all came
-	// back empty and were given their slots again; empty when none.
-	lost string
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
 	return r.stateOf(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
 }
 
-// wroteStatefulSet is true when this reconcile created or changed a StatefulSet: its status
-// still describes the spec before (the StatefulSet controller has not seen the write), so its
-// pods do not count as ready for the new one. A write of another child (the ConfigMap, a
-// Service, the Secret) changes no pod, and leaves Ready as it was.
-func (s *reconcileState) wroteStatefulSet() bool {
-	isSts := func(child string) bool { return strings.HasPrefix(child, "StatefulSet ") }
-	return slices.ContainsFunc(s.Applied.Created, isSts) || slices.ContainsFunc(s.Applied.Updated, isSts)
-}
-
 // unfinished is why this reconcile did not carry the spec out: the failure, else the wait;
 // zero when every phase was done.
-func (s *reconcileState) unfinished() outcome.Unfinished { return outcome.Of(s.err, s.wait) }
+func (s *reconcileState) unfinished() outcome.Unfinished { return outcome.Of(s.Failed, s.Waiting) }

@@ -61,7 +61,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 	if err := r.listPods(ctx, rc, state); err != nil {
 		return err
 	}
-	if len(state.members) > 0 {
+	if len(state.Members) > 0 {
 		state.replication.view = observeReplication(ctx, rc, state)
 		state.replication.stats = metrics.ReadStats(ctx, &state.kept.metrics, state.Dial, []topology.View{state.replication.view})
 	}
@@ -71,7 +71,7 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.R
 // observeReplication asks every node what it is, judged against the recorded primary; a replica
 // vouches for a primary the operator cannot reach when it heard from it within its ping period.
 func observeReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) topology.View {
-	v := topology.Observe(ctx, state.Dial, state.members, state.replication.view.Primary)
+	v := topology.Observe(ctx, state.Dial, state.Members, state.replication.view.Primary)
 	// One second of slack over the ping period: Redis counts whole seconds, from a clock it
 	// updates ten times a second, so a live primary's replica may say 2 with pings every second;
 	// a check without a witness takes the primary out of its Service. (With the period alone,
@@ -89,7 +89,7 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	}
 	exec := topology.Executor{Dial: state.Dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
-	if state.restore != nil && state.restore.CompletedAt == nil {
+	if state.Restore != nil && state.Restore.CompletedAt == nil {
 		policy.Bootstrap = restoredNode(rc)
 	}
 	announce := func(plan topology.Plan) error {
@@ -108,8 +108,8 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 	state.replication.round = round
 	r.recordSteps(rc, round.Steps)
 	if round.Plan.Lost > 0 && round.Primary() == round.Plan.Primary {
-		state.lost = lostData(rc, round)
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.lost)
+		state.Lost = lostData(rc, round)
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.Lost)
 		metrics.DataLost(rc)
 	}
 	// A promotion stands even if repointing a replica failed afterwards: record it.
@@ -162,15 +162,15 @@ func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.Roll
 		Replicas: int(rc.Spec.Replicas),
 		// Until the StatefulSet controller has seen the current template, its updateRevision is
 		// the old one, and a pod it just recreated would look outdated.
-		RevisionKnown: stsObserved(sts) && sts.Status.UpdateRevision != "" &&
-			len(state.Pods) == int(rc.Spec.Replicas) && !state.wroteStatefulSet(),
+		RevisionKnown: scope.StatefulSetObserved(sts) && sts.Status.UpdateRevision != "" &&
+			len(state.Pods) == int(rc.Spec.Replicas) && !state.WroteStatefulSet(),
 	}
 	for _, p := range state.Pods {
 		in.Pods = append(in.Pods, topology.Pod{
 			Name:        p.Name,
 			Outdated:    sts != nil && p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision,
 			Terminating: p.DeletionTimestamp != nil,
-			Failing:     crashLoops(p),
+			Failing:     scope.CrashLoops(p),
 		})
 	}
 	return in
@@ -231,7 +231,7 @@ func primaryChanged(state *reconcileState, primary string) {
 func (r *RedisClusterReconciler) announce(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, move *primaryMove) error {
 	move.started = time.Now()
 	state.replication.move = move
-	setCondition(rc, failingOverCondition(rc, state))
+	scope.SetCondition(rc, failingOverCondition(rc, state))
 	if err := r.patchStatus(ctx, state.written, rc); err != nil {
 		return outcome.Fail(cachev1.ReasonApplyFailed, err)
 	}

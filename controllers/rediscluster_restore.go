@@ -49,7 +49,7 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return errBackupsNotServed
 	}
 	if rc.Status.Restore != nil {
-		state.restore = rc.Status.Restore.DeepCopy()
+		state.Restore = rc.Status.Restore.DeepCopy()
 	} else {
 		name := rc.Spec.Restore.FromBackup
 		b := &cachev1.RedisBackup{}
@@ -65,22 +65,22 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		if err := restorable(rc, b); err != nil {
 			return outcome.Fail(cachev1.ReasonRestoreFailed, err)
 		}
-		state.restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
+		state.Restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
 			Size: b.Status.Size, Destination: b.Spec.Destination, Shards: b.Status.Shards}
 	}
-	if state.restore.CompletedAt != nil {
+	if state.Restore.CompletedAt != nil {
 		return nil
 	}
 	if r.OperatorImage == "" {
 		return outcome.Fail(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
-	if state.restore.Destination.PersistentVolumeClaim != nil {
+	if state.Restore.Destination.PersistentVolumeClaim != nil {
 		return r.restoreFromVolume(ctx, rc, state)
 	}
-	if state.childrenKnown {
+	if state.ChildrenKnown {
 		return nil
 	}
-	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.restore) {
+	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.Restore) {
 		err := scope.Apply(ctx, &state.Cluster, "ConfigMap", scope.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
 			Desired: desired, Name: nameOf(rc, *desired.Name), Live: &corev1.ConfigMap{}, Extract: corev1ac.ExtractConfigMap,
 		})
@@ -155,12 +155,12 @@ func (r *RedisClusterReconciler) reconcileShardRestoreDone(ctx context.Context, 
 // the data, and deletes what said what to restore; a restoring node whose init container failed
 // is reported with the restore's own words.
 func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, firsts []string, served func() bool) error {
-	if state.restore == nil || state.restore.CompletedAt != nil {
+	if state.Restore == nil || state.Restore.CompletedAt != nil {
 		return nil
 	}
 	for _, first := range firsts {
 		if why := restoreFailure(state.Pods, first); why != "" {
-			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.restore.Backup, first, why))
+			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.Restore.Backup, first, why))
 		}
 	}
 	if !served() {
@@ -178,9 +178,9 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 		}
 	}
 	now := metav1.Now()
-	state.restore.CompletedAt = &now
+	state.Restore.CompletedAt = &now
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
-		"%s serves the data of RedisBackup %s (%s)", strings.Join(firsts, ", "), state.restore.Backup, state.restore.Location)
+		"%s serves the data of RedisBackup %s (%s)", strings.Join(firsts, ", "), state.Restore.Backup, state.Restore.Location)
 	return nil
 }
 
@@ -194,10 +194,10 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if rc.Spec.Storage == nil {
 		return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
-			state.restore.Backup, state.restore.Destination.PersistentVolumeClaim.ClaimName))
+			state.Restore.Backup, state.Restore.Destination.PersistentVolumeClaim.ClaimName))
 	}
 	for shard, name := range resources.RestoreNames(rc) {
-		if location, _ := resources.RestoredSnapshot(rc, state.restore, shard); location == "" {
+		if location, _ := resources.RestoredSnapshot(rc, state.Restore, shard); location == "" {
 			continue // a shard the backup does not hold starts empty
 		}
 		pod := &corev1.Pod{}
@@ -211,7 +211,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 			if err := r.Create(ctx, resources.FirstDataClaim(rc, shard)); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc, shard), err)
 			}
-			pod = resources.RestorePod(rc, state.restore, shard, r.OperatorImage)
+			pod = resources.RestorePod(rc, state.Restore, shard, r.OperatorImage)
 			if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 			}
@@ -225,7 +225,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cach
 			return waitRestorePod
 		case t.ExitCode != 0:
 			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
-				state.restore.Backup, resources.FirstDataClaimName(rc, shard), volumeTaskError(t)))
+				state.Restore.Backup, resources.FirstDataClaimName(rc, shard), volumeTaskError(t)))
 		}
 	}
 	return nil
@@ -269,25 +269,25 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 	if rc.Spec.Restore == nil {
 		return nil
 	}
-	r, u := state.restore, state.unfinished()
+	r, u := state.Restore, state.unfinished()
 	switch {
 	case r != nil && r.CompletedAt != nil:
-		return condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
+		return scope.Condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
 			fmt.Sprintf("Restored from RedisBackup %s (%s, %s)", r.Backup, r.Location, r.Checksum))
 	case slices.Contains(restoreReasons, u.Reason):
-		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, u.Reason, u.Message)
+		return scope.Condition(cachev1.ConditionRestored, metav1.ConditionFalse, u.Reason, u.Message)
 	case r == nil:
 		// Another phase failed before the backup was read: keep what the status says.
 		if meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionRestored) != nil {
 			return nil
 		}
-		return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonBackupNotReady, "The backup has not been read yet")
+		return scope.Condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonBackupNotReady, "The backup has not been read yet")
 	}
 	who := restoredNode(rc)
 	if rc.Spec.Cluster != nil {
 		who = "The first node of each shard"
 	}
-	return condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonRestoring,
+	return scope.Condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonRestoring,
 		fmt.Sprintf("%s restores RedisBackup %s before Redis starts", who, r.Backup))
 }
 

@@ -12,6 +12,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 )
 
 // A failed reconcile that still served Redis is retried no later than its health check, once:
@@ -25,7 +26,7 @@ func TestCheckBoundBoundsTheRetryOfAServedFailureOnce(t *testing.T) {
 	cs := r.stateOf(key)
 
 	// Given a reconcile whose child was refused while failover ran
-	served := &reconcileState{err: &outcome.Failure{Err: errors.New("refused")}}
+	served := &reconcileState{Cluster: scope.Cluster{Failed: &outcome.Failure{Err: errors.New("refused")}}}
 	cs.status.checkAfterFailure(served, appliesChild, time.Second)
 	// Then its retry comes at its health check, not after the minute of back-off
 	assert.LessOrEqual(t, limiter.When(req), time.Second)

@@ -15,6 +15,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/metrics"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
@@ -108,8 +109,8 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 	state.shards.statefulSets = nil
 	for i := range int(rc.Spec.Cluster.Shards) {
 		desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: rc.Spec.Replicas, ConfigHash: hash, Shard: i, RedisImages: r.RedisImages,
-			OperatorImage: r.OperatorImage, Restore: state.restore})
-		live, err := r.applyStatefulSet(ctx, rc, state, desired)
+			OperatorImage: r.OperatorImage, Restore: state.Restore})
+		live, err := scope.ApplyStatefulSet(ctx, &state.Cluster, desired)
 		if err != nil {
 			return err
 		}
@@ -117,8 +118,8 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 			state.shards.statefulSets = append(state.shards.statefulSets, live)
 		}
 	}
-	if !state.childrenKnown {
-		r.clusterState(rc).children.compared(rc.ResourceVersion)
+	if !state.ChildrenKnown {
+		state.ChildrenMatched()
 	}
 	return nil
 }
@@ -148,7 +149,7 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 			}
 			if errors.Is(err, redis.ErrNoPermission) {
 				// Its operator user is not this build's: the Passwords phase gives it again.
-				state.kept.creds.ForgetOperatorUser()
+				state.OperatorRefused()
 			}
 		}
 		state.shards.members = append(state.shards.members, m)
@@ -215,7 +216,7 @@ func recordedLayout(stored []cachev1.ShardBackup) (shards.Layout, error) {
 // reconcileShards sends the cluster commands shards.Decide returns; once there are none, it
 // moves the slots the plan moves (rediscluster_shards_slots.go), or removes the shards it drained.
 func (r *RedisClusterReconciler) reconcileShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	plan := shards.DecideLayout(state.shards.members, int(rc.Spec.Cluster.Shards), restoredLayout(state.restore))
+	plan := shards.DecideLayout(state.shards.members, int(rc.Spec.Cluster.Shards), restoredLayout(state.Restore))
 	state.shards.plan = &plan
 	lost := r.shardsLost(rc, state, plan) // what the slots' owners held, before they are given again
 	var errs []error

@@ -98,12 +98,12 @@ func (r *RedisClusterReconciler) shardsLost(rc *cachev1.RedisCluster, state *rec
 }
 
 // recordShardsLost says the loss of this reconcile's slot assignment, once: the Event, the
-// metric, and the DataLost condition (state.lost).
+// metric, and the DataLost condition (state.Lost).
 func (r *RedisClusterReconciler) recordShardsLost(rc *cachev1.RedisCluster, state *reconcileState, lost string) {
 	if lost == "" {
 		return
 	}
-	state.lost = lost
+	state.Lost = lost
 	r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Shards", "%s", lost)
 	metrics.DataLost(rc)
 }

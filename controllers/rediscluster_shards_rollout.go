@@ -96,7 +96,7 @@ func nodesOf(pods []corev1.Pod) map[string]string {
 func outdatedShardPods(rc *cachev1.RedisCluster, state *reconcileState) (outdated map[string]bool, known bool) {
 	revisions := map[string]*appsv1.StatefulSet{}
 	for _, sts := range state.shards.statefulSets {
-		if !stsObserved(sts) || sts.Status.UpdateRevision == "" {
+		if !scope.StatefulSetObserved(sts) || sts.Status.UpdateRevision == "" {
 			return nil, false
 		}
 		revisions[sts.Name] = sts

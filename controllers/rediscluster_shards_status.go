@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -26,7 +27,7 @@ func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1
 	}
 	degraded := shardsDegradedCondition(rc, state)
 	return []*metav1.Condition{
-		persistentCondition(rc),
+		scope.PersistentCondition(rc),
 		shardsProgressingCondition(rc, state),
 		degraded,
 		shardsReadyCondition(rc, state, degraded),
@@ -74,40 +75,40 @@ func shardNodeStatuses(members []shards.Member, plan shards.Plan) []cachev1.Node
 // shardsProgressingCondition is True while slots move between shards, or a shard's
 // StatefulSet rolls out a change.
 func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
-	if state.err != nil {
+	if state.Failed != nil {
 		return nil
 	}
-	if w := state.wait; w != nil {
-		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, w.Reason, w.Message)
+	if w := state.Waiting; w != nil {
+		return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionTrue, w.Reason, w.Message)
 	}
 	if plan := state.shards.plan; plan != nil && slotsMoving(rc, *plan) != "" {
-		return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
+		return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	}
 	for _, sts := range state.shards.statefulSets {
-		if state.Applied.Changed || !rolledOut(sts) {
+		if state.Applied.Changed || !scope.RolledOut(sts) {
 			msg := "The StatefulSets are rolling out the current spec, or the cluster is forming"
 			if why := state.shards.rollout.Why; why != "" {
 				msg = "Rolling out the current spec: " + why
 			}
-			return condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress, msg)
+			return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress, msg)
 		}
 	}
-	return condition(cachev1.ConditionProgressing, metav1.ConditionFalse, cachev1.ReasonRolloutComplete,
+	return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionFalse, cachev1.ReasonRolloutComplete,
 		"The StatefulSets run the current spec")
 }
 
 // shardsDegradedCondition is True when a phase failed, a node's Redis keeps exiting, or a node
 // says the cluster does not serve every slot once it had them all.
 func shardsDegradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
-	if c := outcomeDegraded(state); c != nil {
+	if c := state.OutcomeDegraded(); c != nil {
 		return c
 	}
 	switch {
 	case state.shards.clusterDown != "" && len(rc.Status.Shards) > 0 && clusterWasServing(rc):
-		return condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonClusterDown,
+		return scope.Condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonClusterDown,
 			fmt.Sprintf("%s says the cluster does not serve every slot (cluster_state:fail)", state.shards.clusterDown))
 	}
-	return condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
+	return scope.Condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
 }
 
 // clusterWasServing is true once the cluster was Ready: a forming cluster is not degraded.
@@ -126,16 +127,16 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 	want := rc.Spec.Replicas * rc.Spec.Cluster.Shards
 	plan := state.shards.plan
 	switch {
-	case state.err != nil || degraded.Status == metav1.ConditionTrue:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
+	case state.Failed != nil || degraded.Status == metav1.ConditionTrue:
+		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
 	case rc.Status.ReadyReplicas < want || len(state.shards.statefulSets) < int(rc.Spec.Cluster.Shards):
-		return replicasNotReady(rc.Status.ReadyReplicas, want, state.stranded)
-	case state.wait != nil:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, state.wait.Reason, state.wait.Message)
+		return scope.ReplicasNotReady(rc.Status.ReadyReplicas, want, state.Stranded)
+	case state.Waiting != nil:
+		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, state.Waiting.Reason, state.Waiting.Message)
 	case plan == nil:
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
+		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
 	case slotsMoving(rc, *plan) != "":
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
+		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	case plan.Waiting != "" || len(plan.Actions) > 0 || state.shards.clusterDown != "":
 		why := plan.Waiting
 		switch {
@@ -145,15 +146,15 @@ func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degra
 		default:
 			why = fmt.Sprintf("%s says the cluster does not serve every slot yet", state.shards.clusterDown)
 		}
-		return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, why)
+		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, why)
 	}
 	for _, sh := range plan.Shards {
 		if len(sh.Replicas) < int(rc.Spec.Replicas)-1 {
-			return condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming,
+			return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming,
 				fmt.Sprintf("shard %d has %d of %d replicas attached", sh.Index, len(sh.Replicas), rc.Spec.Replicas-1))
 		}
 	}
-	return condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
+	return scope.Condition(cachev1.ConditionReady, metav1.ConditionTrue, cachev1.ReasonAllReplicasReady,
 		fmt.Sprintf("%d shards serve all %d slots, each with %d nodes", rc.Spec.Cluster.Shards, shards.SlotCount, rc.Spec.Replicas))
 }
 

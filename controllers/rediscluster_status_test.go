@@ -16,6 +16,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -51,17 +52,17 @@ func TestFailingOverCondition(t *testing.T) {
 			wantStatus: metav1.ConditionTrue, wantReason: cachev1.ReasonFailover},
 		{name: "done", state: reconcileState{replication: replicationState{move: &primaryMove{reason: cachev1.ReasonSwitchover, from: "r-0", to: "r-1", done: true}}},
 			wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
-		{name: "cut short, finished by a later idle reconcile", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
+		{name: "cut short, finished by a later idle reconcile", existing: scope.Condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
 			state: reconcileState{replication: replicationState{round: idle}}, wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
-		{name: "cut short, still moving", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
+		{name: "cut short, still moving", existing: scope.Condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
 			state: reconcileState{replication: replicationState{round: topology.Round{Plan: topology.Plan{Primary: "r-1", Repoint: []string{"r-0"}}}}}, wantNil: true},
-		{name: "stable stays", existing: condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, ""),
+		{name: "stable stays", existing: scope.Condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, ""),
 			state: reconcileState{replication: replicationState{round: idle}}, wantNil: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := statusTestCluster(2, "r-1")
-			setCondition(rc, tt.existing)
+			scope.SetCondition(rc, tt.existing)
 			got := failingOverCondition(rc, &tt.state)
 			if tt.wantNil {
 				assert.Nil(t, got)
@@ -87,7 +88,7 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 	}{
 		{
 			name:         "a failed phase carries its reason to both",
-			state:        reconcileState{err: &outcome.Failure{Phase: "Failover", Reason: cachev1.ReasonTopologyFailed, Err: errors.New("promoting r-1: i/o timeout")}},
+			state:        reconcileState{Cluster: scope.Cluster{Failed: &outcome.Failure{Phase: "Failover", Reason: cachev1.ReasonTopologyFailed, Err: errors.New("promoting r-1: i/o timeout")}}},
 			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonTopologyFailed,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonTopologyFailed, wantProgressingKept: true,
 		},
@@ -144,7 +145,7 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 
 func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing.T) {
 	rc := statusTestCluster(1, "")
-	setStatus(rc, &reconcileState{err: &outcome.Failure{Reason: cachev1.ReasonApplyFailed, Err: errors.New("forbidden")}}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{Cluster: scope.Cluster{Failed: &outcome.Failure{Reason: cachev1.ReasonApplyFailed, Err: errors.New("forbidden")}}}, setReplicatedStatus)
 	assert.Zero(t, rc.Status.ObservedGeneration)
 	for _, c := range rc.Status.Conditions {
 		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
@@ -169,11 +170,11 @@ func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
 	exited := exitedNode([]corev1.Pod{running, crashing})
 
 	require.NotNil(t, exited)
-	assert.Equal(t, `Redis on sessions-1 keeps exiting: *** FATAL CONFIG FILE ERROR *** | >>> 'maxmemory-policy "sometimes"' | argument(s) must be one of the following`, exited.message)
+	assert.Equal(t, `Redis on sessions-1 keeps exiting: *** FATAL CONFIG FILE ERROR *** | >>> 'maxmemory-policy "sometimes"' | argument(s) must be one of the following`, exited.Message)
 	assert.Nil(t, exitedNode([]corev1.Pod{running}))
 
 	rc := statusTestCluster(2, "sessions-0")
-	state := &reconcileState{exited: exited, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
+	state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
 	degraded := degradedCondition(rc, state)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, degraded.Reason)
 	ready := readyCondition(rc, state, degraded)
@@ -204,10 +205,10 @@ func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
 		}}
 		exited := exitedNode([]corev1.Pod{pod})
 		require.NotNil(t, exited, c.name)
-		assert.Equal(t, cachev1.ReasonRedisKilled, exited.reason, c.name)
-		assert.Equal(t, c.says, exited.message, c.name)
+		assert.Equal(t, cachev1.ReasonRedisKilled, exited.Reason, c.name)
+		assert.Equal(t, c.says, exited.Message, c.name)
 
-		state := &reconcileState{exited: exited, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
+		state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
 		rc := statusTestCluster(2, "sessions-0")
 		degraded := degradedCondition(rc, state)
 		assert.Equal(t, cachev1.ReasonRedisKilled, degraded.Reason, c.name)
@@ -218,7 +219,7 @@ func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
 // A promotion that lost data says so in a condition that stays, with the time of the last loss.
 func TestADataLossIsAConditionThatStays(t *testing.T) {
 	rc := statusTestCluster(2, "sessions-0")
-	lost := &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2)}, lost: "sessions-0 was made primary holding no data"}
+	lost := &reconcileState{Cluster: scope.Cluster{Lost: "sessions-0 was made primary holding no data"}, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
 	setStatus(rc, lost, setReplicatedStatus)
 	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
 	require.NotNil(t, cond)
@@ -242,7 +243,7 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 	wait := &outcome.Waiting{Phase: "RestoreSource", Reason: cachev1.ReasonBackupNotReady, Message: "waiting for the backup"}
 	rc := statusTestCluster(1, "")
 	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
-	setStatus(rc, &reconcileState{wait: wait}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{Cluster: scope.Cluster{Waiting: wait}}, setReplicatedStatus)
 	for _, want := range []struct {
 		condition string
 		status    metav1.ConditionStatus
@@ -263,7 +264,7 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 
 	failed := statusTestCluster(1, "")
 	failed.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
-	setStatus(failed, &reconcileState{wait: wait, err: &outcome.Failure{Phase: "Users", Reason: cachev1.ReasonUserRejected, Err: errors.New("no")}}, setReplicatedStatus)
+	setStatus(failed, &reconcileState{Cluster: scope.Cluster{Waiting: wait, Failed: &outcome.Failure{Phase: "Users", Reason: cachev1.ReasonUserRejected, Err: errors.New("no")}}}, setReplicatedStatus)
 	assert.True(t, meta.IsStatusConditionTrue(failed.Status.Conditions, cachev1.ConditionDegraded))
 	assert.Zero(t, failed.Status.ObservedGeneration)
 }
@@ -273,16 +274,16 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
 	requeue := r.requeueAfter
 
-	next, _ := requeue(&reconcileState{wait: &outcome.Waiting{}})
+	next, _ := requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{}}})
 	assert.Zero(t, next, "no nodes, and a wait a watch ends")
-	next, priority := requeue(&reconcileState{wait: &outcome.Waiting{After: 5 * time.Second}})
+	next, priority := requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 5 * time.Second}}})
 	assert.Equal(t, 5*time.Second, next)
 	assert.Equal(t, eventPriority, priority)
-	next, priority = requeue(&reconcileState{wait: &outcome.Waiting{After: 5 * time.Second}, replication: replicationState{view: serving}})
+	next, priority = requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 5 * time.Second}}, replication: replicationState{view: serving}})
 	assert.Positive(t, next, "the health check, on its tick")
 	assert.LessOrEqual(t, next, 2*time.Second)
 	assert.Equal(t, healthCheckPriority, priority, "a check goes after what else is queued")
-	next, priority = requeue(&reconcileState{wait: &outcome.Waiting{After: 100 * time.Millisecond}, replication: replicationState{view: serving}})
+	next, priority = requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 100 * time.Millisecond}}, replication: replicationState{view: serving}})
 	assert.Equal(t, 100*time.Millisecond, next)
 	assert.Equal(t, eventPriority, priority, "a phase's wait goes before the checks")
 	next, priority = requeue(&reconcileState{replication: replicationState{view: serving, round: topology.Round{Plan: topology.Plan{Recheck: 50 * time.Millisecond}}}})
@@ -308,24 +309,24 @@ func TestHealthChecksFallOnTheIntervalsTicks(t *testing.T) {
 func TestReadyNamesThePodsOnMachinesThatAreNotReady(t *testing.T) {
 	tests := []struct {
 		name         string
-		stranded     []strandedPod
+		stranded     []scope.StrandedPod
 		reason, says string
 	}{
 		{"no machine lost: the count", nil, cachev1.ReasonReplicasNotReady, "2 of 3 Redis nodes are ready"},
-		{"a pod on a machine that is not ready", []strandedPod{{pod: "sessions-0", node: "node-2"}}, cachev1.ReasonNodeNotReady,
+		{"a pod on a machine that is not ready", []scope.StrandedPod{{Pod: "sessions-0", Node: "node-2"}}, cachev1.ReasonNodeNotReady,
 			"2 of 3 Redis nodes are ready: sessions-0 is on node node-2, which is not ready"},
-		{"its pod being deleted: what lets it go", []strandedPod{{pod: "sessions-0", node: "node-2", terminating: true}}, cachev1.ReasonNodeNotReady,
+		{"its pod being deleted: what lets it go", []scope.StrandedPod{{Pod: "sessions-0", Node: "node-2", Terminating: true}}, cachev1.ReasonNodeNotReady,
 			"2 of 3 Redis nodes are ready: sessions-0 is on node node-2, which is not ready; its pod is being deleted, and stays until node-2 comes back or is marked out of service (taint node.kubernetes.io/out-of-service), when it starts again on another node"},
-		{"its volume on a drained node: what it waits for", []strandedPod{{pod: "sessions-0", node: "node-2", claim: "data-sessions-0", cordoned: true}}, cachev1.ReasonNodeCordoned,
+		{"its volume on a drained Node: what it waits for", []scope.StrandedPod{{Pod: "sessions-0", Node: "node-2", Claim: "data-sessions-0", Cordoned: true}}, cachev1.ReasonNodeCordoned,
 			"2 of 3 Redis nodes are ready: sessions-0 waits for its volume (claim data-sessions-0) on node node-2, which is cordoned: it starts when node-2 is uncordoned, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted"},
-		{"a machine not ready names the reason before a cordoned one", []strandedPod{{pod: "sessions-0", node: "node-2", claim: "data-sessions-0", cordoned: true}, {pod: "sessions-1", node: "node-3"}}, cachev1.ReasonNodeNotReady,
+		{"a machine not ready names the reason before a cordoned one", []scope.StrandedPod{{Pod: "sessions-0", Node: "node-2", Claim: "data-sessions-0", Cordoned: true}, {Pod: "sessions-1", Node: "node-3"}}, cachev1.ReasonNodeNotReady,
 			"2 of 3 Redis nodes are ready: sessions-0 waits for its volume (claim data-sessions-0) on node node-2, which is cordoned: it starts when node-2 is uncordoned, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted; sessions-1 is on node node-3, which is not ready"},
-		{"started again, its volume on that machine: what it waits for", []strandedPod{{pod: "sessions-0", node: "node-2", claim: "data-sessions-0"}}, cachev1.ReasonNodeNotReady,
+		{"started again, its volume on that machine: what it waits for", []scope.StrandedPod{{Pod: "sessions-0", Node: "node-2", Claim: "data-sessions-0"}}, cachev1.ReasonNodeNotReady,
 			"2 of 3 Redis nodes are ready: sessions-0 waits for its volume (claim data-sessions-0) on node node-2, which is not ready: it starts when node-2 comes back, or on another node with an empty volume (its data copied from its primary) once its claim and its pod are deleted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := replicasNotReady(2, 3, tc.stranded)
+			c := scope.ReplicasNotReady(2, 3, tc.stranded)
 			assert.Equal(t, metav1.ConditionFalse, c.Status)
 			assert.Equal(t, tc.reason, c.Reason)
 			assert.Equal(t, tc.says, c.Message)

@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -44,8 +46,40 @@ type Cluster struct {
 	// once a phase changed what they take.
 	Nodes   func() topology.View
 	Observe func(context.Context) error
+	// Members are the pods as Redis nodes (name, ordinal, address), in both modes: the dialer
+	// holds connections to exactly these.
+	Members []topology.Member
+	// Exited says why a node's Redis is down and restarted with back-off; nil when none is.
+	Exited *NodeExit
+	// Stranded are the pods on machines that are not ready (lost, powered off, cut off).
+	Stranded []StrandedPod
+	// ChildrenKnown is true when the ConfigMap, the Services, the PodDisruptionBudget and the
+	// StatefulSets matched the spec at this version of the RedisCluster and none changed since:
+	// the health check then leaves them alone. ChildrenMatched records that they all did (the
+	// phase of the last child calls it).
+	ChildrenKnown   bool
+	ChildrenMatched func()
+	// Restore is the backup of spec.restore, as recorded (status.restore); nil without one.
+	Restore *cachev1.RestoreStatus
+	// OperatorImage and RedisImages are what the StatefulSets run: the operator's own image (the
+	// restore's init container) and Redis's by version.
+	OperatorImage string
+	RedisImages   resources.RedisImages
 	// Applied is what this reconcile's writes of children did.
 	Applied Applied
+	// Failed is the phase that failed, with its reason; Waiting the first phase that waits.
+	Failed  *outcome.Failure
+	Waiting *outcome.Waiting
+	// Lost says what data this reconcile found lost, in either mode (the DataLost condition): a
+	// promotion of a node holding no data, or shards whose nodes all came back empty and were
+	// given their slots again; empty when none.
+	Lost string
+	// WriteStatus writes the status as it stands now, before the reconcile ends: a change of
+	// primary is announced so, while it happens.
+	WriteStatus func(context.Context) error
+	// OperatorRefused has every node given the operator's own user again: a node refused the
+	// operator a command (its user is an earlier build's).
+	OperatorRefused func()
 }
 
 // Applied is what a reconcile's writes of children did, for the Events that say so and for
