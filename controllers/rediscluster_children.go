@@ -23,7 +23,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
-func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcileConfigMap(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if state.ChildrenKnown {
 		return nil
 	}
@@ -35,7 +35,7 @@ func (r *RedisClusterReconciler) reconcileConfigMap(ctx context.Context, rc *cac
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 
-func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcileServices(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if state.ChildrenKnown {
 		return nil
 	}
@@ -57,7 +57,7 @@ func (r *RedisClusterReconciler) reconcileServices(ctx context.Context, rc *cach
 
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 
-func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcilePodDisruptionBudget(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	if state.ChildrenKnown {
 		return nil
 	}
@@ -65,38 +65,6 @@ func (r *RedisClusterReconciler) reconcilePodDisruptionBudget(ctx context.Contex
 	return scope.Apply(ctx, &state.Cluster, "PodDisruptionBudget", scope.Child[*policyv1.PodDisruptionBudget, *policyv1ac.PodDisruptionBudgetApplyConfiguration]{
 		Desired: desired, Name: nameOf(rc, *desired.Name), Live: &policyv1.PodDisruptionBudget{}, Extract: policyv1ac.ExtractPodDisruptionBudget,
 	})
-}
-
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
-
-func (r *RedisClusterReconciler) reconcileStatefulSet(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	desired := resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{
-		Replicas:      statefulSetReplicas(rc),
-		ConfigHash:    resources.ConfigHash(rc),
-		OperatorImage: r.OperatorImage,
-		Restore:       state.Restore,
-		RedisImages:   r.RedisImages,
-	})
-	live, err := scope.ApplyStatefulSet(ctx, &state.Cluster, desired)
-	if err != nil {
-		return err
-	}
-	state.replication.statefulSet = live
-	if !state.ChildrenKnown {
-		// The last child: every one of them matched the spec at this version of the RedisCluster.
-		state.ChildrenMatched()
-	}
-	return nil
-}
-
-// statefulSetReplicas is spec.replicas, except that the primary's pod is kept until a
-// switchover has moved the primary to a pod that stays.
-func statefulSetReplicas(rc *cachev1.RedisCluster) int32 {
-	ordinal, ok := resources.PodOrdinal(rc.Status.Primary)
-	if !ok || int32(ordinal) < rc.Spec.Replicas {
-		return rc.Spec.Replicas
-	}
-	return int32(ordinal) + 1
 }
 
 // recordChildEvents tells the user which children this reconcile created and which it changed,

@@ -28,9 +28,9 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/metrics"
+	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
-	"github.com/org/redis-operator/internal/topology"
 )
 
 // Wake queues a reconcile of the RedisCluster now: one of its Redis nodes' connections broke
@@ -80,13 +80,13 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	startVersion := rc.ResourceVersion
 	m := r.modeOf(rc)
-	state := &reconcileState{mode: m, written: rc.DeepCopy(), kept: cs, replication: replicationState{view: topology.View{Primary: rc.Status.Primary}}}
+	state := &reconcileState{mode: m, written: rc.DeepCopy(), kept: cs, replication: replication.NewState(rc)}
 	state.Cluster = scope.Cluster{RC: rc, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, DialAs: r.Dial,
-		OperatorImage: r.OperatorImage, RedisImages: r.RedisImages,
+		OperatorImage: r.OperatorImage, RedisImages: r.RedisImages, Metrics: &cs.metrics,
 		ChildrenKnown:   cs.children.unchanged(rc.ResourceVersion),
 		ChildrenMatched: func() { cs.children.compared(rc.ResourceVersion) },
 		Nodes:           state.everyNode,
-		Observe:         func(ctx context.Context) error { return m.observe(ctx, rc, state) },
+		Observe:         func(ctx context.Context) error { m.reobserve(ctx, state); return nil },
 		WriteStatus: func(ctx context.Context) error {
 			if err := r.patchStatus(ctx, state.written, rc); err != nil {
 				return err
@@ -113,8 +113,8 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	// Counted once the status records the new primary: a status write that fails leaves the
 	// change to the next reconcile, which would count it again.
-	if state.replication.move != nil && state.replication.move.done {
-		metrics.RecordPrimaryChange(rc, state.replication.move.reason, state.replication.move.started, time.Now())
+	if move := state.replication.Move; move != nil && move.Done {
+		metrics.RecordPrimaryChange(rc, move.Reason, move.Started, time.Now())
 	}
 	next, priority := r.requeueAfter(state)
 	cs.status.checkAfterFailure(state, failedKind, next)
@@ -225,14 +225,14 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) (time.Durat
 // healthCheckAfter is when the next health check is due, and whether on its tick (not sooner,
 // for a plan that waits out a timeout or expects the view to change at once).
 func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState) (time.Duration, bool) {
-	if len(state.replication.view.Nodes) == 0 && len(state.shards.members) == 0 {
+	if len(state.replication.View.Nodes) == 0 && len(state.shards.members) == 0 {
 		return 0, false
 	}
 	interval := r.CheckInterval
 	if interval == 0 {
 		interval = DefaultCheckInterval
 	}
-	if next := state.replication.round.NextCheck(interval); next < interval {
+	if next := state.mode.nextCheck(state, interval); next < interval {
 		return next, false
 	}
 	return untilCheckTick(time.Now(), interval), true

@@ -74,8 +74,8 @@ func oomKills(pods []corev1.Pod) []oomKill {
 // reconcileMemory reports each new kill of a node's Redis out of memory (a Warning Event with
 // the container's limit and what Redis used at its last reading, and the metric), and finds
 // the nodes whose data fills their maxmemory and refuse writes.
-func (r *RedisClusterReconciler) reconcileMemory(_ context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	mem := &r.clusterState(rc).memory
+func reconcileMemory(_ context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+	mem := &state.kept.memory
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if mem.last == nil {
@@ -92,7 +92,7 @@ func (r *RedisClusterReconciler) reconcileMemory(_ context.Context, rc *cachev1.
 			continue // one kill: the container's state, then its last state once restarted
 		}
 		mem.reported[k.pod] = k
-		r.Recorder.Eventf(rc, state.PodNamed(k.pod), corev1.EventTypeWarning, cachev1.EventOOMKilled, "Memory", "%s", oomKilledMessage(rc, k, mem.last[k.pod]))
+		state.Recorder.Eventf(rc, state.PodNamed(k.pod), corev1.EventTypeWarning, cachev1.EventOOMKilled, "Memory", "%s", oomKilledMessage(rc, k, mem.last[k.pod]))
 		metrics.OOMKilled(rc)
 	}
 	for _, p := range state.Pods {

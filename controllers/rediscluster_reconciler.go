@@ -15,6 +15,7 @@ import (
 	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
@@ -92,8 +93,8 @@ type HeldConnections interface {
 // piece of memory per feature, each with its own lock, written by its feature's file alone
 // (another feature asks it through its methods).
 type clusterState struct {
-	// downtime is how long the primary has not answered (the failure detector).
-	downtime topology.Downtime
+	// replication is what replication mode remembers (the failure detector).
+	replication replication.Memory
 	// children says whether the children need comparing with the spec at all (apply.go).
 	children childrenSeen
 	// status is what the last status write and the last failure left (this file; the requeue reads it in rediscluster_controller.go).
@@ -168,8 +169,8 @@ type reconcileState struct {
 	// backupScheduled is when spec.backup's schedule last created a RedisBackup
 	// (rediscluster_backups.go).
 	backupScheduled *metav1.Time
-	// replication is what a reconcile in replication mode learns (rediscluster_replication.go).
-	replication replicationState
+	// replication is what a reconcile in replication mode learns (package replication).
+	replication replication.State
 	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).
 	shards shardsState
 	// memory is what a reconcile learns of the nodes' memory, in either mode (rediscluster_memory.go).

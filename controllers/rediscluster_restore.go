@@ -121,10 +121,7 @@ func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
 // own words.
 func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
 	first := restoredNode(rc)
-	served := func() bool {
-		o, ok := state.replication.view.Find(first)
-		return ok && state.replication.view.Primary == first && o.IsPrimary()
-	}
+	served := func() bool { return state.replication.Serves(first) }
 	return r.finishRestore(ctx, rc, state, []string{first}, served)
 }
 

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/redis"
@@ -30,36 +29,6 @@ import (
 // template out (rediscluster_shards_rollout.go). Failover within a shard is Redis Cluster's
 // own (cluster-node-timeout); the operator then finds the promoted replica serving the shard's
 // slots and attaches the others to it.
-
-// shardedMode is cluster mode (spec.cluster): a StatefulSet per shard, whose nodes form one
-// Redis Cluster. Passwords, TLS, users, the restore's source and the backup schedule are the
-// other mode's phases, reaching every node of every shard.
-func (r *RedisClusterReconciler) shardedMode() mode {
-	return mode{
-		prerequisites: []phase{
-			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
-		},
-		phases: []phase{
-			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
-			{"Nodes", cachev1.ReasonApplyFailed, r.observeShards, servesRedis},
-			{"Passwords", cachev1.ReasonAuthenticationFailed, givesCredentials(credentials.Passwords), servesRedis},
-			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
-			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
-			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
-			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
-			{"Users", cachev1.ReasonUserRejected, givesCredentials(credentials.Users), servesRedis},
-			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
-			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
-		},
-		status: setShardedStatus,
-		nodes: func(state *reconcileState) nodesObserved {
-			return nodesObserved{views: state.shards.views, stats: state.shards.stats}
-		},
-		metrics: recordShardMetrics,
-		observe: r.observeShards,
-		parts:   shardParts,
-	}
-}
 
 // shardParts are the shards a backup takes a snapshot of each: each shard's nodes judged
 // against its primary, and the slots it serves. None is taken while the cluster forms or slots
@@ -125,10 +94,7 @@ func (r *RedisClusterReconciler) reconcileShardStatefulSets(ctx context.Context,
 }
 
 // observeShards asks each pod's node for its view of the cluster.
-func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if err := r.listPods(ctx, rc, state); err != nil {
-		return err
-	}
+func observeShards(ctx context.Context, state *reconcileState) {
 	state.shards.members = nil
 	state.shards.addrs = map[string]string{}
 	for _, p := range state.Pods {
@@ -160,14 +126,13 @@ func (r *RedisClusterReconciler) observeShards(ctx context.Context, rc *cachev1.
 		return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Ordinal, b.Ordinal))
 	})
 	state.shards.health = shards.HealthOf(state.shards.members)
-	r.observeShardReplication(ctx, rc, state)
-	return nil
+	observeShardReplication(ctx, state)
 }
 
 // observeShardReplication asks each shard's nodes for their replication state, judged against
 // the shard's primary, and reads their load when due: the node metrics of replication mode,
 // for each shard. Part of observing the nodes: the metrics follow them while slots move.
-func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) {
+func observeShardReplication(ctx context.Context, state *reconcileState) {
 	s := &state.shards
 	byShard := map[int][]topology.Member{}
 	for _, m := range s.members { // in shard and ordinal order
@@ -180,8 +145,8 @@ func (r *RedisClusterReconciler) observeShardReplication(ctx context.Context, rc
 		s.views = append(s.views, v)
 		s.viewOf[shard] = v
 	}
-	r.clusterState(rc).held.remember(state)
-	s.stats = metrics.ReadStats(ctx, &state.kept.metrics, state.Dial, s.views)
+	state.kept.held.remember(state)
+	s.stats = metrics.ReadStats(ctx, state.Metrics, state.Dial, s.views)
 }
 
 // restoredLayout is the slots each shard is given while a restore is not done: those its

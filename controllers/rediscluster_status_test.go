@@ -16,11 +16,17 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/topology"
 )
 
 // The condition functions are pure: each takes what the phases recorded and says one condition.
+
+// setReplicatedStatus is replication mode's part of the status, as the reconciler's mode gives it.
+func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1.Condition {
+	return replication.Status(rc, &state.Cluster, &state.replication)
+}
 
 func statusTestCluster(replicas int32, primary string) *cachev1.RedisCluster {
 	rc := &cachev1.RedisCluster{Spec: cachev1.RedisClusterSpec{Replicas: replicas}}
@@ -37,112 +43,6 @@ func rolledOutStatefulSet(replicas int32) *appsv1.StatefulSet {
 	return sts
 }
 
-func TestFailingOverCondition(t *testing.T) {
-	idle := topology.Round{Plan: topology.Plan{Primary: "r-1"}}
-	tests := []struct {
-		name       string
-		existing   *metav1.Condition
-		state      reconcileState
-		wantNil    bool
-		wantStatus metav1.ConditionStatus
-		wantReason string
-	}{
-		{name: "first status: stable", wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonStable},
-		{name: "announced", state: reconcileState{replication: replicationState{move: &primaryMove{reason: cachev1.ReasonFailover, from: "r-0", to: "r-1"}}},
-			wantStatus: metav1.ConditionTrue, wantReason: cachev1.ReasonFailover},
-		{name: "done", state: reconcileState{replication: replicationState{move: &primaryMove{reason: cachev1.ReasonSwitchover, from: "r-0", to: "r-1", done: true}}},
-			wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
-		{name: "cut short, finished by a later idle reconcile", existing: scope.Condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
-			state: reconcileState{replication: replicationState{round: idle}}, wantStatus: metav1.ConditionFalse, wantReason: cachev1.ReasonFailoverComplete},
-		{name: "cut short, still moving", existing: scope.Condition(cachev1.ConditionFailingOver, metav1.ConditionTrue, cachev1.ReasonFailover, ""),
-			state: reconcileState{replication: replicationState{round: topology.Round{Plan: topology.Plan{Primary: "r-1", Repoint: []string{"r-0"}}}}}, wantNil: true},
-		{name: "stable stays", existing: scope.Condition(cachev1.ConditionFailingOver, metav1.ConditionFalse, cachev1.ReasonStable, ""),
-			state: reconcileState{replication: replicationState{round: idle}}, wantNil: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rc := statusTestCluster(2, "r-1")
-			scope.SetCondition(rc, tt.existing)
-			got := failingOverCondition(rc, &tt.state)
-			if tt.wantNil {
-				assert.Nil(t, got)
-				return
-			}
-			assert.Equal(t, tt.wantStatus, got.Status)
-			assert.Equal(t, tt.wantReason, got.Reason)
-		})
-	}
-}
-
-func TestDegradedAndReadyConditions(t *testing.T) {
-	servingView := topology.View{Primary: "r-0"}
-	tests := []struct {
-		name                string
-		state               reconcileState
-		nodes               []cachev1.NodeStatus
-		wantDegraded        metav1.ConditionStatus
-		wantReason          string
-		wantReady           metav1.ConditionStatus
-		wantReadyReason     string
-		wantProgressingKept bool
-	}{
-		{
-			name:         "a failed phase carries its reason to both",
-			state:        reconcileState{Cluster: scope.Cluster{Failed: &outcome.Failure{Phase: "Failover", Reason: cachev1.ReasonTopologyFailed, Err: errors.New("promoting r-1: i/o timeout")}}},
-			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonTopologyFailed,
-			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonTopologyFailed, wantProgressingKept: true,
-		},
-		{
-			name:         "no node answers",
-			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), view: topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}, Err: errors.New("down")}}}}},
-			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonNoPrimary,
-			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonNoPrimary,
-		},
-		{
-			name:         "the primary does not answer yet",
-			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), round: topology.Round{Plan: topology.Plan{Primary: "r-0", Wait: 1}}}},
-			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonPrimaryUnreachable,
-			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonPrimaryUnreachable,
-		},
-		{
-			name:         "pods not ready",
-			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(1), view: servingView}},
-			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
-			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicasNotReady,
-		},
-		{
-			name:         "a replica still syncing",
-			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), view: servingView}},
-			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeSyncing}},
-			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
-			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicationNotReady,
-		},
-		{
-			name:         "every node serves",
-			state:        reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2), view: servingView}},
-			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeServing}},
-			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
-			wantReady: metav1.ConditionTrue, wantReadyReason: cachev1.ReasonAllReplicasReady,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rc := statusTestCluster(2, "r-0")
-			rc.Status.Nodes = tt.nodes
-			if tt.state.replication.statefulSet != nil {
-				rc.Status.ReadyReplicas = tt.state.replication.statefulSet.Status.ReadyReplicas
-			}
-			degraded := degradedCondition(rc, &tt.state)
-			assert.Equal(t, tt.wantDegraded, degraded.Status)
-			assert.Equal(t, tt.wantReason, degraded.Reason)
-			ready := readyCondition(rc, &tt.state, degraded)
-			assert.Equal(t, tt.wantReady, ready.Status)
-			assert.Equal(t, tt.wantReadyReason, ready.Reason)
-			assert.Equal(t, tt.wantProgressingKept, progressingCondition(&tt.state) == nil)
-		})
-	}
-}
-
 func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing.T) {
 	rc := statusTestCluster(1, "")
 	setStatus(rc, &reconcileState{Cluster: scope.Cluster{Failed: &outcome.Failure{Reason: cachev1.ReasonApplyFailed, Err: errors.New("forbidden")}}}, setReplicatedStatus)
@@ -151,7 +51,7 @@ func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing
 		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
 	}
 
-	setStatus(rc, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(1)}}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{replication: replication.State{StatefulSet: rolledOutStatefulSet(1)}}, setReplicatedStatus)
 	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
 }
 
@@ -174,10 +74,11 @@ func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
 	assert.Nil(t, exitedNode([]corev1.Pod{running}))
 
 	rc := statusTestCluster(2, "sessions-0")
-	state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
-	degraded := degradedCondition(rc, state)
+	state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}
+	setStatus(rc, state, setReplicatedStatus)
+	degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDegraded)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, degraded.Reason)
-	ready := readyCondition(rc, state, degraded)
+	ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, ready.Reason)
 }
@@ -208,31 +109,31 @@ func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
 		assert.Equal(t, cachev1.ReasonRedisKilled, exited.Reason, c.name)
 		assert.Equal(t, c.says, exited.Message, c.name)
 
-		state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
+		state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}
 		rc := statusTestCluster(2, "sessions-0")
-		degraded := degradedCondition(rc, state)
-		assert.Equal(t, cachev1.ReasonRedisKilled, degraded.Reason, c.name)
-		assert.Equal(t, cachev1.ReasonRedisKilled, readyCondition(rc, state, degraded).Reason, c.name)
+		setStatus(rc, state, setReplicatedStatus)
+		assert.Equal(t, cachev1.ReasonRedisKilled, meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDegraded).Reason, c.name)
+		assert.Equal(t, cachev1.ReasonRedisKilled, meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionReady).Reason, c.name)
 	}
 }
 
 // A promotion that lost data says so in a condition that stays, with the time of the last loss.
 func TestADataLossIsAConditionThatStays(t *testing.T) {
 	rc := statusTestCluster(2, "sessions-0")
-	lost := &reconcileState{Cluster: scope.Cluster{Lost: "sessions-0 was made primary holding no data"}, replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}
+	lost := &reconcileState{Cluster: scope.Cluster{Lost: "sessions-0 was made primary holding no data"}, replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}
 	setStatus(rc, lost, setReplicatedStatus)
 	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Equal(t, cachev1.ReasonNodesRestartedWithoutData, cond.Reason)
 
-	setStatus(rc, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
 	kept := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
 	require.NotNil(t, kept, "a later reconcile that lost nothing keeps it")
 	assert.Equal(t, *cond, *kept)
 
 	healthy := statusTestCluster(2, "sessions-0")
-	setStatus(healthy, &reconcileState{replication: replicationState{statefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
+	setStatus(healthy, &reconcileState{replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
 	assert.Nil(t, meta.FindStatusCondition(healthy.Status.Conditions, cachev1.ConditionDataLost), "never said of a cluster that lost nothing")
 }
 
@@ -272,21 +173,24 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	r := &RedisClusterReconciler{CheckInterval: 2 * time.Second}
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
-	requeue := r.requeueAfter
+	requeue := func(s *reconcileState) (time.Duration, int) {
+		s.mode = r.replicationMode()
+		return r.requeueAfter(s)
+	}
 
 	next, _ := requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{}}})
 	assert.Zero(t, next, "no nodes, and a wait a watch ends")
 	next, priority := requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 5 * time.Second}}})
 	assert.Equal(t, 5*time.Second, next)
 	assert.Equal(t, eventPriority, priority)
-	next, priority = requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 5 * time.Second}}, replication: replicationState{view: serving}})
+	next, priority = requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 5 * time.Second}}, replication: replication.State{View: serving}})
 	assert.Positive(t, next, "the health check, on its tick")
 	assert.LessOrEqual(t, next, 2*time.Second)
 	assert.Equal(t, healthCheckPriority, priority, "a check goes after what else is queued")
-	next, priority = requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 100 * time.Millisecond}}, replication: replicationState{view: serving}})
+	next, priority = requeue(&reconcileState{Cluster: scope.Cluster{Waiting: &outcome.Waiting{After: 100 * time.Millisecond}}, replication: replication.State{View: serving}})
 	assert.Equal(t, 100*time.Millisecond, next)
 	assert.Equal(t, eventPriority, priority, "a phase's wait goes before the checks")
-	next, priority = requeue(&reconcileState{replication: replicationState{view: serving, round: topology.Round{Plan: topology.Plan{Recheck: 50 * time.Millisecond}}}})
+	next, priority = requeue(&reconcileState{replication: replication.State{View: serving, Round: topology.Round{Plan: topology.Plan{Recheck: 50 * time.Millisecond}}}})
 	assert.Equal(t, 50*time.Millisecond, next)
 	assert.Equal(t, eventPriority, priority, "a plan that expects the view to change at once")
 }

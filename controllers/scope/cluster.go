@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/resources"
@@ -65,6 +66,9 @@ type Cluster struct {
 	// restore's init container) and Redis's by version.
 	OperatorImage string
 	RedisImages   resources.RedisImages
+	// Metrics is what the metrics remember of this RedisCluster (when each node's load was
+	// last read).
+	Metrics *metrics.Memory
 	// Applied is what this reconcile's writes of children did.
 	Applied Applied
 	// Failed is the phase that failed, with its reason; Waiting the first phase that waits.

@@ -1,4 +1,10 @@
-package controllers
+// Package replication is replication mode: one primary and its replicas in one StatefulSet,
+// whose nodes it keeps one primary and its replicas. Its phases are functions of a
+// scope.Cluster and its own State and Memory: apply the StatefulSet, observe the nodes, fail
+// over, take one rollout step, label the pods; internal/topology decides each and carries it
+// out, and these phases turn the steps into Events and the outcome into the status (Status).
+// None of them reads Redis's own fields: they ask the View.
+package replication
 
 import (
 	"context"
@@ -33,45 +39,67 @@ const announceTimeout = time.Second
 // maxSwitchoverPause bounds how long writes are held on the old primary during a switchover.
 const maxSwitchoverPause = 5 * time.Second
 
-// replicationState is what a reconcile in replication mode learns and does.
-type replicationState struct {
-	statefulSet *appsv1.StatefulSet
-	// view is what the Redis nodes said, judged against the primary: the one source of who
+// State is what a reconcile in replication mode learns and does.
+type State struct {
+	StatefulSet *appsv1.StatefulSet
+	// View is what the Redis nodes said, judged against the primary: the one source of who
 	// serves. Its Primary is the primary to record.
-	view topology.View
-	// stats is what the nodes said of their load, when this reconcile asked (statsInterval).
-	stats map[string]topology.Stats
-	// round is the failover decision and what it did.
-	round topology.Round
-	// move is the change of primary this reconcile started (failover or switchover).
-	move *primaryMove
-	// primaryMoved is true when this reconcile made another node primary: view was observed
+	View topology.View
+	// Stats is what the nodes said of their load, when this reconcile asked.
+	Stats map[string]topology.Stats
+	// Round is the failover decision and what it did.
+	Round topology.Round
+	// Move is the change of primary this reconcile started (failover or switchover).
+	Move *Move
+	// PrimaryMoved is true when this reconcile made another node primary: View was observed
 	// before, and no longer says who serves.
-	primaryMoved bool
+	PrimaryMoved bool
+	// Rolled is true when this reconcile replaced a pod or switched the primary over.
+	Rolled bool
 }
 
-// The phases in this file act on what internal/topology decides: observe the nodes, fail over,
-// take one rollout step, label the pods. None of them reads Redis's own fields: they ask the
-// View.
+// NewState is the state of a reconcile of rc before it observed anything: the primary is the
+// recorded one.
+func NewState(rc *cachev1.RedisCluster) State {
+	return State{View: topology.View{Primary: rc.Status.Primary}}
+}
+
+// Serves is true when node serves as the primary: a restore into it is done.
+func (s *State) Serves(node string) bool {
+	o, ok := s.View.Find(node)
+	return ok && s.View.Primary == node && o.IsPrimary()
+}
+
+// Observed is true when this reconcile asked the nodes.
+func (s *State) Observed() bool { return len(s.View.Nodes) > 0 }
+
+// Memory is what replication mode remembers of one RedisCluster between reconciles: how long
+// its primary has not answered (the failure detector).
+type Memory struct {
+	Downtime topology.Downtime
+}
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
 
-// observeNodes lists the RedisCluster's pods and asks each one's Redis what it is.
-func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if err := r.listPods(ctx, rc, state); err != nil {
-		return err
-	}
-	if len(state.Members) > 0 {
-		state.replication.view = observeReplication(ctx, rc, state)
-		state.replication.stats = metrics.ReadStats(ctx, &state.kept.metrics, state.Dial, []topology.View{state.replication.view})
+// Nodes asks each pod's Redis (the pods are listed) what it is, and reads their load when due.
+func Nodes(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) error {
+	if len(c.Members) > 0 {
+		s.View = observe(ctx, c, s)
+		s.Stats = metrics.ReadStats(ctx, c.Metrics, c.Dial, []topology.View{s.View})
 	}
 	return nil
 }
 
-// observeReplication asks every node what it is, judged against the recorded primary; a replica
-// vouches for a primary the operator cannot reach when it heard from it within its ping period.
-func observeReplication(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) topology.View {
-	v := topology.Observe(ctx, state.Dial, state.Members, state.replication.view.Primary)
+// Observe asks every node again what it is, once a phase changed what they take.
+func Observe(ctx context.Context, c *scope.Cluster, s *State) {
+	s.View = observe(ctx, c, s)
+}
+
+// observe asks every node what it is, judged against the recorded primary; a replica vouches for
+// a primary the operator cannot reach when it heard from it within its ping period.
+func observe(ctx context.Context, c *scope.Cluster, s *State) topology.View {
+	rc := c.RC
+	v := topology.Observe(ctx, c.Dial, c.Members, s.View.Primary)
 	// One second of slack over the ping period: Redis counts whole seconds, from a clock it
 	// updates ten times a second, so a live primary's replica may say 2 with pings every second;
 	// a check without a witness takes the primary out of its Service. (With the period alone,
@@ -81,16 +109,17 @@ func observeReplication(ctx context.Context, rc *cachev1.RedisCluster, state *re
 	return v
 }
 
-// reconcileFailover chooses the primary and makes every other node its replica: bootstrap,
+// Failover chooses the primary and makes every other node its replica: bootstrap,
 // and failover when the primary is gone (internal/topology decides; this records it).
-func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if len(state.replication.view.Nodes) == 0 {
+func Failover(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
+	rc := c.RC
+	if len(s.View.Nodes) == 0 {
 		return nil
 	}
-	exec := topology.Executor{Dial: state.Dial}
+	exec := topology.Executor{Dial: c.Dial}
 	policy := topology.Policy{FailoverTimeout: unreachableTimeout(rc)}
-	if state.Restore != nil && state.Restore.CompletedAt == nil {
-		policy.Bootstrap = restoredNode(rc)
+	if c.Restore != nil && c.Restore.CompletedAt == nil {
+		policy.Bootstrap = resources.FirstNodeName(rc, 0)
 	}
 	announce := func(plan topology.Plan) error {
 		// Best effort, and bounded: Redis needs a primary even when the API server cannot
@@ -98,28 +127,28 @@ func (r *RedisClusterReconciler) reconcileFailover(ctx context.Context, rc *cach
 		// later one once the API server answers.
 		actx, cancel := context.WithTimeout(ctx, announceTimeout)
 		defer cancel()
-		move := &primaryMove{reason: cachev1.ReasonFailover, message: plan.Reason, from: plan.Previous, to: plan.Primary}
-		if err := r.announce(actx, rc, state, move); err != nil {
+		move := &Move{Reason: cachev1.ReasonFailover, Message: plan.Reason, From: plan.Previous, To: plan.Primary}
+		if err := announce(actx, c, s, move); err != nil {
 			log.FromContext(ctx).Info("Failing over without having written the FailingOver condition first", "error", err.Error())
 		}
 		return nil
 	}
-	round, err := exec.Reconcile(ctx, state.replication.view, &r.clusterState(rc).downtime, policy, announce)
-	state.replication.round = round
-	r.recordSteps(rc, round.Steps)
+	round, err := exec.Reconcile(ctx, s.View, &m.Downtime, policy, announce)
+	s.Round = round
+	recordSteps(c, round.Steps)
 	if round.Plan.Lost > 0 && round.Primary() == round.Plan.Primary {
-		state.Lost = lostData(rc, round)
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", state.Lost)
+		c.Lost = lostData(rc, round)
+		c.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Failover", "%s", c.Lost)
 		metrics.DataLost(rc)
 	}
 	// A promotion stands even if repointing a replica failed afterwards: record it.
-	primaryChanged(state, round.Primary())
+	primaryChanged(s, round.Primary())
 	if err != nil {
 		return err
 	}
-	if state.replication.move != nil && state.replication.view.Primary == state.replication.move.to {
-		state.replication.move.done = true
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventFailedOver, "Failover",
+	if s.Move != nil && s.View.Primary == s.Move.To {
+		s.Move.Done = true
+		c.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventFailedOver, "Failover",
 			"%s replaced %s as primary: %s", round.Plan.Primary, round.Plan.Previous, round.Plan.Reason)
 	}
 	return nil
@@ -136,36 +165,37 @@ func lostData(rc *cachev1.RedisCluster, round topology.Round) string {
 		round.Plan.Primary, round.Plan.Lost, round.View.Primary, why)
 }
 
-// reconcileRollout takes the one disruptive step internal/topology chooses, when the failover
+// Rollout takes the one disruptive step internal/topology chooses, when the failover
 // changed nothing: a switchover off a pod that scale-in removes, or the replacement of an
 // outdated pod.
-func (r *RedisClusterReconciler) reconcileRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func Rollout(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
+	rc := c.RC
 	// DecideRollout moves a serving node only when every node serves, which an unsettled
 	// failover plan never leaves.
-	if len(state.replication.view.Nodes) == 0 || state.replication.round.Changed() {
+	if len(s.View.Nodes) == 0 || s.Round.Changed() {
 		return nil
 	}
-	step := topology.DecideRollout(state.replication.view, rolloutInput(rc, state))
+	step := topology.DecideRollout(s.View, rolloutInput(rc, c, s))
 	switch step.Action {
 	case topology.RolloutSwitchover:
-		return r.switchover(ctx, rc, state, step)
+		return switchover(ctx, c, m, s, step)
 	case topology.RolloutReplacePod:
-		return r.replacePod(ctx, rc, state, step)
+		return replacePod(ctx, c, s, step)
 	}
 	return nil
 }
 
 // rolloutInput is what the rollout decision needs to know of the pods and the StatefulSet.
-func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.RolloutInput {
-	sts := state.replication.statefulSet
+func rolloutInput(rc *cachev1.RedisCluster, c *scope.Cluster, s *State) topology.RolloutInput {
+	sts := s.StatefulSet
 	in := topology.RolloutInput{
 		Replicas: int(rc.Spec.Replicas),
 		// Until the StatefulSet controller has seen the current template, its updateRevision is
 		// the old one, and a pod it just recreated would look outdated.
 		RevisionKnown: scope.StatefulSetObserved(sts) && sts.Status.UpdateRevision != "" &&
-			len(state.Pods) == int(rc.Spec.Replicas) && !state.WroteStatefulSet(),
+			len(c.Pods) == int(rc.Spec.Replicas) && !c.WroteStatefulSet(),
 	}
-	for _, p := range state.Pods {
+	for _, p := range c.Pods {
 		in.Pods = append(in.Pods, topology.Pod{
 			Name:        p.Name,
 			Outdated:    sts != nil && p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision,
@@ -176,67 +206,66 @@ func rolloutInput(rc *cachev1.RedisCluster, state *reconcileState) topology.Roll
 	return in
 }
 
-func (r *RedisClusterReconciler) switchover(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, step topology.RolloutStep) error {
+func switchover(ctx context.Context, c *scope.Cluster, m *Memory, s *State, step topology.RolloutStep) error {
 	from, to := step.From.Name, step.To.Name
 	msg := fmt.Sprintf("switching the primary from %s to %s: %s", from, to, step.Reason)
-	if err := r.announce(ctx, rc, state, &primaryMove{reason: cachev1.ReasonSwitchover, message: msg, from: from, to: to}); err != nil {
+	if err := announce(ctx, c, s, &Move{Reason: cachev1.ReasonSwitchover, Message: msg, From: from, To: to}); err != nil {
 		return err
 	}
-	exec := topology.Executor{Dial: state.Dial}
-	steps, err := exec.Switchover(ctx, step.From, step.To, state.replication.view, maxSwitchoverPause)
-	r.recordSteps(rc, steps)
+	exec := topology.Executor{Dial: c.Dial}
+	steps, err := exec.Switchover(ctx, step.From, step.To, s.View, maxSwitchoverPause)
+	recordSteps(c, steps)
 	promoted := slices.ContainsFunc(steps, func(s topology.Step) bool { return s.Action == topology.ActionPromoted && s.Node == to })
 	if !promoted {
 		return fmt.Errorf("switchover from %s to %s: %w", from, to, err)
 	}
 	// Once the target is promoted the switchover has happened, even if another replica was not
 	// repointed yet (it timed out, or its pod is going): the next round repoints it.
-	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventSwitchedOver, "Switchover", "%s", strings.ToUpper(msg[:1])+msg[1:])
-	state.replication.move.done = true
-	state.rolled = true
+	c.Recorder.Eventf(c.RC, nil, corev1.EventTypeNormal, cachev1.EventSwitchedOver, "Switchover", "%s", strings.ToUpper(msg[:1])+msg[1:])
+	s.Move.Done = true
+	s.Rolled = true
 	// What a loss of the new primary loses, until it is seen serving (a switchover off a pod being
 	// deleted may be followed at once by the loss of every node: the DataLost report counts on it).
-	r.clusterState(rc).downtime.Promoted(to, step.To.Info.Keys)
-	primaryChanged(state, to)
+	m.Downtime.Promoted(to, step.To.Info.Keys)
+	primaryChanged(s, to)
 	if err != nil {
 		return fmt.Errorf("after the switchover from %s to %s: %w", from, to, err)
 	}
 	return nil
 }
 
-func (r *RedisClusterReconciler) replacePod(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, step topology.RolloutStep) error {
-	pod := scope.PodByName(state.Pods, step.Pod)
+func replacePod(ctx context.Context, c *scope.Cluster, s *State, step topology.RolloutStep) error {
+	pod := scope.PodByName(c.Pods, step.Pod)
 	if pod == nil {
 		return nil
 	}
-	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+	if err := c.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return outcome.Fail(cachev1.ReasonApplyFailed, fmt.Errorf("replacing pod %s: %w", pod.Name, err))
 	}
-	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
+	c.Recorder.Eventf(c.RC, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
 		"Replacing pod %s (%s) to roll out the current spec", pod.Name, step.Role)
-	state.rolled = true
+	s.Rolled = true
 	return nil
 }
 
 // primaryChanged records primary as the primary of this reconcile.
-func primaryChanged(state *reconcileState, primary string) {
-	if primary != state.replication.view.Primary && primary != "" {
-		state.replication.primaryMoved = true
+func primaryChanged(s *State, primary string) {
+	if primary != s.View.Primary && primary != "" {
+		s.PrimaryMoved = true
 	}
-	state.replication.view = state.replication.view.WithPrimary(primary)
+	s.View = s.View.WithPrimary(primary)
 }
 
 // announce records a change of primary before it starts and writes FailingOver at once, so
 // that the user sees it while it happens.
-func (r *RedisClusterReconciler) announce(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, move *primaryMove) error {
-	move.started = time.Now()
-	state.replication.move = move
-	scope.SetCondition(rc, failingOverCondition(rc, state))
-	if err := r.patchStatus(ctx, state.written, rc); err != nil {
+func announce(ctx context.Context, c *scope.Cluster, s *State, move *Move) error {
+	move.Started = time.Now()
+	s.Move = move
+	scope.SetCondition(c.RC, failingOverCondition(c.RC, s))
+	if err := c.WriteStatus(ctx); err != nil {
 		return outcome.Fail(cachev1.ReasonApplyFailed, err)
 	}
-	state.written = rc.DeepCopy()
-	log.FromContext(ctx).Info("Changing the primary", "reason", move.reason, "from", move.from, "to", move.to, "detail", move.message)
+	log.FromContext(ctx).Info("Changing the primary", "reason", move.Reason, "from", move.From, "to", move.To, "detail", move.Message)
 	return nil
 }
 
@@ -247,13 +276,13 @@ var stepEvents = map[topology.Action]string{
 	topology.ActionPaused:    cachev1.EventPaused,
 }
 
-func (r *RedisClusterReconciler) recordSteps(rc *cachev1.RedisCluster, steps []topology.Step) {
+func recordSteps(c *scope.Cluster, steps []topology.Step) {
 	for _, s := range steps {
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, stepEvents[s.Action], "Topology", "%s", s.Message)
+		c.Recorder.Eventf(c.RC, nil, corev1.EventTypeNormal, stepEvents[s.Action], "Topology", "%s", s.Message)
 	}
 }
 
-// reconcileRoleLabels labels the primary pod primary and each caught-up replica replica, and
+// RoleLabels labels the primary pod primary and each caught-up replica replica, and
 // removes the label from every other pod, so that the Services follow the primary. Removals go
 // first: two pods are never labelled primary.
 //
@@ -261,14 +290,14 @@ func (r *RedisClusterReconciler) recordSteps(rc *cachev1.RedisCluster, steps []t
 // from before the change, no node serves, and every pod would lose its label (the Services their
 // endpoints) until the next reconcile, which an operator stopping right after a switchover (its
 // pod evicted by the same drain) never ran: 3 s without a primary in the e2e drain.
-func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	view := state.replication.view
-	if state.replication.primaryMoved {
-		view = observeReplication(ctx, rc, state)
+func RoleLabels(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) error {
+	view := s.View
+	if s.PrimaryMoved {
+		view = observe(ctx, c, s)
 	}
 	desired := desiredRoleLabels(view)
 	var removals, additions []corev1.Pod
-	for _, p := range state.Pods {
+	for _, p := range c.Pods {
 		have, want := p.Labels[resources.LabelRole], desired[p.Name]
 		switch {
 		case have == want:
@@ -285,7 +314,7 @@ func (r *RedisClusterReconciler) reconcileRoleLabels(ctx context.Context, rc *ca
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, resources.LabelRole, value)
 		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
-		if err := r.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		if err := c.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("labelling pod %s: %w", p.Name, err)
 		}
 	}
@@ -314,12 +343,13 @@ func unreachableTimeout(rc *cachev1.RedisCluster) time.Duration {
 	return DefaultUnreachableTimeout
 }
 
-// primaryMove is a change of primary: announced (FailingOver True) before it starts, done once
-// the new primary took over.
-type primaryMove struct {
-	reason, message string
-	from, to        string
-	done            bool
-	// started is when it was decided.
-	started time.Time
+// Move is a change of primary: announced (FailingOver True) before it starts, done once the
+// new primary took over.
+type Move struct {
+	// Reason is ReasonFailover or ReasonSwitchover.
+	Reason, Message string
+	From, To        string
+	Done            bool
+	// Started is when it was decided.
+	Started time.Time
 }
