@@ -24,6 +24,7 @@ import (
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
+	"github.com/org/redis-operator/internal/shards"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -193,7 +194,11 @@ func (r *RedisBackupReconciler) completeShards(ctx context.Context, b *cachev1.R
 // slot that moved from a shard already taken to one taken after is in both, and one that moved
 // the other way is in neither.
 func everySlotOnce(stored []cachev1.ShardBackup) bool {
-	layout, err := recordedLayout(stored)
+	slots := make([][]string, len(stored))
+	for i, sh := range stored {
+		slots[i] = sh.Slots
+	}
+	layout, err := shards.ParseLayout(slots)
 	return err == nil && layout.Covers(len(stored))
 }
 

@@ -35,7 +35,8 @@ const (
 
 // reconcileBackupSchedule creates the RedisBackup that is due, at most one per reconcile (missed
 // times are not made up: one backup stands for them), then applies retention.
-func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	spec := rc.Spec.Backup
 	if spec == nil {
 		return nil

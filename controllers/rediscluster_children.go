@@ -23,7 +23,8 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 
-func reconcileConfigMap(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcileConfigMap(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	if state.ChildrenKnown {
 		return nil
 	}
@@ -35,7 +36,8 @@ func reconcileConfigMap(ctx context.Context, rc *cachev1.RedisCluster, state *re
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 
-func reconcileServices(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcileServices(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	if state.ChildrenKnown {
 		return nil
 	}
@@ -57,7 +59,8 @@ func reconcileServices(ctx context.Context, rc *cachev1.RedisCluster, state *rec
 
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 
-func reconcilePodDisruptionBudget(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcilePodDisruptionBudget(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	if state.ChildrenKnown {
 		return nil
 	}

@@ -225,7 +225,7 @@ func (r *RedisClusterReconciler) requeueAfter(state *reconcileState) (time.Durat
 // healthCheckAfter is when the next health check is due, and whether on its tick (not sooner,
 // for a plan that waits out a timeout or expects the view to change at once).
 func (r *RedisClusterReconciler) healthCheckAfter(state *reconcileState) (time.Duration, bool) {
-	if len(state.replication.View.Nodes) == 0 && len(state.shards.members) == 0 {
+	if !state.replication.Observed() && !state.shards.Observed() {
 		return 0, false
 	}
 	interval := r.CheckInterval

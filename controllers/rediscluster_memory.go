@@ -74,7 +74,8 @@ func oomKills(pods []corev1.Pod) []oomKill {
 // reconcileMemory reports each new kill of a node's Redis out of memory (a Warning Event with
 // the container's limit and what Redis used at its last reading, and the metric), and finds
 // the nodes whose data fills their maxmemory and refuse writes.
-func reconcileMemory(_ context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func reconcileMemory(_ context.Context, state *reconcileState) error {
+	rc := state.RC
 	mem := &state.kept.memory
 	mem.mu.Lock()
 	defer mem.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/clustermode"
 	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
@@ -69,8 +70,8 @@ func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
 }
 
 // observeNodes lists the RedisCluster's pods, then the mode asks each one's Redis what it is.
-func (r *RedisClusterReconciler) observeNodes(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	if err := r.listPods(ctx, rc, state); err != nil {
+func (r *RedisClusterReconciler) observeNodes(ctx context.Context, state *reconcileState) error {
+	if err := r.listPods(ctx, state); err != nil {
 		return err
 	}
 	return state.mode.observe(ctx, state)
@@ -119,9 +120,16 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 	}
 }
 
+// inClusterMode is a phase of package clustermode, handed its part of the reconcile.
+func inClusterMode(run func(context.Context, *scope.Cluster, *clustermode.Memory, *clustermode.State) error) func(context.Context, *reconcileState) error {
+	return func(ctx context.Context, state *reconcileState) error {
+		return run(ctx, &state.Cluster, &state.kept.clustermode, &state.shards)
+	}
+}
+
 // inReplication is a phase of package replication, handed its part of the reconcile.
-func inReplication(run func(context.Context, *scope.Cluster, *replication.Memory, *replication.State) error) func(context.Context, *cachev1.RedisCluster, *reconcileState) error {
-	return func(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+func inReplication(run func(context.Context, *scope.Cluster, *replication.Memory, *replication.State) error) func(context.Context, *reconcileState) error {
+	return func(ctx context.Context, state *reconcileState) error {
 		return run(ctx, &state.Cluster, &state.kept.replication, &state.replication)
 	}
 }
@@ -135,30 +143,42 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
 		},
 		children: []phase{
-			{"StatefulSets", cachev1.ReasonApplyFailed, r.reconcileShardStatefulSets, appliesChild},
+			{"StatefulSets", cachev1.ReasonApplyFailed, inClusterMode(clustermode.StatefulSets), appliesChild},
 		},
-		observe: func(ctx context.Context, state *reconcileState) error {
-			observeShards(ctx, state)
-			return nil
-		},
+		observe: inClusterMode(clustermode.Nodes),
 		serving: []phase{
 			{"Passwords", cachev1.ReasonAuthenticationFailed, givesCredentials(credentials.Passwords), servesRedis},
 			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
 			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
-			{"Shards", cachev1.ReasonClusterFailed, r.reconcileShards, servesRedis},
+			{"Shards", cachev1.ReasonClusterFailed, func(ctx context.Context, state *reconcileState) error {
+				return clustermode.Shards(ctx, &state.Cluster, &state.kept.clustermode, &state.shards, r.SlotMovePace)
+			}, servesRedis},
 			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
 			{"Users", cachev1.ReasonUserRejected, givesCredentials(credentials.Users), servesRedis},
-			{"Rollout", cachev1.ReasonClusterFailed, r.reconcileShardRollout, rollout},
+			{"Rollout", cachev1.ReasonClusterFailed, inClusterMode(clustermode.Rollout), rollout},
 			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
 		},
-		reobserve: observeShards,
-		status:    setShardedStatus,
-		nodes: func(state *reconcileState) nodesObserved {
-			return nodesObserved{views: state.shards.views, stats: state.shards.stats}
+		reobserve: func(ctx context.Context, state *reconcileState) {
+			clustermode.Observe(ctx, &state.Cluster, &state.kept.clustermode, &state.shards)
 		},
-		metrics:   recordShardMetrics,
+		status: func(rc *cachev1.RedisCluster, state *reconcileState) []*metav1.Condition {
+			return clustermode.Status(rc, &state.Cluster, &state.shards)
+		},
+		nodes: func(state *reconcileState) nodesObserved {
+			return nodesObserved{views: state.shards.Views, stats: state.shards.Stats}
+		},
+		metrics: func(rc *cachev1.RedisCluster, state *reconcileState) {
+			clustermode.RecordMetrics(rc, &state.Cluster, &state.shards)
+		},
 		nextCheck: func(_ *reconcileState, interval time.Duration) time.Duration { return interval },
-		parts:     shardParts,
+		parts: func(rc *cachev1.RedisCluster, state *reconcileState) observedParts {
+			parts, unsettled := state.shards.Parts(rc)
+			out := observedParts{unsettled: unsettled}
+			for _, p := range parts {
+				out.parts = append(out.parts, observedPart{shard: p.Shard, slots: p.Slots, view: p.View})
+			}
+			return out
+		},
 	}
 }
 
@@ -182,17 +202,17 @@ func (s *reconcileState) everyNode() topology.View {
 }
 
 // readSecrets is the Secrets phase: the credentials every node needs, read first.
-func (r *RedisClusterReconciler) readSecrets(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) readSecrets(ctx context.Context, state *reconcileState) error {
 	return credentials.Secrets(ctx, &state.Cluster, &state.kept.creds, &state.creds, r.SecretResync)
 }
 
 // givesCredentials is a phase of package credentials that gives the nodes what they lack.
-func givesCredentials(give func(context.Context, *scope.Cluster, *credentials.Memory, *credentials.State) error) func(context.Context, *cachev1.RedisCluster, *reconcileState) error {
-	return func(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+func givesCredentials(give func(context.Context, *scope.Cluster, *credentials.Memory, *credentials.State) error) func(context.Context, *reconcileState) error {
+	return func(ctx context.Context, state *reconcileState) error {
 		return give(ctx, &state.Cluster, &state.kept.creds, &state.creds)
 	}
 }
 
-func giveLiveSettings(ctx context.Context, _ *cachev1.RedisCluster, state *reconcileState) error {
+func giveLiveSettings(ctx context.Context, state *reconcileState) error {
 	return credentials.LiveSettings(ctx, &state.Cluster, &state.kept.creds)
 }

@@ -20,7 +20,7 @@ import (
 type phase struct {
 	name   string
 	reason string
-	run    func(context.Context, *cachev1.RedisCluster, *reconcileState) error
+	run    func(context.Context, *reconcileState) error
 	// kind says what else may run when this phase fails.
 	kind phaseKind
 }
@@ -59,7 +59,7 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 				continue
 			}
 		}
-		err := p.run(ctx, rc, state)
+		err := p.run(ctx, state)
 		if err == nil {
 			continue
 		}

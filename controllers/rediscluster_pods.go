@@ -33,7 +33,8 @@ func indexPodOwner(obj client.Object) []string {
 
 // listPods records the RedisCluster's pods, which of them fail to start, their addresses, and
 // the dialer that reaches them (both modes).
-func (r *RedisClusterReconciler) listPods(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) listPods(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	pods := &corev1.PodList{}
 	// The cache's own pods, not copies: every phase only reads them (writes go through new
 	// objects), and copying every pod every second was a tenth of the health check's CPU.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/clustermode"
 	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/metrics"
 	"github.com/org/redis-operator/controllers/outcome"
@@ -106,8 +107,9 @@ type clusterState struct {
 	creds credentials.Memory
 	// memory is each node's last memory reading and the OOM kills reported (rediscluster_memory.go).
 	memory memoryMemory
-	// held is the keys each shard held when last seen serving (rediscluster_shards_lost.go).
-	held heldMemory
+	// clustermode is what cluster mode remembers (the keys each shard held when last seen
+	// serving).
+	clustermode clustermode.Memory
 	// metrics is what the metrics need from one check to the next (package metrics).
 	metrics metrics.Memory
 }
@@ -171,8 +173,8 @@ type reconcileState struct {
 	backupScheduled *metav1.Time
 	// replication is what a reconcile in replication mode learns (package replication).
 	replication replication.State
-	// shards is what a reconcile in cluster mode learns (rediscluster_shards.go).
-	shards shardsState
+	// shards is what a reconcile in cluster mode learns (package clustermode).
+	shards clustermode.State
 	// memory is what a reconcile learns of the nodes' memory, in either mode (rediscluster_memory.go).
 	memory memoryState
 }

@@ -41,7 +41,8 @@ var errBackupsNotServed = outcome.Fail(cachev1.ReasonBackupsNotServed, errors.Ne
 
 // reconcileRestoreSource is step 1, and keeps the <name>-restore ConfigMap while the restore
 // is not done.
-func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	if rc.Spec.Restore == nil {
 		return nil
 	}
@@ -75,7 +76,7 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, rc 
 		return outcome.Fail(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
 	if state.Restore.Destination.PersistentVolumeClaim != nil {
-		return r.restoreFromVolume(ctx, rc, state)
+		return r.restoreFromVolume(ctx, state)
 	}
 	if state.ChildrenKnown {
 		return nil
@@ -119,7 +120,8 @@ func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
 // reconcileRestoreDone is step 3: the restore is done once the first node serves as primary.
 // A first node whose restore fails (its init container exits) is reported with the restore's
 // own words.
-func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	first := restoredNode(rc)
 	served := func() bool { return state.replication.Serves(first) }
 	return r.finishRestore(ctx, rc, state, []string{first}, served)
@@ -128,23 +130,13 @@ func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, rc *c
 // reconcileShardRestoreDone is step 3 in cluster mode: the restore is done once each shard's
 // first node serves its shard's slots as its primary, in a cluster that has formed (every slot
 // served).
-func (r *RedisClusterReconciler) reconcileShardRestoreDone(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) reconcileShardRestoreDone(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	var firsts []string
 	for i := range int(rc.Spec.Cluster.Shards) {
 		firsts = append(firsts, resources.FirstNodeName(rc, i))
 	}
-	served := func() bool {
-		plan := state.shards.plan
-		if plan == nil || plan.Waiting != "" || len(plan.Actions) > 0 || len(plan.Shards) < len(firsts) {
-			return false
-		}
-		for i, first := range firsts {
-			if plan.Shards[i].Primary != first || len(plan.Shards[i].Slots) == 0 {
-				return false
-			}
-		}
-		return true
-	}
+	served := func() bool { return state.shards.Serve(firsts) }
 	return r.finishRestore(ctx, rc, state, firsts, served)
 }
 
@@ -188,7 +180,8 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 // node's) from the backup's claim, through a restore pod, before its StatefulSet exists; the
 // phases after it wait until every pod is done. The pods run one after another: the backup's
 // claim may be ReadWriteOnce, which pods on two machines cannot mount together.
-func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
+func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	if rc.Spec.Storage == nil {
 		return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
 			state.Restore.Backup, state.Restore.Destination.PersistentVolumeClaim.ClaimName))

@@ -41,6 +41,39 @@ func Act(ctx context.Context, n ClusterNode, a Action) error {
 	return fmt.Errorf("unknown cluster command %q", a.Kind)
 }
 
+// Carry sends each of actions' cluster commands to its node (addrs: each pod's address), in
+// order; one that fails does not stop the others. It returns the actions carried out, for the
+// controller's Events, and the failures joined.
+func Carry(ctx context.Context, dial redis.Dialer, actions []Action, addrs map[string]string) (done []Action, err error) {
+	var errs []error
+	for _, a := range actions {
+		n := dial(addrs[a.On])
+		err := Act(ctx, n, a)
+		_ = n.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			continue
+		}
+		done = append(done, a)
+	}
+	return done, errors.Join(errs...)
+}
+
+// ParseLayout is the slots each shard served, as a backup recorded them ("0-5460", "5461").
+func ParseLayout(slots [][]string) (Layout, error) {
+	layout := make(Layout, len(slots))
+	for i, ranges := range slots {
+		for _, s := range ranges {
+			rg, err := redis.ParseSlotRange(s)
+			if err != nil {
+				return nil, fmt.Errorf("shard %d: %w", i, err)
+			}
+			layout[i] = append(layout[i], rg)
+		}
+	}
+	return layout, nil
+}
+
 // Ask is what the node at addr says of the cluster: its answer to CLUSTER NODES (nil when it
 // does not answer, with why), and whether it says the cluster is down (CLUSTER INFO's
 // cluster_state).

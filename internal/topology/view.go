@@ -17,6 +17,10 @@ type Dialer = redis.Dialer
 // Node is a connection to one Redis node, as a Dialer gives it.
 type Node = redis.Node
 
+// ErrNoPermission is a node that refused the operator's user a command (NOPERM): its user is an
+// earlier build's, and is given again.
+var ErrNoPermission = redis.ErrNoPermission
+
 // Member is one Redis node as the cluster manager knows it.
 type Member struct {
 	Name    string

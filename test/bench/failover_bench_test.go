@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/org/redis-operator/controllers"
+	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/topology"
 	"github.com/org/redis-operator/test/podrunner"
@@ -62,7 +63,7 @@ func failoverTimes(b *testing.B) []time.Duration {
 		}
 	})
 	defer pool.Close()
-	policy := topology.Policy{FailoverTimeout: controllers.DefaultUnreachableTimeout}
+	policy := topology.Policy{FailoverTimeout: replication.DefaultUnreachableTimeout}
 	var downtime topology.Downtime
 	var recorded atomic.Value // the primary the operator recorded, as status.primary holds it
 	recorded.Store("")

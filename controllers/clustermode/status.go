@@ -1,4 +1,4 @@
-package controllers
+package clustermode
 
 import (
 	"fmt"
@@ -12,25 +12,25 @@ import (
 	"github.com/org/redis-operator/internal/shards"
 )
 
-// setShardedStatus sets the status fields of cluster mode (the shards, each node's role), and
-// returns its conditions: Ready, Progressing, Degraded and Persistent.
-func setShardedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*metav1.Condition {
-	s := state.shards
+// Status sets the status fields of cluster mode (the shards, each node's role), and returns its
+// conditions: Ready, Progressing, Degraded and Persistent (the reconciler's status writer sets
+// them).
+func Status(rc *cachev1.RedisCluster, c *scope.Cluster, s *State) []*metav1.Condition {
 	var ready int32
-	for _, sts := range s.statefulSets {
+	for _, sts := range s.StatefulSets {
 		ready += sts.Status.ReadyReplicas
 	}
 	rc.Status.ReadyReplicas = ready
-	if s.plan != nil {
-		rc.Status.Shards = shardStatuses(rc, *s.plan)
-		rc.Status.Nodes = shardNodeStatuses(s.members, *s.plan)
+	if s.Plan != nil {
+		rc.Status.Shards = shardStatuses(rc, *s.Plan)
+		rc.Status.Nodes = shardNodeStatuses(s.Members, *s.Plan)
 	}
-	degraded := shardsDegradedCondition(rc, state)
+	degraded := shardsDegradedCondition(rc, c, s)
 	return []*metav1.Condition{
 		scope.PersistentCondition(rc),
-		shardsProgressingCondition(rc, state),
+		shardsProgressingCondition(rc, c, s),
 		degraded,
-		shardsReadyCondition(rc, state, degraded),
+		shardsReadyCondition(rc, c, s, degraded),
 	}
 }
 
@@ -74,20 +74,20 @@ func shardNodeStatuses(members []shards.Member, plan shards.Plan) []cachev1.Node
 
 // shardsProgressingCondition is True while slots move between shards, or a shard's
 // StatefulSet rolls out a change.
-func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
-	if state.Failed != nil {
+func shardsProgressingCondition(rc *cachev1.RedisCluster, c *scope.Cluster, s *State) *metav1.Condition {
+	if c.Failed != nil {
 		return nil
 	}
-	if w := state.Waiting; w != nil {
+	if w := c.Waiting; w != nil {
 		return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionTrue, w.Reason, w.Message)
 	}
-	if plan := state.shards.plan; plan != nil && slotsMoving(rc, *plan) != "" {
+	if plan := s.Plan; plan != nil && slotsMoving(rc, *plan) != "" {
 		return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
 	}
-	for _, sts := range state.shards.statefulSets {
-		if state.Applied.Changed || !scope.RolledOut(sts) {
+	for _, sts := range s.StatefulSets {
+		if c.Applied.Changed || !scope.RolledOut(sts) {
 			msg := "The StatefulSets are rolling out the current spec, or the cluster is forming"
-			if why := state.shards.rollout.Why; why != "" {
+			if why := s.Rollout.Why; why != "" {
 				msg = "Rolling out the current spec: " + why
 			}
 			return scope.Condition(cachev1.ConditionProgressing, metav1.ConditionTrue, cachev1.ReasonRolloutInProgress, msg)
@@ -99,14 +99,14 @@ func shardsProgressingCondition(rc *cachev1.RedisCluster, state *reconcileState)
 
 // shardsDegradedCondition is True when a phase failed, a node's Redis keeps exiting, or a node
 // says the cluster does not serve every slot once it had them all.
-func shardsDegradedCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
-	if c := state.OutcomeDegraded(); c != nil {
+func shardsDegradedCondition(rc *cachev1.RedisCluster, c *scope.Cluster, s *State) *metav1.Condition {
+	if c := c.OutcomeDegraded(); c != nil {
 		return c
 	}
 	switch {
-	case state.shards.clusterDown != "" && len(rc.Status.Shards) > 0 && clusterWasServing(rc):
+	case s.ClusterDown != "" && len(rc.Status.Shards) > 0 && clusterWasServing(rc):
 		return scope.Condition(cachev1.ConditionDegraded, metav1.ConditionTrue, cachev1.ReasonClusterDown,
-			fmt.Sprintf("%s says the cluster does not serve every slot (cluster_state:fail)", state.shards.clusterDown))
+			fmt.Sprintf("%s says the cluster does not serve every slot (cluster_state:fail)", s.ClusterDown))
 	}
 	return scope.Condition(cachev1.ConditionDegraded, metav1.ConditionFalse, cachev1.ReasonAsExpected, "All children match the spec")
 }
@@ -123,28 +123,28 @@ func clusterWasServing(rc *cachev1.RedisCluster) bool {
 
 // shardsReadyCondition is True when every node is ready, every shard's primary serves its slots
 // with its replicas attached, and every node says the cluster serves every slot.
-func shardsReadyCondition(rc *cachev1.RedisCluster, state *reconcileState, degraded *metav1.Condition) *metav1.Condition {
+func shardsReadyCondition(rc *cachev1.RedisCluster, c *scope.Cluster, s *State, degraded *metav1.Condition) *metav1.Condition {
 	want := rc.Spec.Replicas * rc.Spec.Cluster.Shards
-	plan := state.shards.plan
+	plan := s.Plan
 	switch {
-	case state.Failed != nil || degraded.Status == metav1.ConditionTrue:
+	case c.Failed != nil || degraded.Status == metav1.ConditionTrue:
 		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, degraded.Reason, degraded.Message)
-	case rc.Status.ReadyReplicas < want || len(state.shards.statefulSets) < int(rc.Spec.Cluster.Shards):
-		return scope.ReplicasNotReady(rc.Status.ReadyReplicas, want, state.Stranded)
-	case state.Waiting != nil:
-		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, state.Waiting.Reason, state.Waiting.Message)
+	case rc.Status.ReadyReplicas < want || len(s.StatefulSets) < int(rc.Spec.Cluster.Shards):
+		return scope.ReplicasNotReady(rc.Status.ReadyReplicas, want, c.Stranded)
+	case c.Waiting != nil:
+		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, c.Waiting.Reason, c.Waiting.Message)
 	case plan == nil:
 		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, "The nodes have not been asked yet")
 	case slotsMoving(rc, *plan) != "":
 		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonSlotsMoving, slotsMoving(rc, *plan))
-	case plan.Waiting != "" || len(plan.Actions) > 0 || state.shards.clusterDown != "":
+	case plan.Waiting != "" || len(plan.Actions) > 0 || s.ClusterDown != "":
 		why := plan.Waiting
 		switch {
 		case why != "":
 		case len(plan.Actions) > 0:
 			why = fmt.Sprintf("cluster commands were sent (%s); the nodes are agreeing", sentActions(plan.Actions))
 		default:
-			why = fmt.Sprintf("%s says the cluster does not serve every slot yet", state.shards.clusterDown)
+			why = fmt.Sprintf("%s says the cluster does not serve every slot yet", s.ClusterDown)
 		}
 		return scope.Condition(cachev1.ConditionReady, metav1.ConditionFalse, cachev1.ReasonShardsForming, why)
 	}

@@ -1,4 +1,4 @@
-package controllers
+package clustermode
 
 import (
 	"context"
@@ -14,58 +14,56 @@ import (
 	"github.com/org/redis-operator/internal/shards"
 )
 
-// reconcileShardRollout hands a shard whose primary's pod is being deleted to a replica
+// Rollout hands a shard whose primary's pod is being deleted to a replica
 // (shards.DecideHandover), or else takes the next step of rolling the shards' current template
 // out, as shards.DecideRollout says (see its safety rule): replace a replica's pod, or hand a
 // shard to its updated replica (CLUSTER FAILOVER) before its primary's pod is replaced. Once every pod
 // runs the current template, it hands a shard whose primary shares a machine with another
 // shard's primary to a replica on a machine holding none (shards.DecidePrimaryPlacement).
-func (r *RedisClusterReconciler) reconcileShardRollout(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	s := &state.shards
-	if s.plan == nil || state.Applied.Changed || s.clusterDown != "" {
+func Rollout(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) error {
+	rc := c.RC
+	if s.Plan == nil || c.Applied.Changed || s.ClusterDown != "" {
 		return nil
 	}
-	step, purpose := nextShardStep(rc, state)
+	step, purpose := nextShardStep(rc, c, s)
 	switch step.Kind {
 	case shards.Failover:
-		if err := shards.TakeOver(ctx, state.Dial, s.addrs[step.Pod]); err != nil {
+		if err := shards.TakeOver(ctx, c.Dial, s.Addrs[step.Pod]); err != nil {
 			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", step.Pod, err)
 		}
-		state.Applied.Changed = true
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "Failover",
+		c.Applied.Changed = true
+		c.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "Failover",
 			"%s takes over shard %d %s: %s", step.Pod, step.Shard, purpose, step.Why)
 	case shards.ReplacePod:
-		pod := scope.PodByName(state.Pods, step.Pod)
+		pod := scope.PodByName(c.Pods, step.Pod)
 		if pod == nil {
 			return nil
 		}
-		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		if err := c.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("replacing pod %s: %w", pod.Name, err)
 		}
-		state.Applied.Changed = true
-		state.rolled = true
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
+		c.Applied.Changed = true
+		c.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventReplacingPod, "RollOut",
 			"Replacing pod %s to roll out the current spec: %s", pod.Name, step.Why)
 	}
 	return nil
 }
 
 // nextShardStep is the one step this reconcile takes on the shards' pods, and what it is for.
-func nextShardStep(rc *cachev1.RedisCluster, state *reconcileState) (shards.RolloutStep, string) {
-	s := &state.shards
-	if step := shards.DecideHandover(*s.plan, terminatingPods(state.Pods), nodesOf(state.Pods)); step.Kind != "" {
+func nextShardStep(rc *cachev1.RedisCluster, c *scope.Cluster, s *State) (shards.RolloutStep, string) {
+	if step := shards.DecideHandover(*s.Plan, terminatingPods(c.Pods), nodesOf(c.Pods)); step.Kind != "" {
 		return step, "while its primary still answers"
 	}
-	outdated, known := outdatedShardPods(rc, state)
+	outdated, known := outdatedShardPods(rc, c, s)
 	if !known {
 		return shards.RolloutStep{}, ""
 	}
-	s.rollout = shards.DecideRollout(*s.plan, outdated, rc.Spec.Storage != nil)
+	s.Rollout = shards.DecideRollout(*s.Plan, outdated, rc.Spec.Storage != nil)
 	if len(outdated) > 0 {
-		return s.rollout, "to roll out the current spec"
+		return s.Rollout, "to roll out the current spec"
 	}
 	// Rolled out: keep the primaries on machines of their own.
-	return shards.DecidePrimaryPlacement(*s.plan, nodesOf(state.Pods)), "to keep each primary on a machine of its own"
+	return shards.DecidePrimaryPlacement(*s.Plan, nodesOf(c.Pods)), "to keep each primary on a machine of its own"
 }
 
 // terminatingPods are the pods being deleted.
@@ -93,9 +91,9 @@ func nodesOf(pods []corev1.Pod) map[string]string {
 // outdatedShardPods are the pods that do not run their shard StatefulSet's current template;
 // known is false until every shard's StatefulSet has seen its template and has all its pods
 // (a pod it just recreated would look outdated before).
-func outdatedShardPods(rc *cachev1.RedisCluster, state *reconcileState) (outdated map[string]bool, known bool) {
+func outdatedShardPods(rc *cachev1.RedisCluster, c *scope.Cluster, s *State) (outdated map[string]bool, known bool) {
 	revisions := map[string]*appsv1.StatefulSet{}
-	for _, sts := range state.shards.statefulSets {
+	for _, sts := range s.StatefulSets {
 		if !scope.StatefulSetObserved(sts) || sts.Status.UpdateRevision == "" {
 			return nil, false
 		}
@@ -106,7 +104,7 @@ func outdatedShardPods(rc *cachev1.RedisCluster, state *reconcileState) (outdate
 	}
 	count := map[string]int{}
 	outdated = map[string]bool{}
-	for _, p := range state.Pods {
+	for _, p := range c.Pods {
 		shard, ok := resources.ShardOf(p.Labels)
 		if !ok {
 			continue

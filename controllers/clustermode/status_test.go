@@ -1,4 +1,4 @@
-package controllers
+package clustermode
 
 import (
 	"testing"
@@ -6,8 +6,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -53,11 +55,11 @@ func TestShardsReadyAndDegradedConditions(t *testing.T) {
 			if tt.wasReady {
 				rc.Status.Conditions = []metav1.Condition{{Type: cachev1.ConditionReady, Status: metav1.ConditionTrue}}
 			}
-			state := &reconcileState{shards: shardsState{plan: tt.plan, clusterDown: tt.down,
-				statefulSets: statefulSets(3)}}
-			degraded := shardsDegradedCondition(rc, state)
+			c := &scope.Cluster{}
+			s := &State{Plan: tt.plan, ClusterDown: tt.down, StatefulSets: statefulSets(3)}
+			degraded := shardsDegradedCondition(rc, c, s)
 			assert.Equal(t, tt.wantDegrade, degraded.Reason)
-			ready := shardsReadyCondition(rc, state, degraded)
+			ready := shardsReadyCondition(rc, c, s, degraded)
 			assert.Equal(t, tt.wantReady, ready.Reason, ready.Message)
 			if tt.wantMessage != "" {
 				assert.Equal(t, tt.wantMessage, ready.Message)
@@ -73,4 +75,12 @@ func statefulSets(n int) []*appsv1.StatefulSet {
 		out = append(out, rolledOutStatefulSet(2))
 	}
 	return out
+}
+
+func rolledOutStatefulSet(replicas int32) *appsv1.StatefulSet {
+	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)}}
+	sts.Generation = 2
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: replicas, UpdatedReplicas: replicas,
+		CurrentRevision: "a", UpdateRevision: "a"}
+	return sts
 }

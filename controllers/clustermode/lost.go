@@ -1,4 +1,4 @@
-package controllers
+package clustermode
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/metrics"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/shards"
 )
 
@@ -27,19 +28,19 @@ type heldMemory struct {
 }
 
 // remember records the keys each shard's serving primary holds now.
-func (m *heldMemory) remember(state *reconcileState) {
+func (m *heldMemory) remember(s *State) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.keys == nil {
 		m.keys = map[int]int64{}
 	}
 	serving := map[string]bool{}
-	for _, mb := range state.shards.members {
+	for _, mb := range s.Members {
 		if self, ok := mb.Self(); ok && self.IsPrimary() && self.SlotCount() > 0 {
 			serving[mb.Pod] = true
 		}
 	}
-	for shard, v := range state.shards.viewOf {
+	for shard, v := range s.ViewOf {
 		if p, ok := v.Find(v.Primary); ok && p.Reachable() && serving[p.Name] {
 			m.keys[shard] = p.Info.Keys
 		}
@@ -59,15 +60,14 @@ func (m *heldMemory) held(shard int) (int64, bool) {
 // cluster forming, or shards that held no key. An operator restarted since it last saw the
 // shards knows only that they served when the status recorded their slots, not how many keys
 // they held, and says so.
-func (r *RedisClusterReconciler) shardsLost(rc *cachev1.RedisCluster, state *reconcileState, plan shards.Plan) string {
+func shardsLost(rc *cachev1.RedisCluster, m *Memory, s *State, plan shards.Plan) string {
 	shardOf := map[string]int{}
 	emptyHanded := map[string]bool{}
-	for _, m := range state.shards.members {
+	for _, m := range s.Members {
 		shardOf[m.Pod] = m.Shard
 		self, ok := m.Self()
 		emptyHanded[m.Pod] = ok && self.SlotCount() == 0
 	}
-	cs := r.clusterState(rc)
 	var lost []string
 	var total int64
 	for _, a := range plan.Actions {
@@ -76,7 +76,7 @@ func (r *RedisClusterReconciler) shardsLost(rc *cachev1.RedisCluster, state *rec
 		}
 		shard := shardOf[a.On]
 		name := fmt.Sprintf("shard %d", shard)
-		keys, seen := cs.held.held(shard)
+		keys, seen := m.held.held(shard)
 		switch {
 		case seen && keys > 0:
 			lost = append(lost, fmt.Sprintf("%s (%d keys)", name, keys))
@@ -98,12 +98,12 @@ func (r *RedisClusterReconciler) shardsLost(rc *cachev1.RedisCluster, state *rec
 }
 
 // recordShardsLost says the loss of this reconcile's slot assignment, once: the Event, the
-// metric, and the DataLost condition (state.Lost).
-func (r *RedisClusterReconciler) recordShardsLost(rc *cachev1.RedisCluster, state *reconcileState, lost string) {
+// metric, and the DataLost condition (c.Lost).
+func recordShardsLost(c *scope.Cluster, lost string) {
 	if lost == "" {
 		return
 	}
-	state.Lost = lost
-	r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Shards", "%s", lost)
-	metrics.DataLost(rc)
+	c.Lost = lost
+	c.Recorder.Eventf(c.RC, nil, corev1.EventTypeWarning, cachev1.EventDataLost, "Shards", "%s", lost)
+	metrics.DataLost(c.RC)
 }

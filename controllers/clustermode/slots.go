@@ -1,4 +1,4 @@
-package controllers
+package clustermode
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/shards"
 )
@@ -31,29 +32,29 @@ const (
 
 // moveSlots carries out the plan's moves until the budget is spent (shards.MoveSlots), then
 // waits: the next reconcile, at once, looks at the nodes again.
-func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	plan := state.shards.plan
+func moveSlots(ctx context.Context, c *scope.Cluster, s *State, pace shards.Pace) error {
+	rc := c.RC
+	plan := s.Plan
 	var primaries []string
 	for _, sh := range plan.Shards {
 		if sh.Primary != "" {
 			primaries = append(primaries, sh.Primary)
 		}
 	}
-	pace := r.SlotMovePace
 	if pace == (shards.Pace{}) {
 		pace = shards.DefaultPace
 	}
-	moved, err := shards.MoveSlots(ctx, state.Dial, plan.Moves, state.shards.addrs, primaries, pace, moveBudget)
+	moved, err := shards.MoveSlots(ctx, c.Dial, plan.Moves, s.Addrs, primaries, pace, moveBudget)
 	if len(moved.Slots) == 0 {
 		return err
 	}
-	state.Applied.Changed = true
+	c.Applied.Changed = true
 	var parts []string
 	for pair, n := range moved.Slots {
 		parts = append(parts, fmt.Sprintf("%d slots from %s", n, pair))
 	}
 	slices.Sort(parts)
-	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "MoveSlots",
+	c.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "MoveSlots",
 		"Moved %s, with %d keys", strings.Join(parts, ", "), moved.Keys)
 	if err != nil {
 		return err
@@ -67,11 +68,12 @@ func (r *RedisClusterReconciler) moveSlots(ctx context.Context, rc *cachev1.Redi
 // removeDrainedShards deletes the StatefulSet of each shard being removed once it serves no
 // slot; the garbage collector deletes its pods, and the cluster forgets their nodes once it
 // agrees they have failed (shards.Decide).
-func (r *RedisClusterReconciler) removeDrainedShards(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState) error {
-	for _, i := range state.shards.plan.Drained {
+func removeDrainedShards(ctx context.Context, c *scope.Cluster, s *State) error {
+	rc := c.RC
+	for _, i := range s.Plan.Drained {
 		sts := &appsv1.StatefulSet{}
 		key := client.ObjectKey{Namespace: rc.Namespace, Name: resources.ShardStatefulSetName(rc, i)}
-		if err := r.Get(ctx, key, sts); err != nil {
+		if err := c.Client.Get(ctx, key, sts); err != nil {
 			if client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("reading StatefulSet %s: %w", key.Name, err)
 			}
@@ -80,11 +82,11 @@ func (r *RedisClusterReconciler) removeDrainedShards(ctx context.Context, rc *ca
 		if !sts.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if err := r.Delete(ctx, sts, client.Preconditions{UID: &sts.UID}); client.IgnoreNotFound(err) != nil {
+		if err := c.Client.Delete(ctx, sts, client.Preconditions{UID: &sts.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting StatefulSet %s of a drained shard: %w", key.Name, err)
 		}
-		state.Applied.Changed = true
-		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "RemoveShard",
+		c.Applied.Changed = true
+		c.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventClusterChanged, "RemoveShard",
 			"Shard %d serves no slot any more: its StatefulSet %s is deleted", i, key.Name)
 	}
 	return nil
