@@ -210,12 +210,12 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, state *r
 		if err != nil {
 			return err
 		}
-		switch t := terminated(pod); {
+		switch t := scope.PodExit(pod); {
 		case t == nil:
 			return waitRestorePod
 		case t.ExitCode != 0:
 			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
-				state.Restore.Backup, resources.FirstDataClaimName(rc, shard), volumeTaskError(t)))
+				state.Restore.Backup, resources.FirstDataClaimName(rc, shard), scope.VolumeTaskError(t)))
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/org/redis-operator/internal/auth"
+	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -18,21 +19,10 @@ import (
 // errNoSnapshotSource is a RedisCluster that has no node a snapshot can be taken from yet.
 var errNoSnapshotSource = errors.New("no node to take a snapshot from")
 
-// SnapshotPart is where a backup takes one snapshot of a RedisCluster from: the whole cluster
-// in replication mode; one shard, with the slots it serves, in cluster mode.
-type SnapshotPart struct {
-	// Shard is the shard's StatefulSet; empty in replication mode.
-	Shard string
-	Slots []string
-	// Source is a caught-up replica when one serves (topology.View.SnapshotSource), or the
-	// primary; Primary is the part's primary.
-	Source, Primary topology.Observed
-}
-
 // SnapshotSources are where a backup of the RedisCluster is taken from, as the last health
 // check saw its nodes, and the login the operator uses there: the RedisCluster's reconciler
 // owns them. An error says why no backup can be taken now.
-func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]SnapshotPart, auth.Login, error) {
+func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]backup.Part, auth.Login, error) {
 	v, ok := r.clusters.Load(key)
 	if !ok {
 		return nil, auth.Login{}, fmt.Errorf("%w: the cluster has not been looked at yet", errNoSnapshotSource)
@@ -46,7 +36,7 @@ func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]Sn
 	if !read || len(observed.parts) == 0 {
 		return nil, auth.Login{}, fmt.Errorf("%w: its credentials have not been read yet", errNoSnapshotSource)
 	}
-	var out []SnapshotPart
+	var out []backup.Part
 	for _, p := range observed.parts {
 		source, ok := p.view.SnapshotSource()
 		if !ok {
@@ -57,7 +47,7 @@ func (r *RedisClusterReconciler) SnapshotSources(key types.NamespacedName) ([]Sn
 			return nil, auth.Login{}, fmt.Errorf("%w: %s", errNoSnapshotSource, what)
 		}
 		primary, _ := p.view.Find(p.view.Primary)
-		out = append(out, SnapshotPart{Shard: p.shard, Slots: p.slots, Source: source, Primary: primary})
+		out = append(out, backup.Part{Shard: p.shard, Slots: p.slots, Source: source, Primary: primary})
 	}
 	return out, login, nil
 }

@@ -45,6 +45,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
 	redismetrics "github.com/org/redis-operator/controllers/metrics"
+	"github.com/org/redis-operator/controllers/redisbackup"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/monitoring"
 	"github.com/org/redis-operator/internal/redis"
@@ -422,7 +423,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("setting up RedisCluster controller: %w", err)
 	}
 	if reconciler.BackupsServed {
-		backups := &controllers.RedisBackupReconciler{
+		backups := &redisbackup.Reconciler{
 			Client:        mgr.GetClient(),
 			APIReader:     mgr.GetAPIReader(),
 			Recorder:      recorderFor("redisbackup-controller"),

@@ -1,4 +1,8 @@
-package controllers
+// Package redisbackup is the RedisBackup controller: it takes each RedisBackup once, streaming
+// a snapshot of a caught-up replica (of each shard in cluster mode) to S3 or onto a volume, and
+// deletes what it stored when a RedisBackup with deletionPolicy Delete goes. Where a snapshot is
+// taken from, and how to log in there, it asks the RedisCluster's reconciler (SnapshotSources).
+package redisbackup
 
 import (
 	"context"
@@ -31,14 +35,14 @@ import (
 // SnapshotSources say where a RedisCluster's backup is taken from, and how to log in there: the
 // RedisCluster's reconciler, which observes the nodes and holds their passwords.
 type SnapshotSources interface {
-	SnapshotSources(cluster types.NamespacedName) ([]SnapshotPart, auth.Login, error)
+	SnapshotSources(cluster types.NamespacedName) ([]backup.Part, auth.Login, error)
 }
 
-// RedisBackupReconciler takes each RedisBackup once: it streams the snapshot of a caught-up
+// Reconciler takes each RedisBackup once: it streams the snapshot of a caught-up
 // replica to the destination and records where it is, its size, checksum and replication
 // offset. A backup that fails is Failed for good, with the reason; nothing it stored counts.
 // Deleting a RedisBackup with deletionPolicy Delete deletes its stored snapshot first.
-type RedisBackupReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads the credentials Secrets by name, uncached.
 	APIReader client.Reader
@@ -68,7 +72,7 @@ var errCredentials = errors.New("credentials")
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups/status,verbs=patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups/finalizers,verbs=update
 
-func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &cachev1.RedisBackup{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -122,7 +126,7 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 }
 
 // take streams node's snapshot to key.
-func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed, src snapshotSource, store *backup.Store, key string) (backup.Result, error) {
+func (r *Reconciler) take(ctx context.Context, node topology.Observed, src snapshotSource, store *backup.Store, key string) (backup.Result, error) {
 	result, err := r.Snapshots.Take(ctx, node.Addr, src.login, store, key)
 	if err != nil && strings.Contains(err.Error(), "NOPERM") {
 		// A node started by an operator whose own user could not sync yet: give it the user
@@ -138,7 +142,7 @@ func (r *RedisBackupReconciler) take(ctx context.Context, node topology.Observed
 // other, each to an object of its own under the backup's prefix; the backup is Completed once
 // every one is stored, Failed at the first that is not. Each shard's slots are read anew when
 // its snapshot is taken, so that completeShards can tell whether slots moved meanwhile.
-func (r *RedisBackupReconciler) takeShards(ctx context.Context, b *cachev1.RedisBackup, store *backup.Store, src snapshotSource) (ctrl.Result, error) {
+func (r *Reconciler) takeShards(ctx context.Context, b *cachev1.RedisBackup, store *backup.Store, src snapshotSource) (ctrl.Result, error) {
 	dest := b.Spec.Destination.S3
 	if err := r.recordRunning(ctx, b, src.nodes(), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {
 		return ctrl.Result{}, err
@@ -170,7 +174,7 @@ func (r *RedisBackupReconciler) takeShards(ctx context.Context, b *cachev1.Redis
 }
 
 // shardBackup is what a backup records of the snapshot of part p, taken from node.
-func shardBackup(p SnapshotPart, node topology.Observed, location string, res backup.Result) cachev1.ShardBackup {
+func shardBackup(p backup.Part, node topology.Observed, location string, res backup.Result) cachev1.ShardBackup {
 	return cachev1.ShardBackup{Name: p.Shard, Slots: p.Slots, Node: node.Name, Location: location,
 		Size: res.Size, Checksum: res.Checksum, ReplicationID: res.ReplicationID, ReplicationOffset: res.ReplicationOffset}
 }
@@ -178,7 +182,7 @@ func shardBackup(p SnapshotPart, node topology.Observed, location string, res ba
 // completeShards records a backup in cluster mode whose every shard's snapshot is stored:
 // Completed when the slots they recorded hold each slot exactly once, Failed when slots moved
 // between two shards' snapshots (a key would be in two of them, or in none).
-func (r *RedisBackupReconciler) completeShards(ctx context.Context, b *cachev1.RedisBackup, stored []cachev1.ShardBackup) (ctrl.Result, error) {
+func (r *Reconciler) completeShards(ctx context.Context, b *cachev1.RedisBackup, stored []cachev1.ShardBackup) (ctrl.Result, error) {
 	if !everySlotOnce(stored) {
 		return r.finishShards(ctx, b, nil, stored, fmt.Errorf("%w: slots moved between the shards while their snapshots were taken (the snapshots do not hold every slot exactly once): take the backup again", backup.ErrSnapshot))
 	}
@@ -206,7 +210,7 @@ func everySlotOnce(stored []cachev1.ShardBackup) bool {
 // mode, one per shard in cluster mode), and how to log in there.
 type snapshotSource struct {
 	cluster *cachev1.RedisCluster
-	parts   []SnapshotPart
+	parts   []backup.Part
 	login   auth.Login
 }
 
@@ -223,7 +227,7 @@ func (s snapshotSource) nodes() string {
 }
 
 // source reads where the backup's parts are taken from; pending says why there are none yet.
-func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBackup) (src snapshotSource, pending string, err error) {
+func (r *Reconciler) source(ctx context.Context, b *cachev1.RedisBackup) (src snapshotSource, pending string, err error) {
 	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
 	src.cluster = &cachev1.RedisCluster{}
 	if err := r.Get(ctx, cluster, src.cluster); apierrors.IsNotFound(err) {
@@ -243,7 +247,7 @@ func (r *RedisBackupReconciler) source(ctx context.Context, b *cachev1.RedisBack
 // write the primary took before now, else the primary. (A replica that has just synced gets the
 // stream only after its first acknowledgement, up to a second later; one that does not within
 // caughtUpWait is passed over.)
-func (r *RedisBackupReconciler) nodeOf(ctx context.Context, src snapshotSource, i int) topology.Observed {
+func (r *Reconciler) nodeOf(ctx context.Context, src snapshotSource, i int) topology.Observed {
 	p := src.parts[i]
 	if p.Source.Name == p.Primary.Name {
 		return p.Source
@@ -260,7 +264,7 @@ func (r *RedisBackupReconciler) nodeOf(ctx context.Context, src snapshotSource, 
 }
 
 // waitOr returns err, or waits for why the backup is pending.
-func (r *RedisBackupReconciler) waitOr(ctx context.Context, b *cachev1.RedisBackup, pending string, err error) (ctrl.Result, error) {
+func (r *Reconciler) waitOr(ctx context.Context, b *cachev1.RedisBackup, pending string, err error) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -268,7 +272,7 @@ func (r *RedisBackupReconciler) waitOr(ctx context.Context, b *cachev1.RedisBack
 }
 
 // recordRunning records where the snapshot is being taken from, and to.
-func (r *RedisBackupReconciler) recordRunning(ctx context.Context, b *cachev1.RedisBackup, node, location string) error {
+func (r *Reconciler) recordRunning(ctx context.Context, b *cachev1.RedisBackup, node, location string) error {
 	before := b.DeepCopy()
 	if b.Status.StartedAt == nil {
 		now := metav1.Now()
@@ -292,7 +296,7 @@ func finished(b *cachev1.RedisBackup) bool {
 const caughtUpWait = 10 * time.Second
 
 // wait records why the backup cannot start yet, and looks again shortly.
-func (r *RedisBackupReconciler) wait(ctx context.Context, b *cachev1.RedisBackup, reason, msg string) (ctrl.Result, error) {
+func (r *Reconciler) wait(ctx context.Context, b *cachev1.RedisBackup, reason, msg string) (ctrl.Result, error) {
 	before := b.DeepCopy()
 	b.Status.Phase = cachev1.BackupPending
 	setBackupCondition(b, metav1.ConditionFalse, reason, msg)
@@ -306,13 +310,13 @@ func (r *RedisBackupReconciler) wait(ctx context.Context, b *cachev1.RedisBackup
 }
 
 // finish records the outcome: Completed with what was stored, or Failed with why.
-func (r *RedisBackupReconciler) finish(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, err error) (ctrl.Result, error) {
+func (r *Reconciler) finish(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, err error) (ctrl.Result, error) {
 	return r.finishShards(ctx, b, res, nil, err)
 }
 
 // finishShards is finish for a backup in cluster mode: shards are the snapshots stored (all of
 // them when err is nil).
-func (r *RedisBackupReconciler) finishShards(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, shards []cachev1.ShardBackup, err error) (ctrl.Result, error) {
+func (r *Reconciler) finishShards(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, shards []cachev1.ShardBackup, err error) (ctrl.Result, error) {
 	before := b.DeepCopy()
 	b.Status.Shards = shards
 	if len(shards) > 0 {
@@ -362,14 +366,14 @@ func setBackupCondition(b *cachev1.RedisBackup, status metav1.ConditionStatus, r
 
 // giveOperatorUser sets the operator's own user on the node as this operator defines it for
 // the source's mode.
-func (r *RedisBackupReconciler) giveOperatorUser(ctx context.Context, addr string, src snapshotSource) error {
+func (r *Reconciler) giveOperatorUser(ctx context.Context, addr string, src snapshotSource) error {
 	n := r.Dial(src.login)(addr)
 	defer n.Close()
 	return auth.SetUser(ctx, n, resources.OperatorUser(src.login.Password, src.cluster.Spec.Cluster != nil))
 }
 
 // store connects to the destination with the credentials of its Secret.
-func (r *RedisBackupReconciler) store(ctx context.Context, namespace string, dest cachev1.S3Destination) (*backup.Store, error) {
+func (r *Reconciler) store(ctx context.Context, namespace string, dest cachev1.S3Destination) (*backup.Store, error) {
 	return destinationStore(ctx, r.APIReader, namespace, dest)
 }
 
@@ -404,7 +408,7 @@ func destinationStore(ctx context.Context, reader client.Reader, namespace strin
 // deleteSnapshot deletes the stored snapshot of a RedisBackup with deletionPolicy Delete, then
 // lets the RedisBackup go. Without its credentials it cannot: the snapshot is left, said in an
 // Event, rather than holding the RedisBackup (and its namespace) for ever.
-func (r *RedisBackupReconciler) deleteSnapshot(ctx context.Context, b *cachev1.RedisBackup) error {
+func (r *Reconciler) deleteSnapshot(ctx context.Context, b *cachev1.RedisBackup) error {
 	if !controllerutil.ContainsFinalizer(b, backupFinalizer) {
 		return nil
 	}
@@ -423,7 +427,7 @@ func (r *RedisBackupReconciler) deleteSnapshot(ctx context.Context, b *cachev1.R
 }
 
 // deleteFromStore deletes the snapshot from its S3 bucket.
-func (r *RedisBackupReconciler) deleteFromStore(ctx context.Context, b *cachev1.RedisBackup) error {
+func (r *Reconciler) deleteFromStore(ctx context.Context, b *cachev1.RedisBackup) error {
 	store, err := r.store(ctx, b.Namespace, *b.Spec.Destination.S3)
 	switch {
 	case errors.Is(err, errCredentials):
@@ -464,14 +468,14 @@ func storedLocations(b *cachev1.RedisBackup) []string {
 }
 
 // leftInPlace says, in an Event, that the snapshot stays where it is, and why.
-func (r *RedisBackupReconciler) leftInPlace(b *cachev1.RedisBackup, why string) {
+func (r *Reconciler) leftInPlace(b *cachev1.RedisBackup, why string) {
 	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Delete",
 		"The snapshot at %s is left in place: %s", b.Status.Location, why)
 }
 
 // SetupWithManager runs the reconciler; a backup streams for as long as it takes, so a few run
 // at once.
-func (r *RedisBackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	workers := r.MaxConcurrentBackups
 	if workers == 0 {
 		workers = 2

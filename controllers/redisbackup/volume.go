@@ -1,4 +1,4 @@
-package controllers
+package redisbackup
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
@@ -37,7 +37,7 @@ var errNoOperatorImage = errors.New("the operator does not know its own image, w
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 
 // reconcileOnVolume takes the backup onto its claim through a pod, or records what its pod did.
-func (r *RedisBackupReconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBackup) (ctrl.Result, error) {
+func (r *Reconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBackup) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: takingPodName(b)}, pod)
 	if err == nil {
@@ -121,8 +121,8 @@ func takingPodName(b *cachev1.RedisBackup) string {
 
 // recordVolumeBackup records the outcome of the backup's pod once it has exited, and deletes it:
 // in cluster mode, the outcome of its shard, and the backup goes on with the next.
-func (r *RedisBackupReconciler) recordVolumeBackup(ctx context.Context, b *cachev1.RedisBackup, pod *corev1.Pod) (ctrl.Result, error) {
-	t := terminated(pod)
+func (r *Reconciler) recordVolumeBackup(ctx context.Context, b *cachev1.RedisBackup, pod *corev1.Pod) (ctrl.Result, error) {
+	t := scope.PodExit(pod)
 	if t == nil {
 		return ctrl.Result{}, nil
 	}
@@ -134,7 +134,7 @@ func (r *RedisBackupReconciler) recordVolumeBackup(ctx context.Context, b *cache
 			res = &decoded
 		}
 	} else {
-		err = volumeTaskError(t)
+		err = scope.VolumeTaskError(t)
 	}
 	var out ctrl.Result
 	if raw, ok := pod.Annotations[resources.ShardBackupAnnotation]; ok {
@@ -153,7 +153,7 @@ func (r *RedisBackupReconciler) recordVolumeBackup(ctx context.Context, b *cache
 
 // recordShardOnVolume records the snapshot of the shard a pod took (raw: what the operator
 // decided for it, ShardBackupAnnotation), or fails the backup with what went wrong.
-func (r *RedisBackupReconciler) recordShardOnVolume(ctx context.Context, b *cachev1.RedisBackup, raw string, res *backup.Result, taken error) (ctrl.Result, error) {
+func (r *Reconciler) recordShardOnVolume(ctx context.Context, b *cachev1.RedisBackup, raw string, res *backup.Result, taken error) (ctrl.Result, error) {
 	var sh cachev1.ShardBackup
 	if err := json.Unmarshal([]byte(raw), &sh); err != nil {
 		return r.finishShards(ctx, b, nil, b.Status.Shards, fmt.Errorf("%w: the backup pod's %s annotation: %w", backup.ErrSnapshot, resources.ShardBackupAnnotation, err))
@@ -175,11 +175,11 @@ func (r *RedisBackupReconciler) recordShardOnVolume(ctx context.Context, b *cach
 // deleteFromVolume deletes the snapshot from its claim through a pod; done once that pod has
 // exited, or when it cannot run (the claim or the namespace is going): the snapshot is then left,
 // said in an Event, rather than holding the RedisBackup (and its namespace) for ever.
-func (r *RedisBackupReconciler) deleteFromVolume(ctx context.Context, b *cachev1.RedisBackup) (done bool, err error) {
+func (r *Reconciler) deleteFromVolume(ctx context.Context, b *cachev1.RedisBackup) (done bool, err error) {
 	// A backup still being written would land after the delete: stop it first.
 	taking := &corev1.Pod{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: takingPodName(b)}, taking); err == nil {
-		if terminated(taking) == nil {
+		if scope.PodExit(taking) == nil {
 			return false, client.IgnoreNotFound(r.Delete(ctx, taking))
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -188,12 +188,12 @@ func (r *RedisBackupReconciler) deleteFromVolume(ctx context.Context, b *cachev1
 	pod := &corev1.Pod{}
 	err = r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: resources.DeleteBackupPodName(b)}, pod)
 	if err == nil {
-		t := terminated(pod)
+		t := scope.PodExit(pod)
 		switch {
 		case t == nil:
 			return false, nil
 		case t.ExitCode != 0:
-			r.leftInPlace(b, volumeTaskError(t).Error())
+			r.leftInPlace(b, scope.VolumeTaskError(t).Error())
 		default:
 			log.FromContext(ctx).Info("Deleted the stored snapshot", "location", b.Status.Location)
 		}
@@ -234,41 +234,4 @@ func (r *RedisBackupReconciler) deleteFromVolume(ctx context.Context, b *cachev1
 		return false, fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
 	return false, nil
-}
-
-// terminated is the exit of a run-once pod's container; nil while it has not exited.
-func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
-	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-		return nil
-	}
-	for _, c := range pod.Status.ContainerStatuses {
-		if c.State.Terminated != nil {
-			return c.State.Terminated
-		}
-	}
-	// Failed before its container ran (evicted, its node lost).
-	return &corev1.ContainerStateTerminated{ExitCode: 1, Message: strings.TrimSpace(pod.Status.Reason + " " + pod.Status.Message)}
-}
-
-// taskError is what a volume task's pod said when it failed.
-type taskError struct {
-	msg   string
-	cause error
-}
-
-func (e *taskError) Error() string { return e.msg }
-func (e *taskError) Unwrap() error { return e.cause }
-
-// volumeTaskError is the failure a pod's exit reports: the volume's (storage) or the node's
-// (snapshot), in the pod's own words.
-func volumeTaskError(t *corev1.ContainerStateTerminated) error {
-	msg := strings.Join(strings.Fields(t.Message), " ")
-	if msg == "" {
-		msg = fmt.Sprintf("the pod exited with code %d", t.ExitCode)
-	}
-	cause := backup.ErrSnapshot
-	if t.ExitCode == resources.ExitStorageFailed {
-		cause = backup.ErrStorage
-	}
-	return &taskError{msg: msg, cause: cause}
 }
