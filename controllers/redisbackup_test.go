@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
-	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/controllers/redisbackup"
 	"github.com/org/redis-operator/test/s3server"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -417,7 +417,7 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	// test waits for one scheduled backup rather than four.
 	for i := range 3 {
 		earlier := &cachev1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("sessions-earlier-%d", i),
-			Labels: map[string]string{controllers.LabelBackupCluster: "sessions", controllers.LabelBackupSchedule: "true"}},
+			Labels: map[string]string{redisbackup.LabelBackupCluster: "sessions", redisbackup.LabelBackupSchedule: "true"}},
 			Spec: cachev1.RedisBackupSpec{Cluster: "sessions", Destination: e.destination(), DeletionPolicy: cachev1.BackupDelete}}
 		require.NoError(t, k8sClient.Create(ctx, earlier))
 		time.Sleep(1100 * time.Millisecond) // creation timestamps are in seconds: retention orders by them
@@ -427,7 +427,7 @@ func TestScheduledBackupsAreTakenAndRetentionDeletesTheOldest(t *testing.T) {
 	// two remain, and only their objects are stored
 	scheduled := func(c require.TestingT) []cachev1.RedisBackup {
 		list := &cachev1.RedisBackupList{}
-		require.NoError(c, k8sClient.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{controllers.LabelBackupCluster: "sessions"}))
+		require.NoError(c, k8sClient.List(ctx, list, client.InNamespace(e.ns), client.MatchingLabels{redisbackup.LabelBackupCluster: "sessions"}))
 		return list.Items
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

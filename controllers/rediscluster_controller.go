@@ -1,6 +1,10 @@
-// Package controllers holds the RedisCluster reconciler: it applies the children that the
-// builders in internal/resources describe, asks internal/topology what the Redis nodes say and
-// what to do about it, does it, and writes the RedisCluster's status.
+// Package controllers is the RedisCluster reconciler: Reconcile gets the RedisCluster, runs its
+// mode's phases (rediscluster_modes.go lists them) and writes the status once. The phases
+// themselves are functions in the packages below it, each handed a scope.Cluster and its own
+// feature's state: replication and clustermode (the two modes), credentials, redisbackup
+// (schedule and restore), metrics. This package keeps what ties them: the reconciler's memory
+// of each RedisCluster, the pods and their dialer, the shared children, the order of the phases
+// and the one status writer.
 package controllers
 
 import (
@@ -28,6 +32,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/metrics"
+	"github.com/org/redis-operator/controllers/redisbackup"
 	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/resources"
@@ -79,10 +84,11 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		rc = written
 	}
 	startVersion := rc.ResourceVersion
-	m := r.modeOf(rc)
-	state := &reconcileState{mode: m, written: rc.DeepCopy(), kept: cs, replication: replication.NewState(rc)}
+	m := modeOf(rc)
+	state := &reconcileState{mode: m, written: rc.DeepCopy(), kept: cs, replication: replication.NewState(rc),
+		settings: settings{SlotMovePace: r.SlotMovePace, SecretResync: r.SecretResync, NodesReadable: r.NodesReadable, Connections: r.Connections}}
 	state.Cluster = scope.Cluster{RC: rc, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, DialAs: r.Dial,
-		OperatorImage: r.OperatorImage, RedisImages: r.RedisImages, Metrics: &cs.metrics,
+		OperatorImage: r.OperatorImage, RedisImages: r.RedisImages, BackupsServed: r.BackupsServed, Metrics: &cs.metrics,
 		ChildrenKnown:   cs.children.unchanged(rc.ResourceVersion),
 		ChildrenMatched: func() { cs.children.compared(rc.ResourceVersion) },
 		Nodes:           state.everyNode,
@@ -96,7 +102,7 @@ func (r *RedisClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		},
 		OperatorRefused: cs.creds.ForgetOperatorUser,
 	}
-	failedKind := r.runPhases(ctx, rc, state, r.phasesOf(m))
+	failedKind := r.runPhases(ctx, rc, state, phasesOf(m))
 
 	r.recordChildEvents(rc, state)
 	cs.observed.set(m.parts(rc, state))
@@ -270,7 +276,7 @@ func (r *RedisClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.BackupsServed {
 		// A RedisCluster restoring a backup starts once the backup completes.
-		b = b.Watches(&cachev1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.clustersWaitingFor))
+		b = b.Watches(&cachev1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(redisbackup.ClustersWaitingFor(r.Client)))
 	}
 	return b.
 		WithOptions(controller.Options{RateLimiter: checkBound{r: r, TypedRateLimiter: workqueue.NewTypedMaxOfRateLimiter(

@@ -9,6 +9,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/clustermode"
 	"github.com/org/redis-operator/controllers/credentials"
+	"github.com/org/redis-operator/controllers/redisbackup"
 	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/topology"
@@ -44,18 +45,18 @@ type mode struct {
 	nextCheck func(*reconcileState, time.Duration) time.Duration
 }
 
-func (r *RedisClusterReconciler) modeOf(rc *cachev1.RedisCluster) mode {
+func modeOf(rc *cachev1.RedisCluster) mode {
 	if rc.Spec.Cluster != nil {
-		return r.shardedMode()
+		return shardedMode()
 	}
-	return r.replicationMode()
+	return replicationMode()
 }
 
 // phasesOf are the phases of a reconcile in mode m: the password first (every node needs it),
 // the mode's prerequisites, the children both modes have and the mode's own, the nodes, then
 // what the mode does with them.
-func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
-	out := []phase{{"Secrets", cachev1.ReasonApplyFailed, r.readSecrets, prerequisite}}
+func phasesOf(m mode) []phase {
+	out := []phase{{"Secrets", cachev1.ReasonApplyFailed, readSecrets, prerequisite}}
 	out = append(out, m.prerequisites...)
 	out = append(out,
 		phase{"ConfigMap", cachev1.ReasonApplyFailed, reconcileConfigMap, appliesChild},
@@ -63,15 +64,15 @@ func (r *RedisClusterReconciler) phasesOf(m mode) []phase {
 		phase{"PodDisruptionBudget", cachev1.ReasonApplyFailed, reconcilePodDisruptionBudget, appliesChild},
 	)
 	out = append(out, m.children...)
-	out = append(out, phase{"Nodes", cachev1.ReasonApplyFailed, r.observeNodes, servesRedis})
+	out = append(out, phase{"Nodes", cachev1.ReasonApplyFailed, observeNodes, servesRedis})
 	out = append(out, m.serving...)
 	// After the mode's phases, which read the nodes' memory.
 	return append(out, phase{"Memory", cachev1.ReasonApplyFailed, reconcileMemory, servesRedis})
 }
 
 // observeNodes lists the RedisCluster's pods, then the mode asks each one's Redis what it is.
-func (r *RedisClusterReconciler) observeNodes(ctx context.Context, state *reconcileState) error {
-	if err := r.listPods(ctx, state); err != nil {
+func observeNodes(ctx context.Context, state *reconcileState) error {
+	if err := listPods(ctx, state); err != nil {
 		return err
 	}
 	return state.mode.observe(ctx, state)
@@ -80,10 +81,10 @@ func (r *RedisClusterReconciler) observeNodes(ctx context.Context, state *reconc
 // replicationMode is one primary and its replicas: a StatefulSet whose nodes the operator keeps
 // one primary and its replicas (failover, rollout), with passwords, TLS, users, backups and
 // restores.
-func (r *RedisClusterReconciler) replicationMode() mode {
+func replicationMode() mode {
 	return mode{
 		prerequisites: []phase{
-			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
+			{"RestoreSource", cachev1.ReasonApplyFailed, restoreSource, prerequisite},
 		},
 		children: []phase{
 			{"StatefulSet", cachev1.ReasonApplyFailed, inReplication(replication.StatefulSet), appliesChild},
@@ -96,11 +97,13 @@ func (r *RedisClusterReconciler) replicationMode() mode {
 			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
 			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
 			{"Failover", cachev1.ReasonTopologyFailed, inReplication(replication.Failover), servesRedis},
-			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileRestoreDone, servesRedis},
+			{"RestoreDone", cachev1.ReasonRestoreFailed, func(ctx context.Context, state *reconcileState) error {
+				return redisbackup.RestoreDone(ctx, &state.Cluster, func(firsts []string) bool { return state.replication.Serves(firsts[0]) })
+			}, servesRedis},
 			{"Rollout", cachev1.ReasonTopologyFailed, inReplication(replication.Rollout), rollout},
 			{"RoleLabels", cachev1.ReasonApplyFailed, inReplication(replication.RoleLabels), servesRedis},
 			{"Users", cachev1.ReasonUserRejected, givesCredentials(credentials.Users), servesRedis},
-			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+			{"BackupSchedule", cachev1.ReasonApplyFailed, backupSchedule, servesRedis},
 		},
 		reobserve: func(ctx context.Context, state *reconcileState) {
 			replication.Observe(ctx, &state.Cluster, &state.replication)
@@ -137,10 +140,10 @@ func inReplication(run func(context.Context, *scope.Cluster, *replication.Memory
 // shardedMode is cluster mode (spec.cluster): a StatefulSet per shard, whose nodes form one
 // Redis Cluster. Passwords, TLS, users, the restore's source and the backup schedule are the
 // other mode's phases, reaching every node of every shard.
-func (r *RedisClusterReconciler) shardedMode() mode {
+func shardedMode() mode {
 	return mode{
 		prerequisites: []phase{
-			{"RestoreSource", cachev1.ReasonApplyFailed, r.reconcileRestoreSource, prerequisite},
+			{"RestoreSource", cachev1.ReasonApplyFailed, restoreSource, prerequisite},
 		},
 		children: []phase{
 			{"StatefulSets", cachev1.ReasonApplyFailed, inClusterMode(clustermode.StatefulSets), appliesChild},
@@ -151,12 +154,14 @@ func (r *RedisClusterReconciler) shardedMode() mode {
 			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
 			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
 			{"Shards", cachev1.ReasonClusterFailed, func(ctx context.Context, state *reconcileState) error {
-				return clustermode.Shards(ctx, &state.Cluster, &state.kept.clustermode, &state.shards, r.SlotMovePace)
+				return clustermode.Shards(ctx, &state.Cluster, &state.kept.clustermode, &state.shards, state.settings.SlotMovePace)
 			}, servesRedis},
-			{"RestoreDone", cachev1.ReasonRestoreFailed, r.reconcileShardRestoreDone, servesRedis},
+			{"RestoreDone", cachev1.ReasonRestoreFailed, func(ctx context.Context, state *reconcileState) error {
+				return redisbackup.RestoreDone(ctx, &state.Cluster, state.shards.Serve)
+			}, servesRedis},
 			{"Users", cachev1.ReasonUserRejected, givesCredentials(credentials.Users), servesRedis},
 			{"Rollout", cachev1.ReasonClusterFailed, inClusterMode(clustermode.Rollout), rollout},
-			{"BackupSchedule", cachev1.ReasonApplyFailed, r.reconcileBackupSchedule, servesRedis},
+			{"BackupSchedule", cachev1.ReasonApplyFailed, backupSchedule, servesRedis},
 		},
 		reobserve: func(ctx context.Context, state *reconcileState) {
 			clustermode.Observe(ctx, &state.Cluster, &state.kept.clustermode, &state.shards)
@@ -202,8 +207,8 @@ func (s *reconcileState) everyNode() topology.View {
 }
 
 // readSecrets is the Secrets phase: the credentials every node needs, read first.
-func (r *RedisClusterReconciler) readSecrets(ctx context.Context, state *reconcileState) error {
-	return credentials.Secrets(ctx, &state.Cluster, &state.kept.creds, &state.creds, r.SecretResync)
+func readSecrets(ctx context.Context, state *reconcileState) error {
+	return credentials.Secrets(ctx, &state.Cluster, &state.kept.creds, &state.creds, state.settings.SecretResync)
 }
 
 // givesCredentials is a phase of package credentials that gives the nodes what they lack.
@@ -215,4 +220,19 @@ func givesCredentials(give func(context.Context, *scope.Cluster, *credentials.Me
 
 func giveLiveSettings(ctx context.Context, state *reconcileState) error {
 	return credentials.LiveSettings(ctx, &state.Cluster, &state.kept.creds)
+}
+
+// restoreSource is the RestoreSource phase (package redisbackup), in both modes.
+func restoreSource(ctx context.Context, state *reconcileState) error {
+	return redisbackup.RestoreSource(ctx, &state.Cluster)
+}
+
+// backupSchedule is the BackupSchedule phase (package redisbackup), in both modes: the status
+// records when it last created a RedisBackup.
+func backupSchedule(ctx context.Context, state *reconcileState) error {
+	scheduled, err := redisbackup.Schedule(ctx, &state.Cluster)
+	if scheduled != nil {
+		state.backupScheduled = scheduled
+	}
+	return err
 }

@@ -8,7 +8,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
-	"github.com/org/redis-operator/internal/redis"
+	"github.com/org/redis-operator/internal/topology"
 )
 
 // A reconcile is a list of phases: those every RedisCluster has, then its mode's
@@ -68,7 +68,7 @@ func (r *RedisClusterReconciler) runPhases(ctx context.Context, rc *cachev1.Redi
 				state.Waiting = w
 			}
 		} else {
-			if errors.Is(err, redis.ErrNoPermission) {
+			if errors.Is(err, topology.ErrNoPermission) {
 				// A node whose operator user is not this build's: given again by the
 				// next reconcile's Passwords phase.
 				state.OperatorRefused()

@@ -33,31 +33,32 @@ func indexPodOwner(obj client.Object) []string {
 
 // listPods records the RedisCluster's pods, which of them fail to start, their addresses, and
 // the dialer that reaches them (both modes).
-func (r *RedisClusterReconciler) listPods(ctx context.Context, state *reconcileState) error {
+func listPods(ctx context.Context, state *reconcileState) error {
 	rc := state.RC
 	pods := &corev1.PodList{}
 	// The cache's own pods, not copies: every phase only reads them (writes go through new
 	// objects), and copying every pod every second was a tenth of the health check's CPU.
-	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := state.Client.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingFields{podOwnerIndex: rc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	state.Pods = pods.Items
 	state.Exited = exitedNode(pods.Items)
-	stranded, err := r.strandedPods(ctx, pods.Items)
+	stranded, err := strandedPods(ctx, state, pods.Items)
 	if err != nil {
 		return err
 	}
 	state.Stranded = stranded
 	state.Members = membersOf(pods.Items)
-	state.Dial = r.dialer(rc, state)
+	state.Dial = dialer(state)
 	return nil
 }
 
 // dialer reaches the members with the current password (and TLS): through the held connections, which
 // it keeps to exactly the members, or through connections of their own without them.
-func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconcileState) topology.Dialer {
-	if r.Connections == nil {
-		return r.Dial(state.creds.Login())
+func dialer(state *reconcileState) topology.Dialer {
+	held := state.settings.Connections
+	if held == nil {
+		return state.DialAs(state.creds.Login())
 	}
 	var addrs []string
 	for _, m := range state.Members {
@@ -65,7 +66,7 @@ func (r *RedisClusterReconciler) dialer(rc *cachev1.RedisCluster, state *reconci
 			addrs = append(addrs, m.Addr)
 		}
 	}
-	return r.Connections.Hold(client.ObjectKeyFromObject(rc), state.creds.Login(), addrs)
+	return held.Hold(client.ObjectKeyFromObject(state.RC), state.creds.Login(), addrs)
 }
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -80,8 +81,8 @@ type nodeState struct{ ready, cordoned bool }
 // strandedPods are the pods on nodes that are not ready (or no longer exist), read from the
 // cache of nodes, by pod name, and the pods not yet scheduled whose claim's volume is on such
 // a node or on a cordoned one.
-func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1.Pod) ([]scope.StrandedPod, error) {
-	if !r.NodesReadable {
+func strandedPods(ctx context.Context, state *reconcileState, pods []corev1.Pod) ([]scope.StrandedPod, error) {
+	if !state.settings.NodesReadable {
 		return nil, nil
 	}
 	var out []scope.StrandedPod
@@ -91,7 +92,7 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 			return seen, nil
 		}
 		node := &corev1.Node{}
-		err := r.Get(ctx, client.ObjectKey{Name: name}, node)
+		err := state.Client.Get(ctx, client.ObjectKey{Name: name}, node)
 		if client.IgnoreNotFound(err) != nil {
 			return nodeState{}, fmt.Errorf("reading node %s: %w", name, err)
 		}
@@ -100,7 +101,7 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 	}
 	for _, p := range pods {
 		if p.Spec.NodeName == "" {
-			waits, err := r.waitsForVolume(ctx, &p, nodeNamed)
+			waits, err := waitsForVolume(ctx, state.APIReader, &p, nodeNamed)
 			if err != nil {
 				return nil, err
 			}
@@ -125,7 +126,7 @@ func (r *RedisClusterReconciler) strandedPods(ctx context.Context, pods []corev1
 // waitsForVolume says whether a pod the scheduler could not place uses a claim whose volume is
 // on a node that is not ready or is cordoned. The claim is read only then (uncached: the
 // operator does not watch claims).
-func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.Pod, nodeNamed func(string) (nodeState, error)) (*scope.StrandedPod, error) {
+func waitsForVolume(ctx context.Context, apiReader client.Reader, p *corev1.Pod, nodeNamed func(string) (nodeState, error)) (*scope.StrandedPod, error) {
 	if !unschedulable(p) {
 		return nil, nil
 	}
@@ -134,7 +135,7 @@ func (r *RedisClusterReconciler) waitsForVolume(ctx context.Context, p *corev1.P
 			continue
 		}
 		claim := &corev1.PersistentVolumeClaim{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, claim)
+		err := apiReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, claim)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

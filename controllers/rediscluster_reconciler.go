@@ -163,6 +163,8 @@ type reconcileState struct {
 	// next status patch.
 	written *cachev1.RedisCluster
 	scope.Cluster
+	// settings are the reconciler's settings that phases read.
+	settings settings
 	// kept is what the reconciler remembers of this RedisCluster.
 	kept  *clusterState
 	creds credentials.State
@@ -177,6 +179,15 @@ type reconcileState struct {
 	shards clustermode.State
 	// memory is what a reconcile learns of the nodes' memory, in either mode (rediscluster_memory.go).
 	memory memoryState
+}
+
+// settings are the reconciler's settings that a reconcile's phases read (the reconciler's fields
+// of the same names).
+type settings struct {
+	SlotMovePace  shards.Pace
+	SecretResync  time.Duration
+	NodesReadable bool
+	Connections   HeldConnections
 }
 
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {

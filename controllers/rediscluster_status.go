@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/redisbackup"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/placement"
 	"github.com/org/redis-operator/internal/resources"
@@ -27,7 +28,7 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 	if state.backupScheduled != nil {
 		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
 	}
-	scope.SetCondition(rc, restoredCondition(rc, state))
+	scope.SetCondition(rc, redisbackup.RestoredCondition(&state.Cluster))
 	if state.Lost != "" {
 		// A loss again: its time is now, not the first one's.
 		meta.RemoveStatusCondition(&rc.Status.Conditions, cachev1.ConditionDataLost)

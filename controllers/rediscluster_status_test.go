@@ -174,7 +174,7 @@ func TestRequeueAfterIsTheSoonerOfTheHealthCheckAndAWait(t *testing.T) {
 	r := &RedisClusterReconciler{CheckInterval: 2 * time.Second}
 	serving := topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}}}}
 	requeue := func(s *reconcileState) (time.Duration, int) {
-		s.mode = r.replicationMode()
+		s.mode = replicationMode()
 		return r.requeueAfter(s)
 	}
 

@@ -1,7 +1,10 @@
-// Package redisbackup is the RedisBackup controller: it takes each RedisBackup once, streaming
-// a snapshot of a caught-up replica (of each shard in cluster mode) to S3 or onto a volume, and
-// deletes what it stored when a RedisBackup with deletionPolicy Delete goes. Where a snapshot is
-// taken from, and how to log in there, it asks the RedisCluster's reconciler (SnapshotSources).
+// Package redisbackup is backups, end to end. The RedisBackup controller (Reconciler) takes
+// each RedisBackup once, streaming a snapshot of a caught-up replica (of each shard in cluster
+// mode) to S3 or onto a volume, and deletes what it stored when a RedisBackup with
+// deletionPolicy Delete goes; where a snapshot is taken from, and how to log in there, it asks
+// the RedisCluster's reconciler (SnapshotSources). The RedisCluster's own phases for backups
+// are here too, as functions of a scope.Cluster: spec.backup's schedule and retention
+// (Schedule) and spec.restore (RestoreSource, RestoreDone, RestoredCondition).
 package redisbackup
 
 import (

@@ -66,6 +66,9 @@ type Cluster struct {
 	// restore's init container) and Redis's by version.
 	OperatorImage string
 	RedisImages   resources.RedisImages
+	// BackupsServed is true when the API server serves RedisBackups: spec.backup and
+	// spec.restore need them.
+	BackupsServed bool
 	// Metrics is what the metrics remember of this RedisCluster (when each node's load was
 	// last read).
 	Metrics *metrics.Memory

@@ -1,4 +1,4 @@
-package controllers
+package redisbackup
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
+	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
 )
 
-// The schedule of spec.backup: the RedisCluster's reconciler creates a RedisBackup at each time
+// The schedule of spec.backup: the RedisCluster's reconciler (this phase) creates a RedisBackup at each time
 // the schedule names (the RedisBackup reconciler takes it), and deletes the scheduled backups
 // that retention no longer keeps. A schedule is a field of the RedisCluster, not a kind of its
 // own: it is one more thing the cluster's owner wants of it, it goes with the cluster, and the
@@ -33,38 +34,39 @@ const (
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=create;delete
 
-// reconcileBackupSchedule creates the RedisBackup that is due, at most one per reconcile (missed
-// times are not made up: one backup stands for them), then applies retention.
-func (r *RedisClusterReconciler) reconcileBackupSchedule(ctx context.Context, state *reconcileState) error {
-	rc := state.RC
+// Schedule is the BackupSchedule phase: it creates the RedisBackup that is due, at most one per
+// reconcile (missed times are not made up: one backup stands for them), then applies retention.
+// It returns the time of the backup it created (status.backup.lastScheduleTime); nil when none
+// was due.
+func Schedule(ctx context.Context, c *scope.Cluster) (*metav1.Time, error) {
+	rc := c.RC
 	spec := rc.Spec.Backup
 	if spec == nil {
-		return nil
+		return nil, nil
 	}
-	if !r.BackupsServed {
-		return errBackupsNotServed
+	if !c.BackupsServed {
+		return nil, errBackupsNotServed
 	}
 	sched, err := backup.ParseSchedule(spec.Schedule)
 	if err != nil {
-		return outcome.Fail(cachev1.ReasonBackupScheduleInvalid, fmt.Errorf("spec.backup.schedule %q: %w", spec.Schedule, err))
+		return nil, outcome.Fail(cachev1.ReasonBackupScheduleInvalid, fmt.Errorf("spec.backup.schedule %q: %w", spec.Schedule, err))
 	}
 	last := rc.CreationTimestamp.Time
 	if s := rc.Status.Backup; s != nil && s.LastScheduleTime != nil {
 		last = s.LastScheduleTime.Time
 	}
 	now := time.Now()
-	due := latestDue(sched, last, now)
-	if !due.IsZero() {
+	var scheduled *metav1.Time
+	if due := latestDue(sched, last, now); !due.IsZero() {
 		b := scheduledBackup(rc, due)
-		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating RedisBackup %s: %w", b.Name, err)
+		if err := c.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating RedisBackup %s: %w", b.Name, err)
 		}
-		r.Recorder.Eventf(rc, b, corev1.EventTypeNormal, cachev1.EventBackupScheduled, "Backup",
+		c.Recorder.Eventf(rc, b, corev1.EventTypeNormal, cachev1.EventBackupScheduled, "Backup",
 			"Created RedisBackup %s for the schedule %q", b.Name, spec.Schedule)
-		t := metav1.NewTime(due)
-		state.backupScheduled = &t
+		scheduled = &metav1.Time{Time: due}
 	}
-	return r.pruneBackups(ctx, rc, now)
+	return scheduled, prune(ctx, c, now)
 }
 
 // latestDue is the latest time the schedule names after last and no later than now; zero when
@@ -88,23 +90,24 @@ func scheduledBackup(rc *cachev1.RedisCluster, t time.Time) *cachev1.RedisBackup
 	return b
 }
 
-// pruneBackups deletes the finished scheduled backups that retention does not keep: beyond the
+// prune deletes the finished scheduled backups that retention does not keep: beyond the
 // newest Count, or older than MaxAge. The newest completed one is always kept, so that a
 // schedule whose backups keep failing never leaves the cluster with none.
-func (r *RedisClusterReconciler) pruneBackups(ctx context.Context, rc *cachev1.RedisCluster, now time.Time) error {
+func prune(ctx context.Context, c *scope.Cluster, now time.Time) error {
+	rc := c.RC
 	keep := rc.Spec.Backup.Retention
 	if keep == nil || (keep.Count == nil && keep.MaxAge == nil) {
 		return nil
 	}
 	list := &cachev1.RedisBackupList{}
-	if err := r.List(ctx, list, client.InNamespace(rc.Namespace), client.MatchingLabels{LabelBackupCluster: rc.Name, LabelBackupSchedule: "true"}); err != nil {
+	if err := c.Client.List(ctx, list, client.InNamespace(rc.Namespace), client.MatchingLabels{LabelBackupCluster: rc.Name, LabelBackupSchedule: "true"}); err != nil {
 		return fmt.Errorf("listing RedisBackups: %w", err)
 	}
 	for _, b := range pruned(list.Items, keep, now) {
-		if err := r.Delete(ctx, &b); client.IgnoreNotFound(err) != nil {
+		if err := c.Client.Delete(ctx, &b); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting RedisBackup %s: %w", b.Name, err)
 		}
-		r.Recorder.Eventf(rc, &b, corev1.EventTypeNormal, cachev1.EventBackupPruned, "Backup",
+		c.Recorder.Eventf(rc, &b, corev1.EventTypeNormal, cachev1.EventBackupPruned, "Backup",
 			"Deleted RedisBackup %s: retention keeps %s", b.Name, retentionText(keep))
 	}
 	return nil

@@ -1,4 +1,4 @@
-package controllers
+package redisbackup
 
 import (
 	"context"
@@ -12,8 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -23,7 +25,7 @@ import (
 )
 
 // A restore (spec.restore) in three steps:
-//  1. reconcileRestoreSource reads the RedisBackup once, when the cluster is created, into
+//  1. RestoreSource reads the RedisBackup once, when the cluster is created, into
 //     status.restore; until the backup has completed, no pod is created.
 //  2. The first node's restore init container (internal/resources) fetches the snapshot
 //     recorded there, checks it, and lays it out before Redis starts; the first primary is
@@ -31,7 +33,7 @@ import (
 //     copied into the first node's data claim by a pod of its own before the StatefulSet
 //     exists (restoreFromVolume): the nodes never mount the backup's claim, which may be
 //     ReadWriteOnce and is not theirs to depend on.
-//  3. reconcileRestoreDone sees that node serve as primary, records the restore complete and
+//  3. RestoreDone sees that node serve as primary, records the restore complete and
 //     deletes the <name>-restore ConfigMap, so that it is never restored again.
 
 // errBackupsNotServed is spec.backup or spec.restore while the RedisBackup CRD is not installed.
@@ -39,22 +41,22 @@ var errBackupsNotServed = outcome.Fail(cachev1.ReasonBackupsNotServed, errors.Ne
 
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups,verbs=get;list;watch
 
-// reconcileRestoreSource is step 1, and keeps the <name>-restore ConfigMap while the restore
-// is not done.
-func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, state *reconcileState) error {
-	rc := state.RC
+// RestoreSource is step 1 (the RestoreSource phase), and keeps the <name>-restore ConfigMap
+// while the restore is not done. It records the backup in c.Restore.
+func RestoreSource(ctx context.Context, c *scope.Cluster) error {
+	rc := c.RC
 	if rc.Spec.Restore == nil {
 		return nil
 	}
-	if !r.BackupsServed && rc.Status.Restore == nil {
+	if !c.BackupsServed && rc.Status.Restore == nil {
 		return errBackupsNotServed
 	}
 	if rc.Status.Restore != nil {
-		state.Restore = rc.Status.Restore.DeepCopy()
+		c.Restore = rc.Status.Restore.DeepCopy()
 	} else {
 		name := rc.Spec.Restore.FromBackup
 		b := &cachev1.RedisBackup{}
-		switch err := r.Get(ctx, nameOf(rc, name), b); {
+		switch err := c.Client.Get(ctx, types.NamespacedName{Namespace: rc.Namespace, Name: name}, b); {
 		case apierrors.IsNotFound(err):
 			// The RedisBackup's watch (clustersWaitingFor) wakes the reconcile.
 			return outcome.Wait(0, cachev1.ReasonBackupNotReady, fmt.Sprintf("waiting for the backup: RedisBackup %s does not exist; no node starts until it has completed", name))
@@ -66,24 +68,24 @@ func (r *RedisClusterReconciler) reconcileRestoreSource(ctx context.Context, sta
 		if err := restorable(rc, b); err != nil {
 			return outcome.Fail(cachev1.ReasonRestoreFailed, err)
 		}
-		state.Restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
+		c.Restore = &cachev1.RestoreStatus{Backup: name, Location: b.Status.Location, Checksum: b.Status.Checksum,
 			Size: b.Status.Size, Destination: b.Spec.Destination, Shards: b.Status.Shards}
 	}
-	if state.Restore.CompletedAt != nil {
+	if c.Restore.CompletedAt != nil {
 		return nil
 	}
-	if r.OperatorImage == "" {
+	if c.OperatorImage == "" {
 		return outcome.Fail(cachev1.ReasonRestoreFailed, errors.New("the operator does not know its own image, which restores the data: start it with --operator-image"))
 	}
-	if state.Restore.Destination.PersistentVolumeClaim != nil {
-		return r.restoreFromVolume(ctx, state)
+	if c.Restore.Destination.PersistentVolumeClaim != nil {
+		return restoreFromVolume(ctx, c)
 	}
-	if state.ChildrenKnown {
+	if c.ChildrenKnown {
 		return nil
 	}
-	for _, desired := range resources.DesiredRestoreConfigMaps(rc, state.Restore) {
-		err := scope.Apply(ctx, &state.Cluster, "ConfigMap", scope.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
-			Desired: desired, Name: nameOf(rc, *desired.Name), Live: &corev1.ConfigMap{}, Extract: corev1ac.ExtractConfigMap,
+	for _, desired := range resources.DesiredRestoreConfigMaps(rc, c.Restore) {
+		err := scope.Apply(ctx, c, "ConfigMap", scope.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+			Desired: desired, Name: types.NamespacedName{Namespace: rc.Namespace, Name: *desired.Name}, Live: &corev1.ConfigMap{}, Extract: corev1ac.ExtractConfigMap,
 		})
 		if err != nil {
 			return err
@@ -117,42 +119,36 @@ func phaseOrPending(b *cachev1.RedisBackup) cachev1.BackupPhase {
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=delete
 
-// reconcileRestoreDone is step 3: the restore is done once the first node serves as primary.
-// A first node whose restore fails (its init container exits) is reported with the restore's
-// own words.
-func (r *RedisClusterReconciler) reconcileRestoreDone(ctx context.Context, state *reconcileState) error {
-	rc := state.RC
-	first := restoredNode(rc)
-	served := func() bool { return state.replication.Serves(first) }
-	return r.finishRestore(ctx, rc, state, []string{first}, served)
-}
-
-// reconcileShardRestoreDone is step 3 in cluster mode: the restore is done once each shard's
-// first node serves its shard's slots as its primary, in a cluster that has formed (every slot
-// served).
-func (r *RedisClusterReconciler) reconcileShardRestoreDone(ctx context.Context, state *reconcileState) error {
-	rc := state.RC
+// RestoringNodes are the pods that restore the data: the first, or in cluster mode each shard's
+// first.
+func RestoringNodes(rc *cachev1.RedisCluster) []string {
+	if rc.Spec.Cluster == nil {
+		return []string{resources.FirstNodeName(rc, 0)}
+	}
 	var firsts []string
 	for i := range int(rc.Spec.Cluster.Shards) {
 		firsts = append(firsts, resources.FirstNodeName(rc, i))
 	}
-	served := func() bool { return state.shards.Serve(firsts) }
-	return r.finishRestore(ctx, rc, state, firsts, served)
+	return firsts
 }
 
-// finishRestore records the restore done once served says the restoring nodes (firsts) serve
-// the data, and deletes what said what to restore; a restoring node whose init container failed
-// is reported with the restore's own words.
-func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.RedisCluster, state *reconcileState, firsts []string, served func() bool) error {
-	if state.Restore == nil || state.Restore.CompletedAt != nil {
+// RestoreDone is step 3 (the RestoreDone phase): it records the restore done once served says
+// the restoring nodes (RestoringNodes) serve the data (in replication mode, the first as
+// primary; in cluster mode each shard's first as its primary, in a cluster that has formed), and
+// deletes what said what to restore. A restoring node whose init container failed is reported
+// with the restore's own words.
+func RestoreDone(ctx context.Context, c *scope.Cluster, served func(firsts []string) bool) error {
+	rc := c.RC
+	firsts := RestoringNodes(rc)
+	if c.Restore == nil || c.Restore.CompletedAt != nil {
 		return nil
 	}
 	for _, first := range firsts {
-		if why := restoreFailure(state.Pods, first); why != "" {
-			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", state.Restore.Backup, first, why))
+		if why := restoreFailure(c.Pods, first); why != "" {
+			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s on %s failed: %s", c.Restore.Backup, first, why))
 		}
 	}
-	if !served() {
+	if !served(firsts) {
 		return nil
 	}
 	// The ConfigMaps that said what to fetch, or the pods that copied from a volume: each
@@ -161,15 +157,15 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 		for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Pod{}} {
 			obj.SetName(name)
 			obj.SetNamespace(rc.Namespace)
-			if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			if err := c.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting %T %s: %w", obj, name, err)
 			}
 		}
 	}
 	now := metav1.Now()
-	state.Restore.CompletedAt = &now
-	r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
-		"%s serves the data of RedisBackup %s (%s)", strings.Join(firsts, ", "), state.Restore.Backup, state.Restore.Location)
+	c.Restore.CompletedAt = &now
+	c.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventRestored, "Restore",
+		"%s serves the data of RedisBackup %s (%s)", strings.Join(firsts, ", "), c.Restore.Backup, c.Restore.Location)
 	return nil
 }
 
@@ -180,29 +176,29 @@ func (r *RedisClusterReconciler) finishRestore(ctx context.Context, rc *cachev1.
 // node's) from the backup's claim, through a restore pod, before its StatefulSet exists; the
 // phases after it wait until every pod is done. The pods run one after another: the backup's
 // claim may be ReadWriteOnce, which pods on two machines cannot mount together.
-func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, state *reconcileState) error {
-	rc := state.RC
+func restoreFromVolume(ctx context.Context, c *scope.Cluster) error {
+	rc := c.RC
 	if rc.Spec.Storage == nil {
 		return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("RedisBackup %s is on PersistentVolumeClaim %s: a restore from a volume fills the first node's data claim, and this cluster has none (set spec.storage, or restore a backup stored in S3)",
-			state.Restore.Backup, state.Restore.Destination.PersistentVolumeClaim.ClaimName))
+			c.Restore.Backup, c.Restore.Destination.PersistentVolumeClaim.ClaimName))
 	}
 	for shard, name := range resources.RestoreNames(rc) {
-		if location, _ := resources.RestoredSnapshot(rc, state.Restore, shard); location == "" {
+		if location, _ := resources.RestoredSnapshot(rc, c.Restore, shard); location == "" {
 			continue // a shard the backup does not hold starts empty
 		}
 		pod := &corev1.Pod{}
-		err := r.Get(ctx, nameOf(rc, name), pod)
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: rc.Namespace, Name: name}, pod)
 		if apierrors.IsNotFound(err) {
-			if err := r.Get(ctx, nameOf(rc, resources.StatefulSetNameOf(rc, shard)), &appsv1.StatefulSet{}); err == nil {
+			if err := c.Client.Get(ctx, types.NamespacedName{Namespace: rc.Namespace, Name: resources.StatefulSetNameOf(rc, shard)}, &appsv1.StatefulSet{}); err == nil {
 				continue // its restore pod was done, and is gone
 			} else if !apierrors.IsNotFound(err) {
 				return err
 			}
-			if err := r.Create(ctx, resources.FirstDataClaim(rc, shard)); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := c.Client.Create(ctx, resources.FirstDataClaim(rc, shard)); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating PersistentVolumeClaim %s: %w", resources.FirstDataClaimName(rc, shard), err)
 			}
-			pod = resources.RestorePod(rc, state.Restore, shard, r.OperatorImage)
-			if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			pod = resources.RestorePod(rc, c.Restore, shard, c.OperatorImage)
+			if err := c.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 			}
 			return waitRestorePod
@@ -215,7 +211,7 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, state *r
 			return waitRestorePod
 		case t.ExitCode != 0:
 			return outcome.Fail(cachev1.ReasonRestoreFailed, fmt.Errorf("restoring RedisBackup %s into %s failed: %w",
-				state.Restore.Backup, resources.FirstDataClaimName(rc, shard), scope.VolumeTaskError(t)))
+				c.Restore.Backup, resources.FirstDataClaimName(rc, shard), scope.VolumeTaskError(t)))
 		}
 	}
 	return nil
@@ -224,9 +220,6 @@ func (r *RedisClusterReconciler) restoreFromVolume(ctx context.Context, state *r
 // waitRestorePod is a restore pod that has not finished: the StatefulSet waits for it. The pod's
 // watch (podToRedisCluster) wakes the reconcile when it ends.
 var waitRestorePod = outcome.Wait(0, cachev1.ReasonRestoring, "a restore pod copies the backup into the first node's data claim; no node starts before every one is done")
-
-// restoredNode is the pod that restores the data: the first.
-func restoredNode(rc *cachev1.RedisCluster) string { return resources.FirstNodeName(rc, 0) }
 
 // restoreFailure is why the pod's restore init container failed, from its termination message;
 // empty when it did not.
@@ -254,12 +247,14 @@ func restoreFailure(pods []corev1.Pod, name string) string {
 // condition says them.
 var restoreReasons = []string{cachev1.ReasonBackupsNotServed, cachev1.ReasonBackupNotReady, cachev1.ReasonRestoring, cachev1.ReasonRestoreFailed}
 
-// restoredCondition says where the restore of spec.restore is; nil without one.
-func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.Condition {
+// RestoredCondition says where the restore of spec.restore is (the Restored condition), from
+// what this reconcile's phases recorded in c; nil without one.
+func RestoredCondition(c *scope.Cluster) *metav1.Condition {
+	rc := c.RC
 	if rc.Spec.Restore == nil {
 		return nil
 	}
-	r, u := state.Restore, state.unfinished()
+	r, u := c.Restore, outcome.Of(c.Failed, c.Waiting)
 	switch {
 	case r != nil && r.CompletedAt != nil:
 		return scope.Condition(cachev1.ConditionRestored, metav1.ConditionTrue, cachev1.ReasonRestoreComplete,
@@ -273,7 +268,7 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 		}
 		return scope.Condition(cachev1.ConditionRestored, metav1.ConditionFalse, cachev1.ReasonBackupNotReady, "The backup has not been read yet")
 	}
-	who := restoredNode(rc)
+	who := resources.FirstNodeName(rc, 0)
 	if rc.Spec.Cluster != nil {
 		who = "The first node of each shard"
 	}
@@ -281,17 +276,20 @@ func restoredCondition(rc *cachev1.RedisCluster, state *reconcileState) *metav1.
 		fmt.Sprintf("%s restores RedisBackup %s before Redis starts", who, r.Backup))
 }
 
-// clustersWaitingFor are the RedisClusters whose restore waits for this RedisBackup.
-func (r *RedisClusterReconciler) clustersWaitingFor(ctx context.Context, obj client.Object) []reconcile.Request {
-	list := &cachev1.RedisClusterList{}
-	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, rc := range list.Items {
-		if rc.Spec.Restore != nil && rc.Spec.Restore.FromBackup == obj.GetName() && rc.Status.Restore == nil {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rc)})
+// ClustersWaitingFor maps a RedisBackup to the RedisClusters whose restore waits for it: the
+// RedisCluster reconciler's watch of RedisBackups.
+func ClustersWaitingFor(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		list := &cachev1.RedisClusterList{}
+		if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+			return nil
 		}
+		var out []reconcile.Request
+		for _, rc := range list.Items {
+			if rc.Spec.Restore != nil && rc.Spec.Restore.FromBackup == obj.GetName() && rc.Status.Restore == nil {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rc)})
+			}
+		}
+		return out
 	}
-	return out
 }
