@@ -131,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // take streams node's snapshot to key.
 func (r *Reconciler) take(ctx context.Context, node topology.Observed, src snapshotSource, store *backup.Store, key string) (backup.Result, error) {
 	result, err := r.Snapshots.Take(ctx, node.Addr, src.login, store, key)
-	if err != nil && strings.Contains(err.Error(), "NOPERM") {
+	if errors.Is(err, topology.ErrNoPermission) {
 		// A node started by an operator whose own user could not sync yet: give it the user
 		// as this operator defines it, and try once more.
 		if gerr := r.giveOperatorUser(ctx, node.Addr, src); gerr == nil {

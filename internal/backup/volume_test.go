@@ -92,3 +92,25 @@ func TestAVolumeKeyCannotLeaveTheVolume(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// A node whose operator user may not sync (a user an earlier build defined) refuses the
+// snapshot with NOPERM: the error says so by type, so that the RedisBackup controller gives the
+// user again and tries once more.
+func TestASnapshotRefusedByTheUsersPermissionsSaysNoPermission(t *testing.T) {
+	ctx := context.Background()
+	source := startRedis(t, filepath.Join(t.TempDir(), "source"), "appendonly no\nsave \"\"\n")
+	c := goredis.NewClient(&goredis.Options{Addr: source.Addr()})
+	defer c.Close()
+	require.NoError(t, c.Do(ctx, "ACL", "SETUSER", "operator", "on", ">secret", "+@all", "-sync", "-replconf").Err())
+	vol := backup.Dir{Root: t.TempDir(), Claim: "backups"}
+
+	_, err := backup.Snapshots{Redis: redis.Options{Timeout: time.Second}}.Take(ctx, source.Addr(),
+		redis.Login{Username: "operator", Password: "secret"}, vol, "ns/src/b1.rdb")
+	require.ErrorIs(t, err, redis.ErrNoPermission)
+	require.ErrorIs(t, err, backup.ErrSnapshot)
+
+	require.NoError(t, c.Do(ctx, "ACL", "SETUSER", "operator", "+sync", "+replconf").Err())
+	_, err = backup.Snapshots{Redis: redis.Options{Timeout: time.Second}}.Take(ctx, source.Addr(),
+		redis.Login{Username: "operator", Password: "secret"}, vol, "ns/src/b1.rdb")
+	require.NoError(t, err, "the same login, once the user may sync")
+}

@@ -67,13 +67,13 @@ func Snapshot(ctx context.Context, addr string, opts Options, w io.Writer) (Snap
 	// capa eof: the node may stream the RDB as it writes it (diskless), ended by a marker;
 	// rdb-only (Redis 7): it drops the connection after the RDB instead of streaming writes.
 	if err := c.command(opts.Timeout, "REPLCONF", "capa", "eof"); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("%w: REPLCONF capa eof: %w", ErrSnapshot, err)
+		return SnapshotInfo{}, fmt.Errorf("%w: REPLCONF capa eof: %w", ErrSnapshot, classify(err))
 	}
 	if err := c.command(opts.Timeout, "REPLCONF", "rdb-only", "1"); err != nil && !strings.Contains(err.Error(), "Unrecognized") {
-		return SnapshotInfo{}, fmt.Errorf("%w: REPLCONF rdb-only: %w", ErrSnapshot, err)
+		return SnapshotInfo{}, fmt.Errorf("%w: REPLCONF rdb-only: %w", ErrSnapshot, classify(err))
 	}
 	if err := c.send(opts.Timeout, "SYNC"); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("%w: SYNC: %w", ErrSnapshot, err)
+		return SnapshotInfo{}, fmt.Errorf("%w: SYNC: %w", ErrSnapshot, classify(err))
 	}
 	header, err := c.payloadHeader()
 	if err != nil {
