@@ -16,8 +16,8 @@ import (
 	"github.com/org/redis-operator/internal/resources"
 )
 
-// The children's phases: those both modes apply (ConfigMap, Services, PodDisruptionBudget),
-// replication's StatefulSet (the shards' are in rediscluster_shards.go), each applied through
+// The children's phases both modes have (ConfigMap, Services, PodDisruptionBudget; the modes'
+// StatefulSets are in packages replication and clustermode), each applied through
 // scope.Apply (server-side apply, written only on drift), and what says whether they need
 // comparing with the spec at all (childrenSeen).
 

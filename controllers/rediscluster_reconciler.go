@@ -168,10 +168,8 @@ type reconcileState struct {
 	// kept is what the reconciler remembers of this RedisCluster.
 	kept  *clusterState
 	creds credentials.State
-	// rolled is true when this reconcile replaced a pod or switched the primary over.
-	rolled bool
 	// backupScheduled is when spec.backup's schedule last created a RedisBackup
-	// (rediscluster_backups.go).
+	// (redisbackup.Schedule).
 	backupScheduled *metav1.Time
 	// replication is what a reconcile in replication mode learns (package replication).
 	replication replication.State

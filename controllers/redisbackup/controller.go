@@ -15,10 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/internal/auth"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
@@ -102,34 +100,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
+	t := &taking{b: b, written: b.DeepCopy()}
+	var err error
 	if b.Spec.Destination.PersistentVolumeClaim != nil {
-		return r.reconcileOnVolume(ctx, b)
+		err = r.onVolume(ctx, t)
+	} else {
+		err = r.toStore(ctx, t)
 	}
+	result, err := r.end(ctx, t, err)
+	if err == nil && t.recordedPod != nil {
+		// The pod goes once the status holds its outcome: an operator that stops between the
+		// two finds the pod again and records the same outcome.
+		if err := r.Delete(ctx, t.recordedPod); client.IgnoreNotFound(err) != nil {
+			return result, fmt.Errorf("deleting pod %s: %w", t.recordedPod.Name, err)
+		}
+	}
+	return result, err
+}
+
+// toStore streams the snapshot (in cluster mode, each shard's) to S3.
+func (r *Reconciler) toStore(ctx context.Context, t *taking) error {
+	b := t.b
 	store, err := r.store(ctx, b.Namespace, *b.Spec.Destination.S3)
 	if errors.Is(err, errCredentials) {
-		return r.wait(ctx, b, cachev1.ReasonCredentialsNotFound, err.Error())
+		return outcome.Wait(backupWait, cachev1.ReasonCredentialsNotFound, err.Error())
 	}
 	if err != nil {
-		return r.finish(ctx, b, nil, fmt.Errorf("%w: %w", backup.ErrStorage, err))
+		return failed(fmt.Errorf("%w: %w", backup.ErrStorage, err))
 	}
-	src, pending, err := r.source(ctx, b)
-	if err != nil || pending != "" {
-		return r.waitOr(ctx, b, pending, err)
+	src, err := r.source(ctx, b)
+	if err != nil {
+		return err
 	}
 	if src.sharded() {
-		return r.takeShards(ctx, b, store, src)
+		return r.toStoreByShard(ctx, t, store, src)
 	}
 	node := r.nodeOf(ctx, src, 0)
 	key := backup.ObjectKey(b.Spec.Destination.S3.Prefix, b.Namespace, b.Spec.Cluster, b.Name)
-	if err := r.recordRunning(ctx, b, node.Name, store.Location(key)); err != nil {
-		return ctrl.Result{}, err
+	if err := r.announceRunning(ctx, t, node.Name, store.Location(key)); err != nil {
+		return err
 	}
-	result, err := r.take(ctx, node, src, store, key)
-	return r.finish(ctx, b, &result, err)
+	result, err := r.stream(ctx, node, src, store, key)
+	if err != nil {
+		return failed(err)
+	}
+	setCompleted(b, result)
+	return nil
 }
 
-// take streams node's snapshot to key.
-func (r *Reconciler) take(ctx context.Context, node topology.Observed, src snapshotSource, store *backup.Store, key string) (backup.Result, error) {
+// stream streams node's snapshot to key.
+func (r *Reconciler) stream(ctx context.Context, node topology.Observed, src snapshotSource, store *backup.Store, key string) (backup.Result, error) {
 	result, err := r.Snapshots.Take(ctx, node.Addr, src.login, store, key)
 	if errors.Is(err, topology.ErrNoPermission) {
 		// A node started by an operator whose own user could not sync yet: give it the user
@@ -141,36 +161,39 @@ func (r *Reconciler) take(ctx context.Context, node topology.Observed, src snaps
 	return result, err
 }
 
-// takeShards takes a snapshot of each shard of a RedisCluster in cluster mode, one after the
-// other, each to an object of its own under the backup's prefix; the backup is Completed once
-// every one is stored, Failed at the first that is not. Each shard's slots are read anew when
-// its snapshot is taken, so that completeShards can tell whether slots moved meanwhile.
-func (r *Reconciler) takeShards(ctx context.Context, b *cachev1.RedisBackup, store *backup.Store, src snapshotSource) (ctrl.Result, error) {
+// toStoreByShard takes a snapshot of each shard of a RedisCluster in cluster mode, one after
+// the other, each to an object of its own under the backup's prefix; the backup is Completed
+// once every one is stored, Failed at the first that is not. Each shard's slots are read anew
+// when its snapshot is taken, so that completeShards can tell whether slots moved meanwhile.
+func (r *Reconciler) toStoreByShard(ctx context.Context, t *taking, store *backup.Store, src snapshotSource) error {
+	b := t.b
 	dest := b.Spec.Destination.S3
-	if err := r.recordRunning(ctx, b, src.nodes(), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {
-		return ctrl.Result{}, err
+	if err := r.announceRunning(ctx, t, src.nodes(), store.Location(backup.ShardsPrefix(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name))); err != nil {
+		return err
 	}
 	var stored []cachev1.ShardBackup
 	for {
 		if len(stored) > 0 {
-			var pending string
-			var err error
-			if src, pending, err = r.source(ctx, b); err != nil {
-				return ctrl.Result{}, err
-			} else if pending != "" {
+			next, err := r.source(ctx, b)
+			if w, ok := outcome.AsWaiting("", err); ok {
 				// What is stored so far is recorded: deleted with the backup.
-				return r.finishShards(ctx, b, nil, stored, fmt.Errorf("%w: the cluster changed while the backup was taken (%s): take it again", backup.ErrSnapshot, pending))
+				b.Status.Shards = stored
+				return failed(fmt.Errorf("%w: the cluster changed while the backup was taken (%s): take it again", backup.ErrSnapshot, w.Message))
+			} else if err != nil {
+				return err
 			}
+			src = next
 		}
 		if len(stored) == len(src.parts) {
-			return r.completeShards(ctx, b, stored)
+			return completeShards(b, stored)
 		}
 		p := src.parts[len(stored)]
 		node := r.nodeOf(ctx, src, len(stored))
 		key := backup.ShardObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name, p.Shard)
-		res, err := r.take(ctx, node, src, store, key)
+		res, err := r.stream(ctx, node, src, store, key)
 		if err != nil {
-			return r.finishShards(ctx, b, nil, stored, fmt.Errorf("shard %s: %w", p.Shard, err))
+			b.Status.Shards = stored
+			return failed(fmt.Errorf("shard %s: %w", p.Shard, err))
 		}
 		stored = append(stored, shardBackup(p, node, store.Location(key), res))
 	}
@@ -185,15 +208,17 @@ func shardBackup(p backup.Part, node topology.Observed, location string, res bac
 // completeShards records a backup in cluster mode whose every shard's snapshot is stored:
 // Completed when the slots they recorded hold each slot exactly once, Failed when slots moved
 // between two shards' snapshots (a key would be in two of them, or in none).
-func (r *Reconciler) completeShards(ctx context.Context, b *cachev1.RedisBackup, stored []cachev1.ShardBackup) (ctrl.Result, error) {
+func completeShards(b *cachev1.RedisBackup, stored []cachev1.ShardBackup) error {
+	b.Status.Shards = stored
 	if !everySlotOnce(stored) {
-		return r.finishShards(ctx, b, nil, stored, fmt.Errorf("%w: slots moved between the shards while their snapshots were taken (the snapshots do not hold every slot exactly once): take the backup again", backup.ErrSnapshot))
+		return failed(fmt.Errorf("%w: slots moved between the shards while their snapshots were taken (the snapshots do not hold every slot exactly once): take the backup again", backup.ErrSnapshot))
 	}
 	var total backup.Result
 	for _, sh := range stored {
 		total.Size += sh.Size
 	}
-	return r.finishShards(ctx, b, &total, stored, nil)
+	setCompleted(b, total)
+	return nil
 }
 
 // everySlotOnce is true when the shards' recorded slots hold each of the 16384 slots exactly
@@ -229,21 +254,22 @@ func (s snapshotSource) nodes() string {
 	return strings.Join(names, ",")
 }
 
-// source reads where the backup's parts are taken from; pending says why there are none yet.
-func (r *Reconciler) source(ctx context.Context, b *cachev1.RedisBackup) (src snapshotSource, pending string, err error) {
+// source reads where the backup's parts are taken from; it waits (BackupPending) while there
+// are none yet.
+func (r *Reconciler) source(ctx context.Context, b *cachev1.RedisBackup) (snapshotSource, error) {
 	cluster := types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}
-	src.cluster = &cachev1.RedisCluster{}
+	src := snapshotSource{cluster: &cachev1.RedisCluster{}}
 	if err := r.Get(ctx, cluster, src.cluster); apierrors.IsNotFound(err) {
-		return src, fmt.Sprintf("RedisCluster %s does not exist", b.Spec.Cluster), nil
+		return src, outcome.Wait(backupWait, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s does not exist", b.Spec.Cluster))
 	} else if err != nil {
-		return src, "", err
+		return src, err
 	}
 	parts, login, err := r.Sources.SnapshotSources(cluster)
 	if err != nil {
-		return src, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err), nil
+		return src, outcome.Wait(backupWait, cachev1.ReasonBackupPending, fmt.Sprintf("RedisCluster %s: %s", b.Spec.Cluster, err))
 	}
 	src.parts, src.login = parts, login
-	return src, "", nil
+	return src, nil
 }
 
 // nodeOf is the node the i-th part's snapshot is taken from: its replica once that holds every
@@ -266,30 +292,6 @@ func (r *Reconciler) nodeOf(ctx context.Context, src snapshotSource, i int) topo
 	return p.Source
 }
 
-// waitOr returns err, or waits for why the backup is pending.
-func (r *Reconciler) waitOr(ctx context.Context, b *cachev1.RedisBackup, pending string, err error) (ctrl.Result, error) {
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	return r.wait(ctx, b, cachev1.ReasonBackupPending, pending)
-}
-
-// recordRunning records where the snapshot is being taken from, and to.
-func (r *Reconciler) recordRunning(ctx context.Context, b *cachev1.RedisBackup, node, location string) error {
-	before := b.DeepCopy()
-	if b.Status.StartedAt == nil {
-		now := metav1.Now()
-		b.Status.StartedAt = &now
-	}
-	b.Status.Phase, b.Status.Node, b.Status.Location = cachev1.BackupRunning, node, location
-	setBackupCondition(b, metav1.ConditionFalse, cachev1.ReasonBackupRunning,
-		fmt.Sprintf("Streaming the snapshot of %s to %s", node, location))
-	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("recording the backup as running: %w", err)
-	}
-	return nil
-}
-
 func finished(b *cachev1.RedisBackup) bool {
 	return b.Status.Phase == cachev1.BackupCompleted || b.Status.Phase == cachev1.BackupFailed
 }
@@ -297,75 +299,6 @@ func finished(b *cachev1.RedisBackup) bool {
 // caughtUpWait bounds how long a replica may take to receive the primary's stream up to where
 // it was when the backup started.
 const caughtUpWait = 10 * time.Second
-
-// wait records why the backup cannot start yet, and looks again shortly.
-func (r *Reconciler) wait(ctx context.Context, b *cachev1.RedisBackup, reason, msg string) (ctrl.Result, error) {
-	before := b.DeepCopy()
-	b.Status.Phase = cachev1.BackupPending
-	setBackupCondition(b, metav1.ConditionFalse, reason, msg)
-	if equality.Semantic.DeepEqual(before.Status, b.Status) {
-		return ctrl.Result{RequeueAfter: backupWait}, nil
-	}
-	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: backupWait}, nil
-}
-
-// finish records the outcome: Completed with what was stored, or Failed with why.
-func (r *Reconciler) finish(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, err error) (ctrl.Result, error) {
-	return r.finishShards(ctx, b, res, nil, err)
-}
-
-// finishShards is finish for a backup in cluster mode: shards are the snapshots stored (all of
-// them when err is nil).
-func (r *Reconciler) finishShards(ctx context.Context, b *cachev1.RedisBackup, res *backup.Result, shards []cachev1.ShardBackup, err error) (ctrl.Result, error) {
-	before := b.DeepCopy()
-	b.Status.Shards = shards
-	if len(shards) > 0 {
-		nodes := make([]string, 0, len(shards))
-		for _, sh := range shards {
-			nodes = append(nodes, sh.Node)
-		}
-		b.Status.Node = strings.Join(nodes, ",")
-	}
-	now := metav1.Now()
-	b.Status.CompletedAt = &now
-	if err != nil {
-		reason := cachev1.ReasonSnapshotFailed
-		if errors.Is(err, backup.ErrStorage) {
-			reason = cachev1.ReasonStorageFailed
-		}
-		b.Status.Phase = cachev1.BackupFailed
-		b.Status.CompletedAt = nil
-		setBackupCondition(b, metav1.ConditionFalse, reason, err.Error())
-		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, cachev1.EventBackupFailed, "Backup", "%s", err.Error())
-	} else if len(b.Status.Shards) > 0 {
-		b.Status.Phase = cachev1.BackupCompleted
-		b.Status.Size = res.Size
-		setBackupCondition(b, metav1.ConditionTrue, cachev1.ReasonBackupStored,
-			fmt.Sprintf("Stored %d bytes from %d shards (%s)", res.Size, len(b.Status.Shards), b.Status.Node))
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, cachev1.EventBackupCompleted, "Backup",
-			"Stored the snapshots of %d shards at %s (%d bytes)", len(b.Status.Shards), b.Status.Location, res.Size)
-	} else {
-		b.Status.Phase = cachev1.BackupCompleted
-		b.Status.Size, b.Status.Checksum = res.Size, res.Checksum
-		b.Status.ReplicationID, b.Status.ReplicationOffset = res.ReplicationID, res.ReplicationOffset
-		setBackupCondition(b, metav1.ConditionTrue, cachev1.ReasonBackupStored,
-			fmt.Sprintf("Stored %d bytes from %s at replication offset %d", res.Size, b.Status.Node, res.ReplicationOffset))
-		r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, cachev1.EventBackupCompleted, "Backup",
-			"Stored the snapshot of %s at %s (%d bytes, %s)", b.Status.Node, b.Status.Location, res.Size, res.Checksum)
-	}
-	if perr := r.Status().Patch(ctx, b, client.MergeFrom(before)); perr != nil {
-		return ctrl.Result{}, fmt.Errorf("recording the backup's outcome: %w", perr)
-	}
-	return ctrl.Result{}, nil
-}
-
-func setBackupCondition(b *cachev1.RedisBackup, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: cachev1.ConditionCompleted, Status: status,
-		Reason: reason, Message: msg, ObservedGeneration: b.Generation})
-}
 
 // giveOperatorUser sets the operator's own user on the node as this operator defines it for
 // the source's mode.

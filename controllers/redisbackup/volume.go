@@ -11,11 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/backup"
 	"github.com/org/redis-operator/internal/resources"
@@ -36,28 +36,29 @@ var errNoOperatorImage = errors.New("the operator does not know its own image, w
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 
-// reconcileOnVolume takes the backup onto its claim through a pod, or records what its pod did.
-func (r *Reconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBackup) (ctrl.Result, error) {
+// onVolume takes the backup onto its claim through a pod, or records what its pod did.
+func (r *Reconciler) onVolume(ctx context.Context, t *taking) error {
+	b := t.b
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: takingPodName(b)}, pod)
 	if err == nil {
-		return r.recordVolumeBackup(ctx, b, pod)
+		return recordVolumeBackup(t, pod)
 	}
 	if !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
+		return err
 	}
 	if r.OperatorImage == "" {
-		return r.wait(ctx, b, cachev1.ReasonBackupPending, errNoOperatorImage.Error())
+		return outcome.Wait(backupWait, cachev1.ReasonBackupPending, errNoOperatorImage.Error())
 	}
 	dest := b.Spec.Destination.PersistentVolumeClaim
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: dest.ClaimName}, &corev1.PersistentVolumeClaim{}); apierrors.IsNotFound(err) {
-		return r.wait(ctx, b, cachev1.ReasonClaimNotFound, fmt.Sprintf("PersistentVolumeClaim %s does not exist", dest.ClaimName))
+		return outcome.Wait(backupWait, cachev1.ReasonClaimNotFound, fmt.Sprintf("PersistentVolumeClaim %s does not exist", dest.ClaimName))
 	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading PersistentVolumeClaim %s: %w", dest.ClaimName, err)
+		return fmt.Errorf("reading PersistentVolumeClaim %s: %w", dest.ClaimName, err)
 	}
-	src, pending, err := r.source(ctx, b)
-	if err != nil || pending != "" {
-		return r.waitOr(ctx, b, pending, err)
+	src, err := r.source(ctx, b)
+	if err != nil {
+		return err
 	}
 	opts := resources.BackupPodOptions{Image: r.OperatorImage, ServerName: resources.ClientServiceHost(src.cluster),
 		Key: backup.ObjectKey(dest.Prefix, b.Namespace, b.Spec.Cluster, b.Name)}
@@ -65,7 +66,7 @@ func (r *Reconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBack
 	node := topology.Observed{}
 	if src.sharded() {
 		if len(b.Status.Shards) == len(src.parts) {
-			return r.completeShards(ctx, b, b.Status.Shards)
+			return completeShards(b, b.Status.Shards)
 		}
 		i := len(b.Status.Shards)
 		p := src.parts[i]
@@ -81,15 +82,15 @@ func (r *Reconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBack
 	// The pod logs in as the operator's own user: a node started by an operator whose user
 	// could not sync yet gets the user as this operator defines it first.
 	if err := r.giveOperatorUser(ctx, node.Addr, src); err != nil {
-		return ctrl.Result{}, fmt.Errorf("giving %s the operator's user: %w", node.Name, err)
+		return fmt.Errorf("giving %s the operator's user: %w", node.Name, err)
 	}
 	if b.Status.Phase != cachev1.BackupRunning {
 		nodes := node.Name
 		if src.sharded() {
 			nodes = src.nodes()
 		}
-		if err := r.recordRunning(ctx, b, nodes, location); err != nil {
-			return ctrl.Result{}, err
+		if err := r.announceRunning(ctx, t, nodes, location); err != nil {
+			return err
 		}
 	}
 	if opts.Shard != nil && opts.ShardIndex > 0 {
@@ -98,16 +99,16 @@ func (r *Reconciler) reconcileOnVolume(ctx context.Context, b *cachev1.RedisBack
 		prev := &corev1.Pod{}
 		prev.Name, prev.Namespace = resources.ShardBackupPodName(b, opts.ShardIndex-1), b.Namespace
 		if err := r.Delete(ctx, prev); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("deleting pod %s: %w", prev.Name, err)
+			return fmt.Errorf("deleting pod %s: %w", prev.Name, err)
 		}
 	}
 	pod = resources.BackupPod(b, src.cluster, opts)
 	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ctrl.Result{}, fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
 	log.FromContext(ctx).Info("Started the backup's pod", "pod", klog.KObj(pod), "node", node.Name)
 	// The pod's status changes bring the RedisBackup back (it owns the pod).
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // takingPodName names the pod that takes the backup's snapshot now: its one, or in cluster mode
@@ -119,57 +120,46 @@ func takingPodName(b *cachev1.RedisBackup) string {
 	return resources.BackupPodName(b)
 }
 
-// recordVolumeBackup records the outcome of the backup's pod once it has exited, and deletes it:
-// in cluster mode, the outcome of its shard, and the backup goes on with the next.
-func (r *Reconciler) recordVolumeBackup(ctx context.Context, b *cachev1.RedisBackup, pod *corev1.Pod) (ctrl.Result, error) {
-	t := scope.PodExit(pod)
-	if t == nil {
-		return ctrl.Result{}, nil
+// recordVolumeBackup records the outcome of the backup's pod once it has exited (in cluster
+// mode, the outcome of its shard, and the backup goes on with the next); the pod goes once the
+// status holds it (Reconcile deletes t.recordedPod).
+func recordVolumeBackup(t *taking, pod *corev1.Pod) error {
+	exit := scope.PodExit(pod)
+	if exit == nil {
+		return nil
 	}
-	var res *backup.Result
+	t.recordedPod = pod
+	var res backup.Result
 	var err error
-	if t.ExitCode == 0 {
-		var decoded backup.Result
-		if decoded, err = backup.DecodeResult(t.Message); err == nil {
-			res = &decoded
-		}
+	if exit.ExitCode == 0 {
+		res, err = backup.DecodeResult(exit.Message)
 	} else {
-		err = scope.VolumeTaskError(t)
+		err = scope.VolumeTaskError(exit)
 	}
-	var out ctrl.Result
 	if raw, ok := pod.Annotations[resources.ShardBackupAnnotation]; ok {
-		out, err = r.recordShardOnVolume(ctx, b, raw, res, err)
-	} else {
-		out, err = r.finish(ctx, b, res, err)
+		return recordShardOnVolume(t.b, raw, res, err)
 	}
 	if err != nil {
-		return out, err
+		return failed(err)
 	}
-	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-		return out, fmt.Errorf("deleting pod %s: %w", pod.Name, err)
-	}
-	return out, nil
+	setCompleted(t.b, res)
+	return nil
 }
 
 // recordShardOnVolume records the snapshot of the shard a pod took (raw: what the operator
-// decided for it, ShardBackupAnnotation), or fails the backup with what went wrong.
-func (r *Reconciler) recordShardOnVolume(ctx context.Context, b *cachev1.RedisBackup, raw string, res *backup.Result, taken error) (ctrl.Result, error) {
+// decided for it, ShardBackupAnnotation), or fails the backup with what went wrong. The status
+// change brings the RedisBackup back, for the next shard.
+func recordShardOnVolume(b *cachev1.RedisBackup, raw string, res backup.Result, taken error) error {
 	var sh cachev1.ShardBackup
 	if err := json.Unmarshal([]byte(raw), &sh); err != nil {
-		return r.finishShards(ctx, b, nil, b.Status.Shards, fmt.Errorf("%w: the backup pod's %s annotation: %w", backup.ErrSnapshot, resources.ShardBackupAnnotation, err))
+		return failed(fmt.Errorf("%w: the backup pod's %s annotation: %w", backup.ErrSnapshot, resources.ShardBackupAnnotation, err))
 	}
 	if taken != nil {
-		return r.finishShards(ctx, b, nil, b.Status.Shards, fmt.Errorf("shard %s: %w", sh.Name, taken))
+		return failed(fmt.Errorf("shard %s: %w", sh.Name, taken))
 	}
 	sh.Size, sh.Checksum, sh.ReplicationID, sh.ReplicationOffset = res.Size, res.Checksum, res.ReplicationID, res.ReplicationOffset
-	before := b.DeepCopy()
 	b.Status.Shards = append(slices.Clone(b.Status.Shards), sh)
-	if err := r.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("recording the snapshot of shard %s: %w", sh.Name, err)
-	}
-	log.FromContext(ctx).Info("Stored a shard's snapshot", "shard", sh.Name, "location", sh.Location)
-	// The status change brings the RedisBackup back, for the next shard.
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // deleteFromVolume deletes the snapshot from its claim through a pod; done once that pod has
