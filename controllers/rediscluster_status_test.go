@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/org/redis-operator/test/fixtures"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
@@ -28,30 +28,15 @@ func setReplicatedStatus(rc *cachev1.RedisCluster, state *reconcileState) []*met
 	return replication.Status(rc, &state.Cluster, &state.replication)
 }
 
-func statusTestCluster(replicas int32, primary string) *cachev1.RedisCluster {
-	rc := &cachev1.RedisCluster{Spec: cachev1.RedisClusterSpec{Replicas: replicas}}
-	rc.Generation = 3
-	rc.Status.Primary = primary
-	return rc
-}
-
-func rolledOutStatefulSet(replicas int32) *appsv1.StatefulSet {
-	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)}}
-	sts.Generation = 2
-	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: replicas, UpdatedReplicas: replicas,
-		CurrentRevision: "a", UpdateRevision: "a"}
-	return sts
-}
-
 func TestSetStatusMovesObservedGenerationOnlyWhenTheSpecWasCarriedOut(t *testing.T) {
-	rc := statusTestCluster(1, "")
+	rc := fixtures.Cluster(1, "")
 	setStatus(rc, &reconcileState{Cluster: scope.Cluster{Failed: &outcome.Failure{Reason: cachev1.ReasonApplyFailed, Err: errors.New("forbidden")}}}, setReplicatedStatus)
 	assert.Zero(t, rc.Status.ObservedGeneration)
 	for _, c := range rc.Status.Conditions {
 		assert.Equal(t, rc.Generation, c.ObservedGeneration, c.Type)
 	}
 
-	setStatus(rc, &reconcileState{replication: replication.State{StatefulSet: rolledOutStatefulSet(1)}}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{replication: replication.State{StatefulSet: fixtures.RolledOutStatefulSet(1)}}, setReplicatedStatus)
 	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
 }
 
@@ -73,8 +58,8 @@ func TestAContainerThatKeepsExitingIsReportedWithWhatRedisSaid(t *testing.T) {
 	assert.Equal(t, `Redis on sessions-1 keeps exiting: *** FATAL CONFIG FILE ERROR *** | >>> 'maxmemory-policy "sometimes"' | argument(s) must be one of the following`, exited.Message)
 	assert.Nil(t, exitedNode([]corev1.Pod{running}))
 
-	rc := statusTestCluster(2, "sessions-0")
-	state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}
+	rc := fixtures.Cluster(2, "sessions-0")
+	state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replication.State{StatefulSet: fixtures.RolledOutStatefulSet(2)}}
 	setStatus(rc, state, setReplicatedStatus)
 	degraded := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDegraded)
 	assert.Equal(t, cachev1.ReasonRedisFailedToStart, degraded.Reason)
@@ -109,8 +94,8 @@ func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
 		assert.Equal(t, cachev1.ReasonRedisKilled, exited.Reason, c.name)
 		assert.Equal(t, c.says, exited.Message, c.name)
 
-		state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}
-		rc := statusTestCluster(2, "sessions-0")
+		state := &reconcileState{Cluster: scope.Cluster{Exited: exited}, replication: replication.State{StatefulSet: fixtures.RolledOutStatefulSet(2)}}
+		rc := fixtures.Cluster(2, "sessions-0")
 		setStatus(rc, state, setReplicatedStatus)
 		assert.Equal(t, cachev1.ReasonRedisKilled, meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDegraded).Reason, c.name)
 		assert.Equal(t, cachev1.ReasonRedisKilled, meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionReady).Reason, c.name)
@@ -119,21 +104,21 @@ func TestAKilledNodeIsReportedWithItsTerminationNotItsLog(t *testing.T) {
 
 // A promotion that lost data says so in a condition that stays, with the time of the last loss.
 func TestADataLossIsAConditionThatStays(t *testing.T) {
-	rc := statusTestCluster(2, "sessions-0")
-	lost := &reconcileState{Cluster: scope.Cluster{Lost: "sessions-0 was made primary holding no data"}, replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}
+	rc := fixtures.Cluster(2, "sessions-0")
+	lost := &reconcileState{Cluster: scope.Cluster{Lost: "sessions-0 was made primary holding no data"}, replication: replication.State{StatefulSet: fixtures.RolledOutStatefulSet(2)}}
 	setStatus(rc, lost, setReplicatedStatus)
 	cond := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Equal(t, cachev1.ReasonNodesRestartedWithoutData, cond.Reason)
 
-	setStatus(rc, &reconcileState{replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
+	setStatus(rc, &reconcileState{replication: replication.State{StatefulSet: fixtures.RolledOutStatefulSet(2)}}, setReplicatedStatus)
 	kept := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionDataLost)
 	require.NotNil(t, kept, "a later reconcile that lost nothing keeps it")
 	assert.Equal(t, *cond, *kept)
 
-	healthy := statusTestCluster(2, "sessions-0")
-	setStatus(healthy, &reconcileState{replication: replication.State{StatefulSet: rolledOutStatefulSet(2)}}, setReplicatedStatus)
+	healthy := fixtures.Cluster(2, "sessions-0")
+	setStatus(healthy, &reconcileState{replication: replication.State{StatefulSet: fixtures.RolledOutStatefulSet(2)}}, setReplicatedStatus)
 	assert.Nil(t, meta.FindStatusCondition(healthy.Status.Conditions, cachev1.ConditionDataLost), "never said of a cluster that lost nothing")
 }
 
@@ -142,7 +127,7 @@ func TestADataLossIsAConditionThatStays(t *testing.T) {
 // counts as a failure.
 func TestAWaitIsProgressNotDegraded(t *testing.T) {
 	wait := &outcome.Waiting{Phase: "RestoreSource", Reason: cachev1.ReasonBackupNotReady, Message: "waiting for the backup"}
-	rc := statusTestCluster(1, "")
+	rc := fixtures.Cluster(1, "")
 	rc.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
 	setStatus(rc, &reconcileState{Cluster: scope.Cluster{Waiting: wait}}, setReplicatedStatus)
 	for _, want := range []struct {
@@ -163,7 +148,7 @@ func TestAWaitIsProgressNotDegraded(t *testing.T) {
 	}
 	assert.Equal(t, rc.Generation, rc.Status.ObservedGeneration)
 
-	failed := statusTestCluster(1, "")
+	failed := fixtures.Cluster(1, "")
 	failed.Spec.Restore = &cachev1.RestoreSpec{FromBackup: "b"}
 	setStatus(failed, &reconcileState{Cluster: scope.Cluster{Waiting: wait, Failed: &outcome.Failure{Phase: "Users", Reason: cachev1.ReasonUserRejected, Err: errors.New("no")}}}, setReplicatedStatus)
 	assert.True(t, meta.IsStatusConditionTrue(failed.Status.Conditions, cachev1.ConditionDegraded))

@@ -3,10 +3,11 @@ package clustermode
 import (
 	"testing"
 
+	"github.com/org/redis-operator/test/fixtures"
+
 	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/scope"
@@ -72,15 +73,7 @@ func TestShardsReadyAndDegradedConditions(t *testing.T) {
 func statefulSets(n int) []*appsv1.StatefulSet {
 	var out []*appsv1.StatefulSet
 	for range n {
-		out = append(out, rolledOutStatefulSet(2))
+		out = append(out, fixtures.RolledOutStatefulSet(2))
 	}
 	return out
-}
-
-func rolledOutStatefulSet(replicas int32) *appsv1.StatefulSet {
-	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)}}
-	sts.Generation = 2
-	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: replicas, UpdatedReplicas: replicas,
-		CurrentRevision: "a", UpdateRevision: "a"}
-	return sts
 }

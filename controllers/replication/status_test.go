@@ -4,10 +4,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/org/redis-operator/test/fixtures"
+
 	"github.com/stretchr/testify/assert"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/outcome"
@@ -16,21 +16,6 @@ import (
 )
 
 // The condition functions are pure: each takes what the phases recorded and says one condition.
-
-func statusTestCluster(replicas int32, primary string) *cachev1.RedisCluster {
-	rc := &cachev1.RedisCluster{Spec: cachev1.RedisClusterSpec{Replicas: replicas}}
-	rc.Generation = 3
-	rc.Status.Primary = primary
-	return rc
-}
-
-func rolledOutStatefulSet(replicas int32) *appsv1.StatefulSet {
-	sts := &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(replicas)}}
-	sts.Generation = 2
-	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: replicas, UpdatedReplicas: replicas,
-		CurrentRevision: "a", UpdateRevision: "a"}
-	return sts
-}
 
 func TestFailingOverCondition(t *testing.T) {
 	idle := topology.Round{Plan: topology.Plan{Primary: "r-1"}}
@@ -56,7 +41,7 @@ func TestFailingOverCondition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := statusTestCluster(2, "r-1")
+			rc := fixtures.Cluster(2, "r-1")
 			scope.SetCondition(rc, tt.existing)
 			got := failingOverCondition(rc, &tt.state)
 			if tt.wantNil {
@@ -90,32 +75,32 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 		},
 		{
 			name:         "no node answers",
-			state:        State{StatefulSet: rolledOutStatefulSet(2), View: topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}, Err: errors.New("down")}}}},
+			state:        State{StatefulSet: fixtures.RolledOutStatefulSet(2), View: topology.View{Nodes: []topology.Observed{{Member: topology.Member{Name: "r-0"}, Err: errors.New("down")}}}},
 			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonNoPrimary,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonNoPrimary,
 		},
 		{
 			name:         "the primary does not answer yet",
-			state:        State{StatefulSet: rolledOutStatefulSet(2), Round: topology.Round{Plan: topology.Plan{Primary: "r-0", Wait: 1}}},
+			state:        State{StatefulSet: fixtures.RolledOutStatefulSet(2), Round: topology.Round{Plan: topology.Plan{Primary: "r-0", Wait: 1}}},
 			wantDegraded: metav1.ConditionTrue, wantReason: cachev1.ReasonPrimaryUnreachable,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonPrimaryUnreachable,
 		},
 		{
 			name:         "pods not ready",
-			state:        State{StatefulSet: rolledOutStatefulSet(1), View: servingView},
+			state:        State{StatefulSet: fixtures.RolledOutStatefulSet(1), View: servingView},
 			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicasNotReady,
 		},
 		{
 			name:         "a replica still syncing",
-			state:        State{StatefulSet: rolledOutStatefulSet(2), View: servingView},
+			state:        State{StatefulSet: fixtures.RolledOutStatefulSet(2), View: servingView},
 			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeSyncing}},
 			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
 			wantReady: metav1.ConditionFalse, wantReadyReason: cachev1.ReasonReplicationNotReady,
 		},
 		{
 			name:         "every node serves",
-			state:        State{StatefulSet: rolledOutStatefulSet(2), View: servingView},
+			state:        State{StatefulSet: fixtures.RolledOutStatefulSet(2), View: servingView},
 			nodes:        []cachev1.NodeStatus{{Name: "r-0", State: cachev1.NodeServing}, {Name: "r-1", State: cachev1.NodeServing}},
 			wantDegraded: metav1.ConditionFalse, wantReason: cachev1.ReasonAsExpected,
 			wantReady: metav1.ConditionTrue, wantReadyReason: cachev1.ReasonAllReplicasReady,
@@ -123,7 +108,7 @@ func TestDegradedAndReadyConditions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := statusTestCluster(2, "r-0")
+			rc := fixtures.Cluster(2, "r-0")
 			rc.Status.Nodes = tt.nodes
 			if tt.state.StatefulSet != nil {
 				rc.Status.ReadyReplicas = tt.state.StatefulSet.Status.ReadyReplicas
