@@ -15,7 +15,6 @@ import (
 	"github.com/org/redis-operator/controllers/clustermode"
 	"github.com/org/redis-operator/controllers/credentials"
 	"github.com/org/redis-operator/controllers/metrics"
-	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
 	"github.com/org/redis-operator/internal/auth"
@@ -191,7 +190,3 @@ type settings struct {
 func (r *RedisClusterReconciler) clusterState(rc *cachev1.RedisCluster) *clusterState {
 	return r.stateOf(types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name})
 }
-
-// unfinished is why this reconcile did not carry the spec out: the failure, else the wait;
-// zero when every phase was done.
-func (s *reconcileState) unfinished() outcome.Unfinished { return outcome.Of(s.Failed, s.Waiting) }

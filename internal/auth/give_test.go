@@ -31,7 +31,7 @@ func TestEachNodeIsGivenAThingOnceUntilItChanges(t *testing.T) {
 		return auth.Gift{Sum: value, Given: &given, Dial: dial,
 			Send: func(ctx context.Context, o topology.Observed, n topology.Node) (bool, error) {
 				sent = append(sent, o.Name)
-				return !(kept[o.Name] == false && kept != nil), auth.SetSettings(ctx, n, "maxmemory", value)
+				return kept == nil || kept[o.Name], auth.SetSettings(ctx, n, "maxmemory", value)
 			}}
 	}
 	took, err := auth.Give(ctx, nodes, setting("1000000", nil))
