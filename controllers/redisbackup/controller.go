@@ -73,6 +73,10 @@ var errCredentials = errors.New("credentials")
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups/status,verbs=patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=redisbackups/finalizers,verbs=update
 
+// Reconcile takes a RedisBackup that has not finished, in order: read it fresh, hold it with the
+// finalizer (deletionPolicy Delete), take it (toStore to S3, onVolume to a claim: destination,
+// source, the snapshot of each part, recorded), then end writes the status once. A RedisBackup
+// being deleted deletes what it stored first.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &cachev1.RedisBackup{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
