@@ -28,7 +28,7 @@ func setStatus(rc *cachev1.RedisCluster, state *reconcileState, modeStatus func(
 	if state.backupScheduled != nil {
 		rc.Status.Backup = &cachev1.BackupStatus{LastScheduleTime: state.backupScheduled}
 	}
-	scope.SetCondition(rc, redisbackup.RestoredCondition(&state.Cluster))
+	scope.SetCondition(rc, redisbackup.RestoredCondition(rc, &state.Cluster))
 	if state.Lost != "" {
 		// A loss again: its time is now, not the first one's.
 		meta.RemoveStatusCondition(&rc.Status.Conditions, cachev1.ConditionDataLost)

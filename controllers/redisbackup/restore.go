@@ -247,10 +247,9 @@ func restoreFailure(pods []corev1.Pod, name string) string {
 // condition says them.
 var restoreReasons = []string{cachev1.ReasonBackupsNotServed, cachev1.ReasonBackupNotReady, cachev1.ReasonRestoring, cachev1.ReasonRestoreFailed}
 
-// RestoredCondition says where the restore of spec.restore is (the Restored condition), from
-// what this reconcile's phases recorded in c; nil without one.
-func RestoredCondition(c *scope.Cluster) *metav1.Condition {
-	rc := c.RC
+// RestoredCondition says where the restore of rc's spec.restore is (the Restored condition),
+// from what this reconcile's phases recorded in c; nil without one.
+func RestoredCondition(rc *cachev1.RedisCluster, c *scope.Cluster) *metav1.Condition {
 	if rc.Spec.Restore == nil {
 		return nil
 	}
