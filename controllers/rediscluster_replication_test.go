@@ -659,9 +659,11 @@ func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *test
 	ips := map[string]string{}
 	for _, n := range rc.Status.Nodes {
 		ips[n.Name] = node.Server(n.Name).IP
+		aofWritten(t, node, n.Name, password)
 	}
 
-	// When every pod is deleted at once (new pods, new addresses, the same volumes)
+	// When every pod is deleted at once (new pods, new addresses, the same volumes; the local
+	// node kills their processes, once each has written what it acknowledged: aofWritten)
 	require.NoError(t, k8sClient.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns)))
 
 	// Then the cluster forms again on its new pods, and every acknowledged write is there

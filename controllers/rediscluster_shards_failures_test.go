@@ -226,7 +226,7 @@ func TestEveryPodBackAtNewAddressesRejoinsWithItsSlotsRoundAfterRound(t *testing
 		for _, n := range ready.Status.Nodes {
 			pods = append(pods, n.Name)
 		}
-		killAndDelete(t, node, ns, pods, nil)
+		killAndDelete(t, node, ns, password, pods, nil)
 		running := time.Now()
 
 		// Then every node says the cluster serves every slot again, the same node IDs serving
@@ -265,7 +265,7 @@ func TestEveryPodOfAClusterModeRedisClusterWithoutStorageDeletedIsReportedAsData
 	for _, n := range e.ready.Status.Nodes {
 		pods = append(pods, n.Name)
 	}
-	killAndDelete(t, e.node, e.ns, pods, nil)
+	killAndDelete(t, e.node, e.ns, e.password, pods, nil)
 
 	// Then it serves again, Ready, and says that the data is lost: each shard with its keys, in
 	// a Warning Event for each assignment of slots (a shard whose pods answer first is given
@@ -308,9 +308,13 @@ func TestEveryPodOfAClusterModeRedisClusterWithoutStorageDeletedIsReportedAsData
 }
 
 // killAndDelete ends the pods' processes at once and deletes the pods (their volumes stay),
-// running wipe on each server first, if given, then waits until every one runs again.
-func killAndDelete(t *testing.T, node *testenv.LocalNode, ns string, pods []string, wipe func(*redistest.Server)) {
+// running wipe on each server first, if given, then waits until every one runs again. What
+// the tests ask back is what each node has written to its append-only file (see aofWritten).
+func killAndDelete(t *testing.T, node *testenv.LocalNode, ns, password string, pods []string, wipe func(*redistest.Server)) {
 	t.Helper()
+	for _, pod := range pods {
+		aofWritten(t, node, pod, password)
+	}
 	node.NoRestart.Store(true)
 	ips := map[string]string{}
 	for _, pod := range pods {
@@ -335,6 +339,19 @@ func killAndDelete(t *testing.T, node *testenv.LocalNode, ns string, pods []stri
 	node.NoRestart.Store(false)
 }
 
+// aofWritten waits until pod's Redis has written every write it acknowledged to its
+// append-only file (redistest.AOFWritten says why).
+func aofWritten(t *testing.T, node *testenv.LocalNode, pod, password string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cl := redisClientOf(c, node, pod, password)
+		defer cl.Close()
+		written, err := redistest.AOFWritten(context.Background(), cl)
+		require.NoError(c, err)
+		assert.True(c, written, "%s has written what it acknowledged", pod)
+	}, waitFor, 10*time.Millisecond)
+}
+
 func TestOneShardBackAtNewAddressesAndANodeWhoseVolumeWasLostRejoin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -344,7 +361,7 @@ func TestOneShardBackAtNewAddressesAndANodeWhoseVolumeWasLostRejoin(t *testing.T
 
 	// When both pods of shard 1 end and are deleted at once
 	shard1 := append([]string{ready.Status.Shards[1].Primary}, ready.Status.Shards[1].Replicas...)
-	killAndDelete(t, node, rc.Namespace, shard1, nil)
+	killAndDelete(t, node, rc.Namespace, password, shard1, nil)
 
 	// Then the cluster serves again, the same node IDs serving the same slots, every key there
 	got := eventuallyShards(t, rc, 3, 2*waitFor)
@@ -355,7 +372,7 @@ func TestOneShardBackAtNewAddressesAndANodeWhoseVolumeWasLostRejoin(t *testing.T
 	lost := got.Status.Shards[2].Primary
 	lostID, err := redisClient(t, node, lost, password).Do(ctx, "CLUSTER", "MYID").Text()
 	require.NoError(t, err)
-	killAndDelete(t, node, rc.Namespace, []string{lost}, func(s *redistest.Server) { require.NoError(t, os.RemoveAll(s.Dir)) })
+	killAndDelete(t, node, rc.Namespace, password, []string{lost}, func(s *redistest.Server) { require.NoError(t, os.RemoveAll(s.Dir)) })
 
 	// Then its replica serves the shard's slots with the keys, the emptied node joins as a new
 	// node replicating it, and its old ID is forgotten everywhere
@@ -394,7 +411,7 @@ func TestAShardWhoseNodesAllCameBackEmptyServesAgainAndTheLossIsSaid(t *testing.
 	}
 
 	// When both nodes of shard 1 end and their pods are deleted at once (new, empty nodes)
-	killAndDelete(t, e.node, e.ns, append([]string{lostShard.Primary}, lostShard.Replicas...), nil)
+	killAndDelete(t, e.node, e.ns, e.password, append([]string{lostShard.Primary}, lostShard.Replicas...), nil)
 
 	// Then the cluster serves every slot again, shard 1 empty, the other shards' keys all
 	// there, and the loss of shard 1's keys is said

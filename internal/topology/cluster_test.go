@@ -525,7 +525,16 @@ func TestAFullRestartWithTheAppendOnlyFileKeepsEveryAcknowledgedWrite(t *testing
 	}
 	require.NotEmpty(t, acked)
 
-	// When every redis-server is killed at once, and all start again on their data
+	// When every redis-server is killed at once, once each has written what it acknowledged
+	// (redistest.AOFWritten), and all start again on their data
+	for _, s := range c.servers {
+		cl := c.client(s.Name, "")
+		require.EventuallyWithT(t, func(co *assert.CollectT) {
+			written, err := redistest.AOFWritten(ctx, cl)
+			require.NoError(co, err)
+			assert.True(co, written, s.Name)
+		}, 5*time.Second, 10*time.Millisecond)
+	}
 	for _, s := range c.servers {
 		s.Kill()
 	}

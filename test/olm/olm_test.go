@@ -219,7 +219,7 @@ type upgradeWatch struct {
 	// unread counts observations the API server did not answer: they say nothing of the
 	// RedisCluster (under load in CI, a Get can time out).
 	unread atomic.Int64
-	// why is what the first observations not Ready saw (condition, reason, message).
+	// why is what the first observations not Ready saw (condition, reason, message, nodes).
 	mu   sync.Mutex
 	why  []string
 	stop chan struct{}
@@ -252,8 +252,8 @@ func watchUpgrade(t *testing.T, namespace string, every func()) *upgradeWatch {
 				u.mu.Lock()
 				if len(u.why) < 5 {
 					ready := meta.FindStatusCondition(rc.Status.Conditions, cachev1.ConditionReady)
-					u.why = append(u.why, fmt.Sprintf("%s: generation %d, observed %d, Ready %+v", time.Now().Format(time.StampMilli),
-						rc.Generation, rc.Status.ObservedGeneration, ready))
+					u.why = append(u.why, fmt.Sprintf("%s: generation %d, observed %d, Ready %+v, nodes %+v", time.Now().Format(time.StampMilli),
+						rc.Generation, rc.Status.ObservedGeneration, ready, rc.Status.Nodes))
 				}
 				u.mu.Unlock()
 			}
