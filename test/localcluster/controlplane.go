@@ -27,9 +27,10 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/org/redis-operator/test/node"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/org/redis-operator/test/node"
 )
 
 // Options configure a local cluster.

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
-	"github.com/org/redis-operator/test/images"
-	"github.com/org/redis-operator/test/node"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/org/redis-operator/test/images"
+	"github.com/org/redis-operator/test/node"
 )
 
 // The namespaces OLM's own install creates: OLM runs in olm, which is also the global catalog
