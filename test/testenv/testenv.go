@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -63,6 +64,7 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: binDir,
 	}
+	orphanless(env, root, binDir)
 	// envtest's default service range (/24) holds 254 ClusterIPs: too few for the benchmark's clusters.
 	// No traffic is ever sent to a ClusterIP here; nothing routes them.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
@@ -73,6 +75,22 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	return env, cfg, nil
+}
+
+// orphanless has env run kube-apiserver and etcd through test/testenv/orphanless, which asks the
+// kernel to kill each when the test process dies: a test that panics never runs env.Stop. The
+// script finds the binaries in $KUBEBUILDER_ASSETS, set to binDir here (the variable envtest
+// itself reads, with the same meaning). Without setpriv (util-linux) they run as before.
+func orphanless(env *envtest.Environment, root, binDir string) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		return
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") != binDir {
+		_ = os.Setenv("KUBEBUILDER_ASSETS", binDir)
+	}
+	wrappers := filepath.Join(root, "test", "testenv", "orphanless")
+	env.ControlPlane.GetAPIServer().Path = filepath.Join(wrappers, "kube-apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(wrappers, "etcd")}
 }
 
 // StartFor runs kube-apiserver and etcd for one test or benchmark (Start), and stops them when
