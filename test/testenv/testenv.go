@@ -80,7 +80,10 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 // orphanless has env run kube-apiserver and etcd through test/testenv/orphanless, which asks the
 // kernel to kill each when the test process dies: a test that panics never runs env.Stop. The
 // script finds the binaries in $KUBEBUILDER_ASSETS, set to binDir here (the variable envtest
-// itself reads, with the same meaning). Without setpriv (util-linux) they run as before.
+// itself reads, with the same meaning). Without setpriv (util-linux) they run as before. The
+// kernel signals when the thread that started the process ends, not the process: Go ends a thread
+// only when a goroutine locked to it exits, which the harness does only when leaving a network
+// namespace fails (test/node.InNamespace), as for the Pdeathsig of its other children.
 func orphanless(env *envtest.Environment, root, binDir string) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		return
