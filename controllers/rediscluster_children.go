@@ -2,14 +2,18 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/scope"
@@ -34,7 +38,7 @@ func reconcileConfigMap(ctx context.Context, state *reconcileState) error {
 	})
 }
 
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 
 func reconcileServices(ctx context.Context, state *reconcileState) error {
 	rc := state.RC
@@ -46,6 +50,8 @@ func reconcileServices(ctx context.Context, state *reconcileState) error {
 		// In cluster mode a client reads from replicas through the cluster protocol (READONLY).
 		services = append(services, resources.DesiredReplicasService(rc))
 	}
+	external := resources.DesiredExternalServices(rc)
+	services = append(services, external...)
 	for _, desired := range services {
 		err := scope.Apply(ctx, &state.Cluster, "Service", scope.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
 			Desired: desired, Name: nameOf(rc, *desired.Name), Live: &corev1.Service{}, Extract: corev1ac.ExtractService,
@@ -53,6 +59,33 @@ func reconcileServices(ctx context.Context, state *reconcileState) error {
 		if err != nil {
 			return err
 		}
+	}
+	if len(external) == 0 {
+		return deleteExternalServices(ctx, state)
+	}
+	return nil
+}
+
+// deleteExternalServices deletes the external Services of a RedisCluster without spec.expose
+// (it was removed): a port or an address open to the outside that the spec no longer asks for
+// is closed. Only Services this RedisCluster controls; a user's of the same name is left.
+func deleteExternalServices(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
+	for _, name := range resources.ExternalServiceNames(rc) {
+		svc := &corev1.Service{}
+		if err := state.Client.Get(ctx, nameOf(rc, name), svc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading Service %s: %w", name, err)
+		}
+		if !metav1.IsControlledBy(svc, rc) {
+			continue
+		}
+		if err := state.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting Service %s (spec.expose was removed): %w", name, err)
+		}
+		state.Deleted(ctx, "Service", svc)
 	}
 	return nil
 }
@@ -79,6 +112,9 @@ func (r *RedisClusterReconciler) recordChildEvents(rc *cachev1.RedisCluster, sta
 	}
 	if len(state.Applied.Updated) > 0 {
 		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildUpdated, "Apply", "Updated %s to match the spec", strings.Join(state.Applied.Updated, ", "))
+	}
+	if len(state.Applied.Deleted) > 0 {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeNormal, cachev1.EventChildDeleted, "Delete", "Deleted %s: the spec no longer asks for it", strings.Join(state.Applied.Deleted, ", "))
 	}
 }
 

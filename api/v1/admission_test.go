@@ -163,6 +163,10 @@ nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: redis, effect: NoSchedule}]
 topologySpreadConstraints:
 - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}
+expose:
+  type: LoadBalancer
+  annotations: {metallb.universe.tf/address-pool: redis}
+  loadBalancerSourceRanges: [203.0.113.0/24, "2001:db8::/32"]
 `
 
 // everyClusterField sets what cluster mode takes.
@@ -256,6 +260,12 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"a backup destination with both S3 and a claim", "replicas: 3\nbackup: {schedule: '@daily', destination: {s3: {bucket: backups, credentialsSecret: s3}, persistentVolumeClaim: {claimName: backups}}}", "a backup destination is one of s3 or persistentVolumeClaim"},
 		{"a backup destination with neither", "replicas: 3\nbackup: {schedule: '@daily', destination: {}}", "a backup destination is one of s3 or persistentVolumeClaim"},
 		{"cluster mode with two shards", "replicas: 3\ncluster: {shards: 2}", "spec.cluster.shards"},
+		{"an external Service of type ClusterIP", "replicas: 3\nexpose: {type: ClusterIP}", "spec.expose.type"},
+		{"an external Service without a type", "replicas: 3\nexpose: {annotations: {a: b}}", "spec.expose.type"},
+		{"source ranges on a NodePort", "replicas: 3\nexpose: {type: NodePort, loadBalancerSourceRanges: [10.0.0.0/8]}", "spec.expose.loadBalancerSourceRanges needs spec.expose.type LoadBalancer"},
+		{"a source range that is no CIDR", "replicas: 3\nexpose: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.0/8, 10.0.0.300/24]}", "10.0.0.300/24 is not one"},
+		{"a source range without its prefix length", "replicas: 3\nexpose: {type: LoadBalancer, loadBalancerSourceRanges: [192.0.2.1]}", "192.0.2.1 is not one"},
+		{"external access in cluster mode", "replicas: 2\ncluster: {shards: 3}\nexpose: {type: NodePort}", "spec.expose is not yet available in cluster mode"},
 	})
 	t.Run("a name too long for its Services", func(t *testing.T) {
 		requireRefused(t, object(t, "RedisCluster", strings.Repeat("a", 53), "replicas: 3"), "metadata.name")

@@ -189,6 +189,9 @@ const (
 	// EventChildUpdated (Normal): child objects were changed to match the spec, or put back after a
 	// manual edit; one Event per reconcile names them all.
 	EventChildUpdated = "Updated"
+	// EventChildDeleted (Normal): child objects the spec no longer asks for were deleted (the
+	// external Services, when spec.expose is removed); one Event per reconcile names them all.
+	EventChildDeleted = "Deleted"
 	// EventApplyFailed (Warning): the API server refused a child; the note carries its error.
 	EventApplyFailed = "ApplyFailed"
 	// EventSecretNotFound (Warning): the password Secret or its key is missing.

@@ -24,6 +24,7 @@ const DefaultVersion = "7.2"
 // +redis-operator:admissionrules:end:spec
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.expose)",message="spec.expose is not yet available in cluster mode (spec.cluster): a cluster client follows the node addresses Redis hands out, which are the pods' own",fieldPath=".expose"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas. In cluster
@@ -174,6 +175,54 @@ type RedisClusterSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Cluster Mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Cluster *ClusterSpec `json:"cluster,omitempty"`
+
+	// Expose publishes Redis to clients outside the Kubernetes cluster (an application on a
+	// VM, another cluster, a laptop): Services of type NodePort or LoadBalancer beside the
+	// in-cluster ones, which stay as they are. In replication mode, <name>-ext follows the
+	// primary through failovers as <name> does, and <name>-ext-ro serves the replicas as
+	// <name>-replicas does. Removing it deletes those Services. Not yet in cluster mode, where
+	// clients follow the node addresses Redis itself hands out (MOVED, CLUSTER SLOTS).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Expose *ExposeSpec `json:"expose,omitempty"`
+}
+
+// ExposeType is the kind of external Service: how clients outside reach it.
+// +kubebuilder:validation:Enum=NodePort;LoadBalancer
+type ExposeType string
+
+const (
+	// ExposeNodePort: a port on every Kubernetes node's address (30000-32767 by default),
+	// chosen by Kubernetes; status shows none, the Services do.
+	ExposeNodePort ExposeType = "NodePort"
+	// ExposeLoadBalancer: an address of the cluster's load balancer (a cloud's, or MetalLB's on
+	// bare metal), port 6379.
+	ExposeLoadBalancer ExposeType = "LoadBalancer"
+)
+
+// ExposeSpec says how clients outside the Kubernetes cluster reach Redis.
+// +kubebuilder:validation:XValidation:rule="!has(self.loadBalancerSourceRanges) || self.type == 'LoadBalancer'",message="spec.expose.loadBalancerSourceRanges needs spec.expose.type LoadBalancer: a NodePort accepts every client that reaches the node",fieldPath=".loadBalancerSourceRanges"
+type ExposeSpec struct {
+	// Type of the external Services: NodePort or LoadBalancer.
+	// +required
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Type",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:NodePort","urn:alm:descriptor:com.tectonic.ui:select:LoadBalancer"}
+	Type ExposeType `json:"type"`
+
+	// Annotations put on the external Services, for the load balancer's settings (an
+	// address pool, an internal load balancer). The API server checks their keys when the
+	// operator applies the Services; a refusal shows as Degraded (ApplyFailed) naming the key.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// LoadBalancerSourceRanges are the only client networks a LoadBalancer accepts, as
+	// CIDRs ("203.0.113.0/24", "2001:db8::/32"); by default every client. Type LoadBalancer
+	// only, and honoured where the load balancer implements it.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="self.all(r, isCIDR(r))",messageExpression="'spec.expose.loadBalancerSourceRanges[] are CIDRs (203.0.113.0/24, 2001:db8::/32): ' + self.filter(r, !isCIDR(r))[0] + ' is not one'"
+	// +optional
+	LoadBalancerSourceRanges []string `json:"loadBalancerSourceRanges,omitempty"`
 }
 
 // ClusterSpec is the shape of a Redis Cluster.

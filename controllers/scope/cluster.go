@@ -92,8 +92,9 @@ type Cluster struct {
 // Applied is what a reconcile's writes of children did, for the Events that say so and for
 // the status (a StatefulSet just written describes the spec before).
 type Applied struct {
-	// Created and Updated name the children ("Kind name") created and changed.
-	Created, Updated []string
+	// Created, Updated and Deleted name the children ("Kind name") created, changed and
+	// deleted.
+	Created, Updated, Deleted []string
 	// Changed is true when a child was created or changed, or (in cluster mode) the cluster was:
 	// slots, a failover, a pod replaced.
 	Changed bool
@@ -109,6 +110,14 @@ func (c *Cluster) NameOf(name string) types.NamespacedName {
 func (c *Cluster) Created(ctx context.Context, kind string, obj client.Object, note string) {
 	c.Applied.Created = append(c.Applied.Created, kind+" "+obj.GetName()+note)
 	log.FromContext(ctx).Info("Created child", "kind", kind, "child", klog.KObj(obj))
+}
+
+// Deleted records a child deleted because the spec no longer asks for it, for the Event that
+// names the children deleted.
+func (c *Cluster) Deleted(ctx context.Context, kind string, obj client.Object) {
+	c.Applied.Changed = true
+	c.Applied.Deleted = append(c.Applied.Deleted, kind+" "+obj.GetName())
+	log.FromContext(ctx).Info("Deleted child", "kind", kind, "child", klog.KObj(obj))
 }
 
 // Apply applies one child when it drifted, and records what it did.

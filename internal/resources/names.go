@@ -79,6 +79,20 @@ func ClientServiceHost(rc *cachev1.RedisCluster) string {
 // ReplicasServiceName names the Service for reads from replicas.
 func ReplicasServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-replicas" }
 
+// ExternalServiceName names the Service clients outside the Kubernetes cluster reach the
+// primary by (spec.expose). Four characters of suffix: with the longest name the API allows, a
+// Service name must still fit a DNS label (63).
+func ExternalServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-ext" }
+
+// ExternalReplicasServiceName names the Service clients outside reach the replicas by.
+func ExternalReplicasServiceName(rc *cachev1.RedisCluster) string { return rc.Name + "-ext-ro" }
+
+// ExternalServiceNames are the names DesiredExternalServices may use: the ones to delete when
+// spec.expose goes.
+func ExternalServiceNames(rc *cachev1.RedisCluster) []string {
+	return []string{ExternalServiceName(rc), ExternalReplicasServiceName(rc)}
+}
+
 // ConfigMapName names the ConfigMap that holds redis.conf.
 func ConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-config" }
 

@@ -395,6 +395,48 @@ func TestDesiredServices(t *testing.T) {
 	}
 }
 
+// TestExternalServicesFollowTheRolesOutside: spec.expose adds two Services of its type that
+// select as the in-cluster ones do (the primary; the replicas), with its annotations and, for a
+// LoadBalancer only, its source ranges; the in-cluster Services do not change.
+func TestExternalServicesFollowTheRolesOutside(t *testing.T) {
+	assert.Empty(t, resources.DesiredExternalServices(redisCluster(nil)), "none without spec.expose")
+
+	for _, tc := range []struct {
+		expose      cachev1.ExposeSpec
+		wantRanges  []string
+		wantAnnotes map[string]string
+	}{
+		{cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}, nil, nil},
+		{cachev1.ExposeSpec{Type: cachev1.ExposeLoadBalancer, Annotations: map[string]string{"metallb.universe.tf/address-pool": "redis"},
+			LoadBalancerSourceRanges: []string{"203.0.113.0/24"}}, []string{"203.0.113.0/24"}, map[string]string{"metallb.universe.tf/address-pool": "redis"}},
+	} {
+		t.Run(string(tc.expose.Type), func(t *testing.T) {
+			rc := redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Expose = &tc.expose })
+			services := resources.DesiredExternalServices(rc)
+			require.Len(t, services, 2)
+			for i, want := range []struct{ name, role string }{{"sessions-ext", "primary"}, {"sessions-ext-ro", "replica"}} {
+				svc := services[i]
+				assert.Equal(t, want.name, *svc.Name)
+				assert.Equal(t, corev1.ServiceType(tc.expose.Type), *svc.Spec.Type)
+				assert.Equal(t, want.role, svc.Spec.Selector[resources.LabelRole])
+				assert.Equal(t, rc.Name, svc.Spec.Selector[resources.LabelInstance])
+				assert.Equal(t, tc.wantRanges, svc.Spec.LoadBalancerSourceRanges)
+				assert.Equal(t, tc.wantAnnotes, svc.Annotations)
+				assert.Equal(t, int32(6379), *svc.Spec.Ports[0].Port)
+				assert.Nil(t, svc.Spec.Ports[0].NodePort, "Kubernetes chooses the node port")
+				require.Len(t, svc.OwnerReferences, 1)
+			}
+			assert.Equal(t, corev1.ServiceTypeClusterIP, *resources.DesiredClientService(rc).Spec.Type, "the in-cluster Service stays")
+		})
+	}
+
+	cluster := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+	})
+	assert.Empty(t, resources.DesiredExternalServices(cluster), "not in cluster mode (the API refuses it)")
+}
+
 func TestPodOrdinal(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -713,7 +755,7 @@ func TestEveryDerivedNameIsValidAtTheLongestName(t *testing.T) {
 			rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: tc.shards}
 			lastShard = int(tc.shards) - 1
 		}
-		for _, svc := range []string{resources.HeadlessServiceName(rc), resources.ClientServiceName(rc), resources.ReplicasServiceName(rc)} {
+		for _, svc := range append([]string{resources.HeadlessServiceName(rc), resources.ClientServiceName(rc), resources.ReplicasServiceName(rc)}, resources.ExternalServiceNames(rc)...) {
 			dnsLabel("Service", svc)
 		}
 		for _, s := range []string{resources.ConfigMapName(rc), resources.PasswordSecretName(rc), resources.AuthConfSecretName(rc),

@@ -66,6 +66,31 @@ func roleService(rc *cachev1.RedisCluster, name, component, role string) *corev1
 			WithPorts(redisServicePort()))
 }
 
+// DesiredExternalServices are the Services clients outside the Kubernetes cluster connect to
+// (spec.expose), none without it: in replication mode one that follows the primary, as the
+// client Service does, and one for the replicas. They are of their own type (NodePort or
+// LoadBalancer) so that the in-cluster Services never change with spec.expose.
+func DesiredExternalServices(rc *cachev1.RedisCluster) []*corev1ac.ServiceApplyConfiguration {
+	expose := rc.Spec.Expose
+	if expose == nil || rc.Spec.Cluster != nil {
+		return nil
+	}
+	services := []*corev1ac.ServiceApplyConfiguration{
+		roleService(rc, ExternalServiceName(rc), "external", RolePrimary),
+		roleService(rc, ExternalReplicasServiceName(rc), "external-replicas", RoleReplica),
+	}
+	for _, svc := range services {
+		if len(expose.Annotations) > 0 {
+			svc.WithAnnotations(expose.Annotations)
+		}
+		svc.Spec.WithType(corev1.ServiceType(expose.Type))
+		if expose.Type == cachev1.ExposeLoadBalancer && len(expose.LoadBalancerSourceRanges) > 0 {
+			svc.Spec.WithLoadBalancerSourceRanges(expose.LoadBalancerSourceRanges...)
+		}
+	}
+	return services
+}
+
 // DesiredPodDisruptionBudget lets a voluntary disruption (a node drain) take one Redis node at a time.
 func DesiredPodDisruptionBudget(rc *cachev1.RedisCluster) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
 	return policyv1ac.PodDisruptionBudget(rc.Name, rc.Namespace).

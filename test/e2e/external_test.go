@@ -1,0 +1,143 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// A client outside the Kubernetes cluster reaches replication mode through spec.expose's
+// NodePort Services: the client runs in the control plane's network namespace, outside every
+// node, and dials a node's address and the node port, as an application on a VM would; the
+// node's kube-proxy forwards to the pod. The primary's address follows a failover (the
+// primary's Redis killed), and every write acknowledged through it before (WAIT 1) is read
+// after through the same address; the replicas' address reaches a replica.
+func TestAClientOutsideReachesThePrimaryThroughANodePortAcrossAFailover(t *testing.T) {
+	needsLocalNode(t, "dials the nodes' own addresses")
+	ctx := context.Background()
+	rc := testenv.RedisCluster(ns, "outside", 3)
+	rc.Spec.Failover = &cachev1.FailoverSpec{UnreachableTimeout: &metav1.Duration{Duration: unreachableTimeout}}
+	rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+	require.NoError(t, cluster.Client.Create(ctx, rc))
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), rc) })
+	rc = readyAgain(t, rc)
+	pw, err := cluster.SecretValue(ctx, ns, "outside-auth", "password")
+	require.NoError(t, err)
+
+	// The primary's node port on a node that does not run the primary: kube-proxy takes the
+	// connection there and sends it on.
+	primary := rc.Status.Primary
+	node := otherNode(t, nodeOf(t, ns, primary))
+	writer := outsideClient(t, node, "outside-ext", pw)
+	defer writer.Close()
+	reader := outsideClient(t, node, "outside-ext-ro", pw)
+	defer reader.Close()
+	assert.Equal(t, "master", role(t, writer), "outside-ext reaches the primary")
+	assert.Equal(t, "slave", role(t, reader), "outside-ext-ro reaches a replica")
+
+	// write writes until n more keys are acknowledged by a replica (WAIT 1), within 30s; a
+	// write that fails or is not acknowledged is not counted, and its key not used again.
+	var acked []string
+	next := 0
+	write := func(n int) {
+		want := len(acked) + n
+		for deadline := time.Now().Add(30 * time.Second); len(acked) < want && time.Now().Before(deadline); next++ {
+			key := fmt.Sprintf("outside:%d", next)
+			if writer.Set(ctx, key, key, 0).Err() != nil {
+				continue
+			}
+			if got, err := writer.Do(ctx, "WAIT", 1, 1000).Int(); err == nil && got >= 1 {
+				acked = append(acked, key)
+			}
+		}
+	}
+	write(200)
+	require.Len(t, acked, 200, "writes through the node port, each acknowledged by a replica")
+
+	// When the primary's Redis is killed
+	killRedis(t, primary)
+
+	// Then the same address reaches the new primary, with every acknowledged write
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotEqual(c, primary, redisClusterNamed(c, "outside").Status.Primary)
+		assert.Equal(c, "master", roleOf(c, writer))
+	}, waitFor, tick, "outside-ext follows the failover")
+	write(100)
+	assert.Len(t, acked, 300, "writes through the same address after the failover")
+	for _, key := range acked {
+		got, err := writer.Get(ctx, key).Result()
+		if !assert.NoError(t, err, key) || !assert.Equal(t, key, got) {
+			break
+		}
+	}
+	t.Logf("through %s: %d writes acknowledged across the failover, none lost", writer.Options().Addr, len(acked))
+}
+
+// otherNode is a node of the cluster other than skip.
+func otherNode(t *testing.T, skip string) string {
+	t.Helper()
+	for _, n := range cluster.Nodes() {
+		if n != skip {
+			return n
+		}
+	}
+	t.Fatalf("no node but %s", skip)
+	return ""
+}
+
+// outsideClient connects to service's node port at node's internal address, from outside the
+// nodes, once kube-proxy forwards it.
+func outsideClient(t *testing.T, nodeName, service, password string) *goredis.Client {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: nodeName}, n))
+	var ip string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	require.NotEmpty(t, ip, "node %s has an internal address", nodeName)
+	svc := &corev1.Service{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: service}, svc))
+	require.Equal(t, corev1.ServiceTypeNodePort, svc.Spec.Type)
+	addr := net.JoinHostPort(ip, strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: cluster.Dial, MaxRetries: -1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	require.EventuallyWithT(t, func(col *assert.CollectT) {
+		assert.NoError(col, c.Ping(ctx).Err())
+	}, 30*time.Second, tick, "kube-proxy of %s forwards %s", nodeName, addr)
+	return c
+}
+
+func role(t *testing.T, c *goredis.Client) string {
+	t.Helper()
+	var got string
+	require.EventuallyWithT(t, func(col *assert.CollectT) { got = roleOf(col, c) }, 10*time.Second, tick)
+	return got
+}
+
+// roleOf is the first word of ROLE from the node the client reaches.
+func roleOf(col require.TestingT, c *goredis.Client) string {
+	r, err := c.Do(context.Background(), "ROLE").Slice()
+	require.NoError(col, err)
+	require.NotEmpty(col, r)
+	s, _ := r[0].(string)
+	return s
+}
