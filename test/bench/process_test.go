@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/org/redis-operator/test/procfs"
+
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,47 +95,8 @@ func (p *operatorProcess) memory(b *testing.B) (rss, peak float64) {
 
 // cpuTime is the CPU time process pid used so far (user and system).
 func cpuTime(pid int) (time.Duration, error) {
-	st, err := readStat(pid)
-	return st.cpu, err
-}
-
-// processStat is what /proc/<pid>/stat says of a process: its command name, its parent, and the
-// CPU time it used so far (user and system).
-type processStat struct {
-	comm string
-	ppid int
-	cpu  time.Duration
-}
-
-func readStat(pid int) (processStat, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return processStat{}, err
-	}
-	// pid (comm) state ppid ...: the command name is in parentheses and may hold spaces.
-	text := string(raw)
-	open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
-	if open < 0 || end < open || end+2 > len(text) {
-		return processStat{}, fmt.Errorf("/proc/%d/stat: %q", pid, text)
-	}
-	fields := strings.Fields(text[end+2:])
-	if len(fields) < 13 {
-		return processStat{}, fmt.Errorf("/proc/%d/stat: %q", pid, text)
-	}
-	ppid, err := strconv.Atoi(fields[1])
-	if err != nil {
-		return processStat{}, err
-	}
-	utime, err := strconv.ParseInt(fields[11], 10, 64)
-	if err != nil {
-		return processStat{}, err
-	}
-	stime, err := strconv.ParseInt(fields[12], 10, 64)
-	if err != nil {
-		return processStat{}, err
-	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return processStat{comm: text[open+1 : end], ppid: ppid, cpu: time.Duration(utime+stime) * time.Second / clockTicks}, nil
+	st, err := procfs.Read(pid)
+	return st.CPU, err
 }
 
 // residentMiB is process pid's resident set now and at its peak, in MiB.

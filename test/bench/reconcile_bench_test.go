@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/org/redis-operator/test/procfs"
+
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -179,15 +181,15 @@ func controlPlaneCPUNow(b *testing.B) controlPlaneCPU {
 		if err != nil {
 			continue
 		}
-		st, err := readStat(pid)
-		if err != nil || st.ppid != os.Getpid() {
+		st, err := procfs.Read(pid)
+		if err != nil || st.PPID != os.Getpid() {
 			continue
 		}
-		switch st.comm {
+		switch st.Comm {
 		case "kube-apiserver":
-			out.apiserver += st.cpu
+			out.apiserver += st.CPU
 		case "etcd":
-			out.etcd += st.cpu
+			out.etcd += st.CPU
 		}
 	}
 	self, err := cpuTime(os.Getpid())

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/org/redis-operator/test/procfs"
 )
 
 // What happens to machines, done to a node: power off, power on, freeze, thaw. A node powered
@@ -120,12 +120,8 @@ func (n *Node) processTree() []int {
 		roots = append(roots, n.Containerd.ShimPIDs()...)
 	}
 	children := map[int][]int{}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, st := range stats {
-		pid, ppid, ok := parentOf(st)
-		if ok {
-			children[ppid] = append(children[ppid], pid)
-		}
+	for _, st := range procfs.All() {
+		children[st.PPID] = append(children[st.PPID], st.PID)
 	}
 	seen := map[int]bool{}
 	var out []int
@@ -142,27 +138,6 @@ func (n *Node) processTree() []int {
 	return out
 }
 
-// parentOf reads a process's parent from /proc/<pid>/stat: "pid (comm) state ppid ...", where
-// comm may hold spaces and parentheses.
-func parentOf(statPath string) (pid, ppid int, ok bool) {
-	b, err := os.ReadFile(statPath)
-	if err != nil {
-		return 0, 0, false
-	}
-	s := string(b)
-	end := strings.LastIndexByte(s, ')')
-	if end < 0 {
-		return 0, 0, false
-	}
-	fields := strings.Fields(s[end+1:])
-	if len(fields) < 2 {
-		return 0, 0, false
-	}
-	pid, err1 := strconv.Atoi(strings.TrimSpace(s[:strings.IndexByte(s, ' ')]))
-	ppid, err2 := strconv.Atoi(fields[1])
-	return pid, ppid, err1 == nil && err2 == nil
-}
-
 // waitGone waits until none of pids exists any more (or timeout): a killed process's mounts and
 // cgroup stay until it has exited.
 func waitGone(pids []int, timeout time.Duration) {
@@ -170,12 +145,8 @@ func waitGone(pids []int, timeout time.Duration) {
 	for time.Now().Before(deadline) {
 		alive := false
 		for _, pid := range pids {
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-				b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-				// A zombie is gone for our purpose: its parent (a killed shim) reaps it never.
-				if _, after, ok := strings.Cut(string(b), ") "); ok && strings.HasPrefix(after, "Z") {
-					continue
-				}
+			// A zombie is gone for our purpose: its parent (a killed shim) reaps it never.
+			if procfs.Alive(pid) {
 				alive = true
 				break
 			}

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/org/redis-operator/test/procfs"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func TestAPanickingTestLeavesNoControlPlaneRunning(t *testing.T) {
 	if os.Getenv("TESTENV_PANIC_CHILD") == "1" {
 		env, _, err := Start()
 		require.NoError(t, err)
-		for _, pid := range children(os.Getpid()) {
+		for _, pid := range procfs.Children(os.Getpid()) {
 			os.Stdout.WriteString("child-pid " + strconv.Itoa(pid) + "\n")
 		}
 		for _, dir := range []string{env.ControlPlane.APIServer.CertDir, env.ControlPlane.Etcd.DataDir} {
@@ -57,7 +58,7 @@ func TestAPanickingTestLeavesNoControlPlaneRunning(t *testing.T) {
 	// and envtest's directories (certificates, etcd's data), which a panic leaves behind
 	t.Cleanup(func() {
 		for _, pid := range pids {
-			if alive(pid) {
+			if procfs.Alive(pid) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
@@ -69,39 +70,7 @@ func TestAPanickingTestLeavesNoControlPlaneRunning(t *testing.T) {
 	// Then each is gone: killed by the kernel when its parent died
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, pid := range pids {
-			assert.False(c, alive(pid), "process %d outlived the test that started it", pid)
+			assert.False(c, procfs.Alive(pid), "process %d outlived the test that started it", pid)
 		}
 	}, 10*time.Second, 50*time.Millisecond)
-}
-
-// children are the processes whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after its closing paren
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			out = append(out, child)
-		}
-	}
-	return out
-}
-
-// alive is true while pid is a process that has not exited (a zombie has).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
 }
