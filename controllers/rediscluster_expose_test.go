@@ -11,13 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
-	"github.com/org/redis-operator/controllers/operator"
-	"github.com/org/redis-operator/internal/redis"
 )
 
 // External access in replication mode, on envtest: the Services spec.expose asks for, which
@@ -55,14 +52,7 @@ func TestExposeAddsExternalServicesThatFollowTheRolesAndGoWithIt(t *testing.T) {
 	// and a converged reconcile writes nothing (a fresh reconciler compares every child)
 	assertHealthChecksWriteNothing(t, op, rc)
 	writes := op.requests.Writes()
-	reconciler := &controllers.RedisClusterReconciler{
-		Client: op.mgr.GetClient(), APIReader: op.mgr.GetAPIReader(),
-		Recorder: op.mgr.GetEventRecorder("expose-test"), Dial: operator.RedisDialer(redis.Options{Timeout: time.Second}),
-	}
-	for range 3 {
-		_, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)})
-		require.NoError(t, err)
-	}
+	reconcileAfresh(t, op, rc, 3)
 	assert.Equal(t, writes, op.requests.Writes(), "writes by converged reconciles with external Services")
 
 	// When the type becomes LoadBalancer, with an address pool's annotation and source ranges
