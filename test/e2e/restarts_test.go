@@ -101,7 +101,7 @@ func deleteEveryPod(t *testing.T, nodes map[string]int) (running time.Time, move
 // with k:0..k:<keys-1>, then until the same node IDs as before hold the same slots (holders:
 // replicas are listed once every node sees them again), and returns when each happened and the
 // primaries serving them.
-func eventuallyServesAsBefore(t *testing.T, cc *goredis.ClusterClient, holders []string, keys int, within time.Duration) (served, held time.Time, primaries []string) {
+func eventuallyServesAsBefore(t *testing.T, name string, cc *goredis.ClusterClient, holders []string, keys int, within time.Duration) (served, held time.Time, primaries []string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		cc.ReloadState(context.Background())
@@ -115,11 +115,17 @@ func eventuallyServesAsBefore(t *testing.T, cc *goredis.ClusterClient, holders [
 		}
 	}, within, time.Second)
 	served = time.Now()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
+	if !assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		var now []string
 		now, primaries = slotHolders(c, cc)
 		assert.Equal(c, holders, now)
-	}, within, time.Second)
+	}, within, time.Second) {
+		// Seen once in CI (a shard's other node never listed again): what the operator saw and did.
+		status, _ := cluster.KubectlOutput("get", "rediscluster", "-n", ns, name, "-o", "jsonpath={.status}")
+		events, _ := cluster.KubectlOutput("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name,
+			"-o", "custom-columns=TIME:.lastTimestamp,REASON:.reason,MESSAGE:.message")
+		t.Fatalf("%s's nodes do not hold the same slots as before; its status: %s\nits Events:\n%s", name, status, events)
+	}
 	return served, time.Now(), primaries
 }
 
@@ -172,7 +178,7 @@ func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *t
 		// fail (at its old address) and its replica, synced again, wins their votes before the
 		// mark clears (twice the node timeout); the operator sends no failover then.
 		for _, name := range names {
-			served, held, now := eventuallyServesAsBefore(t, clients[name], holders[name], 500, 2*time.Minute)
+			served, held, now := eventuallyServesAsBefore(t, name, clients[name], holders[name], 500, 2*time.Minute)
 			t.Logf("round %d: %s serves every slot and key %s after its pods run, its nodes hold the same slots as before at %s (%d of 9 pods at new addresses)",
 				round, name, served.Sub(running).Round(100*time.Millisecond), held.Sub(running).Round(100*time.Millisecond), moved)
 			if !slices.Equal(now, primaries[name]) {

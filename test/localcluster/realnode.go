@@ -481,6 +481,15 @@ func (c *Cluster) onNode(name string, what func(*node.Node) error) error {
 	return what(n)
 }
 
+// NodeLog is the end of a node component's log (kubelet, kube-proxy), for a failure message.
+func (c *Cluster) NodeLog(name, component string) string {
+	n, err := c.node(name)
+	if err != nil {
+		return err.Error()
+	}
+	return n.Log(component)
+}
+
 // PowerOff stops a node at once, as a machine losing power (node.Node.PowerOff): its pods'
 // processes die with it, and the API server only sees its lease lapse.
 func (c *Cluster) PowerOff(name string) error { return c.onNode(name, (*node.Node).PowerOff) }
