@@ -291,7 +291,8 @@ func (r *run) checkClusterInvariants(t *testing.T, w *writer) {
 		// that it converges again with nothing lost, which the checks below hold it to; the log
 		// keeps what happened, to tell that cause from another.
 		rc, _ := r.get()
-		t.Logf("converged, then not: %v; shards: %+v; events: %s; waiting again", err, rc.Status.Shards, r.eventSummary())
+		t.Logf("converged, then not: %v; shards: %+v; waiting again", err, rc.Status.Shards)
+		r.logEvents(t)
 		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, r.converged()) }, converge, 100*time.Millisecond)
 	}
 	acked, tried, _ := w.Result()
@@ -372,28 +373,19 @@ func (r *run) explainOpenSlots(t *testing.T, pods []corev1.Pod) {
 			}
 		}
 	}
-	events := &corev1.EventList{}
-	if err := r.suite.admin.List(ctx, events, client.InNamespace(r.ns)); err == nil {
-		slices.SortFunc(events.Items, func(a, b corev1.Event) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-		for _, e := range events.Items {
-			t.Logf("event %s %s %s x%d: %s", e.LastTimestamp.Format(time.TimeOnly), e.Type, e.Reason, e.Count, e.Message)
-		}
-	}
+	r.logEvents(t)
 	if len(open) > 0 {
 		r.suite.failures.Store(t.Name(), "slots left open: "+strings.Join(open, "; "))
 	}
 }
 
-// eventSummary lists the run's Events, oldest first, as "reason: note": what the operator did.
-func (r *run) eventSummary() string {
+// logEvents logs the run's Events, by when each last happened: what the operator did.
+func (r *run) logEvents(t *testing.T) {
 	events := &corev1.EventList{}
-	if err := r.suite.admin.List(context.Background(), events, client.InNamespace(r.ns)); err != nil {
-		return err.Error()
+	if err := r.suite.admin.List(context.Background(), events, client.InNamespace(r.ns)); err == nil {
+		slices.SortFunc(events.Items, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
+		for _, e := range events.Items {
+			t.Logf("event %s %s %s x%d: %s", e.LastTimestamp.Format(time.TimeOnly), e.Type, e.Reason, e.Count, e.Message)
+		}
 	}
-	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	var out []string
-	for _, e := range events.Items {
-		out = append(out, e.Reason+": "+e.Message)
-	}
-	return strings.Join(out, "; ")
 }
