@@ -153,6 +153,7 @@ func shardedMode() mode {
 			{"Passwords", cachev1.ReasonAuthenticationFailed, givesCredentials(credentials.Passwords), servesRedis},
 			{"TLS", cachev1.ReasonTLSFailed, givesCredentials(credentials.TLS), servesRedis},
 			{"LiveSettings", cachev1.ReasonSettingsFailed, giveLiveSettings, servesRedis},
+			{"Outside", cachev1.ReasonApplyFailed, inClusterMode(clustermode.Outside), appliesChild},
 			{"Shards", cachev1.ReasonClusterFailed, func(ctx context.Context, state *reconcileState) error {
 				return clustermode.Shards(ctx, &state.Cluster, &state.kept.clustermode, &state.shards, state.settings.SlotMovePace)
 			}, servesRedis},

@@ -175,6 +175,7 @@ replicas: 2
 cluster: {shards: 5, nodeTimeout: 15s}
 config: {cluster-require-full-coverage: "no", cluster-allow-reads-when-down: "yes", maxmemory: 1gb}
 storage: {size: 1Gi}
+expose: {type: NodePort}
 `
 
 func TestValidSpecsAreAccepted(t *testing.T) {
@@ -265,7 +266,6 @@ func TestInvalidRedisClustersAreRefused(t *testing.T) {
 		{"source ranges on a NodePort", "replicas: 3\nexpose: {type: NodePort, loadBalancerSourceRanges: [10.0.0.0/8]}", "spec.expose.loadBalancerSourceRanges needs spec.expose.type LoadBalancer"},
 		{"a source range that is no CIDR", "replicas: 3\nexpose: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.0/8, 10.0.0.300/24]}", "10.0.0.300/24 is not one"},
 		{"a source range without its prefix length", "replicas: 3\nexpose: {type: LoadBalancer, loadBalancerSourceRanges: [192.0.2.1]}", "192.0.2.1 is not one"},
-		{"external access in cluster mode", "replicas: 2\ncluster: {shards: 3}\nexpose: {type: NodePort}", "spec.expose is not yet available in cluster mode"},
 	})
 	t.Run("a name too long for its Services", func(t *testing.T) {
 		requireRefused(t, object(t, "RedisCluster", strings.Repeat("a", 53), "replicas: 3"), "metadata.name")

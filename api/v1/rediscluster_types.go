@@ -24,7 +24,6 @@ const DefaultVersion = "7.2"
 // +redis-operator:admissionrules:end:spec
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)",message="spec.restore is set only when a RedisCluster is created: a restore never replaces a running cluster's data",fieldPath=".restore"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls cannot be added to or removed from a RedisCluster: nodes with and without TLS cannot replicate from each other; create a new RedisCluster",fieldPath=".tls"
-// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.expose)",message="spec.expose is not yet available in cluster mode (spec.cluster): a cluster client follows the node addresses Redis hands out, which are the pods' own",fieldPath=".expose"
 // +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="a RedisCluster cannot switch between one primary and cluster mode (spec.cluster): the data would have to be resharded; create a new RedisCluster and move the data",fieldPath=".cluster"
 type RedisClusterSpec struct {
 	// Replicas is the number of Redis nodes: one primary and replicas-1 read replicas. In cluster
@@ -180,8 +179,10 @@ type RedisClusterSpec struct {
 	// VM, another cluster, a laptop): Services of type NodePort or LoadBalancer beside the
 	// in-cluster ones, which stay as they are. In replication mode, <name>-ext follows the
 	// primary through failovers as <name> does, and <name>-ext-ro serves the replicas as
-	// <name>-replicas does. Removing it deletes those Services. Not yet in cluster mode, where
-	// clients follow the node addresses Redis itself hands out (MOVED, CLUSTER SLOTS).
+	// <name>-replicas does. In cluster mode, each node gets a Service of its own,
+	// <pod>-ext, and announces its address (MOVED, ASK, CLUSTER SHARDS and SLOTS name it), which
+	// the nodes use among themselves too. Removing it deletes those Services (in cluster mode
+	// once every node announces its pod's address again).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Expose",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Expose *ExposeSpec `json:"expose,omitempty"`

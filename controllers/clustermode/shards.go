@@ -151,10 +151,10 @@ func Observe(ctx context.Context, c *scope.Cluster, m *Memory, s *State) {
 		if p.Status.PodIP != "" {
 			mb.Addr = p.Status.PodIP + ":" + strconv.Itoa(resources.RedisPort)
 			s.Addrs[mb.Pod] = mb.Addr
-			var down bool
-			var err error
-			mb.Nodes, down, err = shards.Ask(ctx, c.Dial, mb.Addr)
-			if down && s.ClusterDown == "" {
+			answer, err := shards.Ask(ctx, c.Dial, mb.Addr)
+			// What it announces stays until the Outside phase says otherwise.
+			mb.Nodes, mb.Announcing, mb.Announce = answer.Nodes, answer.Announcing, answer.Announcing
+			if answer.Down && s.ClusterDown == "" {
 				s.ClusterDown = p.Name
 			}
 			if errors.Is(err, topology.ErrNoPermission) {

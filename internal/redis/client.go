@@ -127,7 +127,10 @@ type Node interface {
 	// Cluster mode (cluster.go).
 	ClusterNodes(ctx context.Context) ([]ClusterNode, error)
 	ClusterInfo(ctx context.Context) (ClusterInfo, error)
-	ClusterMeet(ctx context.Context, addr string) error
+	// ClusterMeet introduces the node at addr (ip:port) and bus port (0: port + 10000).
+	ClusterMeet(ctx context.Context, addr string, bus int) error
+	ClusterAnnounced(ctx context.Context) (Announced, error)
+	ClusterAnnounce(ctx context.Context, a Announced) error
 	ClusterAddSlots(ctx context.Context, ranges []SlotRange) error
 	ClusterReplicate(ctx context.Context, primaryID string) error
 	ClusterForget(ctx context.Context, id string) error

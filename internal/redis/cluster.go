@@ -46,6 +46,8 @@ type ClusterNode struct {
 	ID string
 	// Addr is the node's ip:port; empty when it has none (noaddr).
 	Addr string
+	// Bus is its cluster bus port (cport).
+	Bus int
 	// Flags: myself, master, slave, fail?, fail, handshake, noaddr, nofailover.
 	Flags []string
 	// PrimaryID is the node a replica replicates; empty for a primary.
@@ -113,10 +115,12 @@ func ParseClusterNodes(raw string) ([]ClusterNode, error) {
 		}
 		n := ClusterNode{ID: f[0], Flags: strings.Split(f[2], ","), Connected: f[7] == "connected"}
 		// ip:port@cport[,hostname]
-		addr, _, _ := strings.Cut(f[1], "@")
+		addr, bus, _ := strings.Cut(f[1], "@")
 		if host, port, err := net.SplitHostPort(addr); err == nil && host != "" {
 			n.Addr = net.JoinHostPort(host, port)
 		}
+		bus, _, _ = strings.Cut(bus, ",")
+		n.Bus, _ = strconv.Atoi(bus)
 		if f[3] != "-" {
 			n.PrimaryID = f[3]
 		}
@@ -203,12 +207,65 @@ func (n *node) ClusterInfo(ctx context.Context) (ClusterInfo, error) {
 
 // ClusterMeet makes the node shake hands with the node at addr (ip:port), which joins its
 // cluster.
-func (n *node) ClusterMeet(ctx context.Context, addr string) error {
+func (n *node) ClusterMeet(ctx context.Context, addr string, bus int) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("node address %q: %w", addr, err)
 	}
-	return n.classify(n.client().Do(ctx, "CLUSTER", "MEET", host, port).Err())
+	args := []any{"CLUSTER", "MEET", host, port}
+	if bus != 0 {
+		args = append(args, bus)
+	}
+	return n.classify(n.client().Do(ctx, args...).Err())
+}
+
+// Announced is the address a cluster node gives its peers and its clients (in the bus, MOVED,
+// CLUSTER SHARDS and SLOTS) instead of its own: an IP, the port clients use (the TLS port
+// when the cluster speaks TLS) and the bus port. A zero field is the node's own.
+type Announced struct {
+	IP      string
+	Port    int
+	BusPort int
+}
+
+// IsZero is true when the node announces its own address.
+func (a Announced) IsZero() bool { return a == Announced{} }
+
+// Addr is the announced ip:port; empty when the node announces its own IP.
+func (a Announced) Addr() string {
+	if a.IP == "" {
+		return ""
+	}
+	return net.JoinHostPort(a.IP, strconv.Itoa(a.Port))
+}
+
+// announcedPort is the directive of the port a node announces: the TLS port's when it speaks
+// only TLS (tls-cluster: its peers and clients use that one).
+func (n *node) announcedPort() string {
+	if n.opts.TLS != nil {
+		return "cluster-announce-tls-port"
+	}
+	return "cluster-announce-port"
+}
+
+// ClusterAnnounced is what the node announces (cluster-announce-ip, -port or -tls-port,
+// -bus-port).
+func (n *node) ClusterAnnounced(ctx context.Context) (Announced, error) {
+	got, err := n.client().ConfigGet(ctx, "cluster-announce-*").Result()
+	if err != nil {
+		return Announced{}, n.classify(err)
+	}
+	a := Announced{IP: got["cluster-announce-ip"]}
+	a.Port, _ = strconv.Atoi(got[n.announcedPort()])
+	a.BusPort, _ = strconv.Atoi(got["cluster-announce-bus-port"])
+	return a, nil
+}
+
+// ClusterAnnounce makes the node announce a, live, in one CONFIG SET; the zero Announced makes
+// it announce its own address again. Its peers learn the new address from its next message.
+func (n *node) ClusterAnnounce(ctx context.Context, a Announced) error {
+	return n.classify(n.client().Do(ctx, "CONFIG", "SET", "cluster-announce-ip", a.IP,
+		n.announcedPort(), a.Port, "cluster-announce-bus-port", a.BusPort).Err())
 }
 
 // ClusterAddSlots makes the node serve the slot ranges; Redis refuses a slot another node

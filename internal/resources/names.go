@@ -24,6 +24,13 @@ const (
 	// LabelShard on a pod and its StatefulSet, in cluster mode, is the shard's index.
 	LabelShard = "cache.example.com/shard"
 
+	// LabelPodName is the label a StatefulSet puts on each of its pods, with the pod's name:
+	// a Service of one node selects on it.
+	LabelPodName = "statefulset.kubernetes.io/pod-name"
+	// NodeServiceComponent is the component of the Services of one node each (spec.expose in
+	// cluster mode).
+	NodeServiceComponent = "node-external"
+
 	// ManagedByValue marks objects this operator manages; the manager's cache only holds those.
 	ManagedByValue = "redis-operator"
 	nameValue      = "redis"
@@ -31,6 +38,9 @@ const (
 
 // RedisPort is the port every Redis node listens on.
 const RedisPort = 6379
+
+// BusPort is a cluster node's bus port: Redis's own, RedisPort + 10000.
+const BusPort = RedisPort + 10000
 
 // ConfigHashAnnotation on the pod template carries a hash of redis.conf, so a change rolls the pods.
 const ConfigHashAnnotation = "cache.example.com/config-hash"
@@ -92,6 +102,9 @@ func ExternalReplicasServiceName(rc *cachev1.RedisCluster) string { return rc.Na
 func ExternalServiceNames(rc *cachev1.RedisCluster) []string {
 	return []string{ExternalServiceName(rc), ExternalReplicasServiceName(rc)}
 }
+
+// NodeServiceName names, in cluster mode with spec.expose, the Service of the node of pod.
+func NodeServiceName(pod string) string { return pod + "-ext" }
 
 // ConfigMapName names the ConfigMap that holds redis.conf.
 func ConfigMapName(rc *cachev1.RedisCluster) string { return rc.Name + "-config" }

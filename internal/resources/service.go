@@ -69,26 +69,85 @@ func roleService(rc *cachev1.RedisCluster, name, component, role string) *corev1
 // DesiredExternalServices are the Services clients outside the Kubernetes cluster connect to
 // (spec.expose), none without it: in replication mode one that follows the primary, as the
 // client Service does, and one for the replicas. They are of their own type (NodePort or
-// LoadBalancer) so that the in-cluster Services never change with spec.expose.
+// LoadBalancer) so that the in-cluster Services never change with spec.expose. Cluster mode has
+// one per node instead (DesiredNodeServices).
 func DesiredExternalServices(rc *cachev1.RedisCluster) []*corev1ac.ServiceApplyConfiguration {
-	expose := rc.Spec.Expose
-	if expose == nil || rc.Spec.Cluster != nil {
+	if rc.Spec.Expose == nil || rc.Spec.Cluster != nil {
 		return nil
 	}
-	services := []*corev1ac.ServiceApplyConfiguration{
-		roleService(rc, ExternalServiceName(rc), "external", RolePrimary),
-		roleService(rc, ExternalReplicasServiceName(rc), "external-replicas", RoleReplica),
+	return []*corev1ac.ServiceApplyConfiguration{
+		exposed(rc, roleService(rc, ExternalServiceName(rc), "external", RolePrimary)),
+		exposed(rc, roleService(rc, ExternalReplicasServiceName(rc), "external-replicas", RoleReplica)),
 	}
-	for _, svc := range services {
-		if len(expose.Annotations) > 0 {
-			svc.WithAnnotations(expose.Annotations)
-		}
-		svc.Spec.WithType(corev1.ServiceType(expose.Type))
-		if expose.Type == cachev1.ExposeLoadBalancer && len(expose.LoadBalancerSourceRanges) > 0 {
-			svc.Spec.WithLoadBalancerSourceRanges(expose.LoadBalancerSourceRanges...)
+}
+
+// exposed makes svc of spec.expose's type, with its annotations and source ranges.
+func exposed(rc *cachev1.RedisCluster, svc *corev1ac.ServiceApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
+	expose := rc.Spec.Expose
+	if len(expose.Annotations) > 0 {
+		svc.WithAnnotations(expose.Annotations)
+	}
+	svc.Spec.WithType(corev1.ServiceType(expose.Type))
+	if expose.Type == cachev1.ExposeLoadBalancer && len(expose.LoadBalancerSourceRanges) > 0 {
+		svc.Spec.WithLoadBalancerSourceRanges(expose.LoadBalancerSourceRanges...)
+	}
+	return svc
+}
+
+// DesiredNodeServices are, in cluster mode with spec.expose, one Service per node, each
+// selecting its one pod, for the pods named: a cluster client outside follows the address each
+// node announces (MOVED, CLUSTER SLOTS), and that address is its Service's. The nodes reach each
+// other there too (Redis 7.0 announces one address for its clients, its replicas and the bus),
+// so the bus port is published beside Redis's, and pods that are not ready are published: a node
+// that is starting, or that the cluster has not admitted yet, must still be reached by its peers.
+func DesiredNodeServices(rc *cachev1.RedisCluster, pods []string) []*corev1ac.ServiceApplyConfiguration {
+	if rc.Spec.Expose == nil || rc.Spec.Cluster == nil {
+		return nil
+	}
+	var out []*corev1ac.ServiceApplyConfiguration
+	for _, pod := range pods {
+		selector := SelectorLabels(rc)
+		selector[LabelPodName] = pod
+		out = append(out, exposed(rc, corev1ac.Service(NodeServiceName(pod), rc.Namespace).
+			WithLabels(labelsWithComponent(rc, NodeServiceComponent)).
+			WithOwnerReferences(ownerReference(rc)).
+			WithSpec(corev1ac.ServiceSpec().
+				WithSelector(selector).
+				WithPublishNotReadyAddresses(true).
+				WithPorts(redisServicePort(), corev1ac.ServicePort().
+					WithName("bus").
+					WithProtocol(corev1.ProtocolTCP).
+					WithPort(BusPort).
+					WithTargetPort(intstr.FromInt32(BusPort))))))
+	}
+	return out
+}
+
+// NodeOutside is the address clients outside reach a node at through its Service (svc): its
+// Kubernetes node's address (hostIP) and the two node ports for a NodePort, the load balancer's
+// address and the Service's ports for a LoadBalancer. ok is false while that is not known yet
+// (no node port allocated, no load balancer address, the pod not scheduled) or when the load
+// balancer gives only a hostname, which the cluster bus cannot use.
+func NodeOutside(svc *corev1.Service, hostIP string) (ip string, port, bus int32, ok bool) {
+	var redisPort, busPort corev1.ServicePort
+	for _, p := range svc.Spec.Ports {
+		switch p.Name {
+		case "redis":
+			redisPort = p
+		case "bus":
+			busPort = p
 		}
 	}
-	return services
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort:
+		ip, port, bus = hostIP, redisPort.NodePort, busPort.NodePort
+	case corev1.ServiceTypeLoadBalancer:
+		if ingress := svc.Status.LoadBalancer.Ingress; len(ingress) > 0 {
+			ip = ingress[0].IP
+		}
+		port, bus = redisPort.Port, busPort.Port
+	}
+	return ip, port, bus, ip != "" && port != 0 && bus != 0
 }
 
 // DesiredPodDisruptionBudget lets a voluntary disruption (a node drain) take one Redis node at a time.

@@ -17,7 +17,8 @@ import (
 
 // ClusterNode is what Act needs of a node (redis.Node has it).
 type ClusterNode interface {
-	ClusterMeet(ctx context.Context, addr string) error
+	ClusterMeet(ctx context.Context, addr string, bus int) error
+	ClusterAnnounce(ctx context.Context, a redis.Announced) error
 	ClusterAddSlots(ctx context.Context, ranges []redis.SlotRange) error
 	ClusterReplicate(ctx context.Context, nodeID string) error
 	ClusterForget(ctx context.Context, nodeID string) error
@@ -28,7 +29,9 @@ type ClusterNode interface {
 func Act(ctx context.Context, n ClusterNode, a Action) error {
 	switch a.Kind {
 	case Meet, Rejoin:
-		return n.ClusterMeet(ctx, a.Addr)
+		return n.ClusterMeet(ctx, a.Addr, a.Bus)
+	case Announce:
+		return n.ClusterAnnounce(ctx, a.Announced)
 	case AddSlots:
 		return n.ClusterAddSlots(ctx, a.Ranges)
 	case Replicate:
@@ -74,18 +77,35 @@ func ParseLayout(slots [][]string) (Layout, error) {
 	return layout, nil
 }
 
-// Ask is what the node at addr says of the cluster: its answer to CLUSTER NODES (nil when it
-// does not answer, with why), and whether it says the cluster is down (CLUSTER INFO's
-// cluster_state).
-func Ask(ctx context.Context, dial redis.Dialer, addr string) (nodes []redis.ClusterNode, down bool, err error) {
+// Answer is what a node says of the cluster.
+type Answer struct {
+	// Nodes is its answer to CLUSTER NODES.
+	Nodes []redis.ClusterNode
+	// Down is true when it says the cluster is down (CLUSTER INFO's cluster_state).
+	Down bool
+	// Announcing is the address it announces.
+	Announcing redis.Announced
+}
+
+// Ask is what the node at addr says of the cluster; an error (and no nodes) when it does not
+// answer, with why.
+func Ask(ctx context.Context, dial redis.Dialer, addr string) (Answer, error) {
 	n := dial(addr)
 	defer n.Close()
-	nodes, err = n.ClusterNodes(ctx)
+	nodes, err := n.ClusterNodes(ctx)
 	if err != nil {
-		return nil, false, err
+		return Answer{}, err
 	}
+	a := Answer{Nodes: nodes}
 	info, err := n.ClusterInfo(ctx)
-	return nodes, err == nil && info.State != "ok", nil
+	a.Down = err == nil && info.State != "ok"
+	a.Announcing, err = n.ClusterAnnounced(ctx)
+	if err != nil {
+		// Unknown: taken as its own, as before spec.expose; a node that does announce
+		// another is then told again, which changes nothing.
+		a.Announcing = redis.Announced{}
+	}
+	return a, nil
 }
 
 // TakeOver has the replica at addr take its primary's slots over with a manual CLUSTER

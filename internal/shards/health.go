@@ -28,8 +28,8 @@ func HealthOf(members []Member) Health {
 		if self, ok := m.Self(); ok {
 			shardOfID[self.ID] = m.Shard
 		}
-		if m.Addr != "" {
-			shardOfAddr[m.Addr] = m.Shard
+		if addr, _ := m.Peer(); addr != "" {
+			shardOfAddr[addr] = m.Shard
 		}
 	}
 	open := map[int]bool{}

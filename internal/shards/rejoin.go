@@ -25,15 +25,16 @@ func rejoinMoved(answering []Member) []Action {
 	var out []Action
 	for _, m := range answering {
 		for _, other := range answering {
-			if other.Pod == m.Pod || other.Addr == "" {
+			addr, bus := other.Peer()
+			if other.Pod == m.Pod || addr == "" {
 				continue
 			}
 			id := selfOf(other).ID
 			known, ok := m.node(id)
-			if !ok || known.Handshake() || known.Addr == other.Addr {
+			if !ok || known.Handshake() || known.Addr == addr {
 				continue
 			}
-			out = append(out, Action{Kind: Rejoin, On: m.Pod, NodeID: id, Addr: other.Addr})
+			out = append(out, Action{Kind: Rejoin, On: m.Pod, NodeID: id, Addr: addr, Bus: bus})
 		}
 	}
 	return out

@@ -14,7 +14,9 @@
 // answers, so that a node that is only restarting is never dropped. It never resets a node or
 // flushes data. A node that came back with its node ID at a new address (a restarted pod keeps
 // nodes.conf on its volume, not its IP) is introduced again at that address, and nothing else is
-// sent until every node knows every other where it is (rejoin.go).
+// sent until every node knows every other where it is (rejoin.go). A node exposed outside
+// (spec.expose) announces its Service's address, and its peers, bus and replicas included, reach
+// it there: one address for inside and outside (Redis 7.0 announces one).
 package shards
 
 import (
@@ -37,6 +39,32 @@ type Member struct {
 	Addr string
 	// Nodes is its answer to CLUSTER NODES; nil when it did not answer.
 	Nodes []redis.ClusterNode
+	// Announcing is the address its node announces (cluster-announce-*), zero for its own;
+	// Announce is the one it should: its Service's outside address (spec.expose), or zero.
+	Announcing, Announce redis.Announced
+}
+
+// Announced is the address a node announces instead of its own (redis.Announced).
+type Announced = redis.Announced
+
+// AtOwnAddresses is true when every member's node answers, announces its pod's own address, and
+// is known by every other there: no node is reached through an announced address any more.
+func AtOwnAddresses(members []Member) bool {
+	for _, m := range members {
+		if _, ok := m.Self(); !ok || !m.Announcing.IsZero() {
+			return false
+		}
+	}
+	return len(rejoinMoved(members)) == 0
+}
+
+// Peer is where the node's peers and clients find it: at the address it announces, else at
+// its pod's (bus 0: the port + 10000).
+func (m Member) Peer() (addr string, bus int) {
+	if a := m.Announcing.Addr(); a != "" {
+		return a, m.Announcing.BusPort
+	}
+	return m.Addr, 0
 }
 
 // Self is the node's own entry; false when it did not answer.
@@ -69,8 +97,11 @@ func (m Member) knows(id string) bool {
 type ActionKind string
 
 const (
-	// Meet: CLUSTER MEET Addr, sent to On.
+	// Meet: CLUSTER MEET Addr (Bus), sent to On.
 	Meet ActionKind = "Meet"
+	// Announce: On announces Announced instead of its own address (cluster-announce-*, CONFIG
+	// SET), or its own again when Announced is zero.
+	Announce ActionKind = "Announce"
 	// AddSlots: CLUSTER ADDSLOTSRANGE Ranges, sent to On, the shard's primary.
 	AddSlots ActionKind = "AddSlots"
 	// Replicate: CLUSTER REPLICATE NodeID, sent to On.
@@ -86,10 +117,13 @@ const (
 type Action struct {
 	Kind ActionKind
 	// On is the pod whose node gets the command.
-	On     string
-	Addr   string
-	Ranges []redis.SlotRange
-	NodeID string
+	On   string
+	Addr string
+	// Bus is Addr's cluster bus port, 0 for its port + 10000.
+	Bus       int
+	Announced redis.Announced
+	Ranges    []redis.SlotRange
+	NodeID    string
 	// Slot is the slot of Stable.
 	Slot int
 }
@@ -98,6 +132,11 @@ func (a Action) String() string {
 	switch a.Kind {
 	case Meet:
 		return fmt.Sprintf("%s meets %s", a.On, a.Addr)
+	case Announce:
+		if a.Announced.IsZero() {
+			return fmt.Sprintf("%s announces its own address again", a.On)
+		}
+		return fmt.Sprintf("%s announces %s (bus port %d)", a.On, a.Announced.Addr(), a.Announced.BusPort)
 	case AddSlots:
 		return fmt.Sprintf("%s serves slots %v", a.On, a.Ranges)
 	case Replicate:
@@ -205,6 +244,14 @@ func DecideLayout(members []Member, shards int, layout Layout) Plan {
 	}
 	all := len(answering) == len(members)
 
+	// Each node announces what it should (spec.expose): its peers learn the address from its
+	// next message, and reach it there.
+	for _, m := range answering {
+		if m.Announcing != m.Announce {
+			plan.Actions = append(plan.Actions, Action{Kind: Announce, On: m.Pod, Announced: m.Announce})
+		}
+	}
+
 	// Every node meets the first: gossip then introduces them all to each other.
 	anchor := answering[0]
 	joined := true
@@ -212,8 +259,8 @@ func DecideLayout(members []Member, shards int, layout Layout) Plan {
 		self, _ := m.Self()
 		if !anchor.knows(self.ID) {
 			joined = false
-			if m.Addr != "" {
-				plan.Actions = append(plan.Actions, Action{Kind: Meet, On: anchor.Pod, Addr: m.Addr})
+			if addr, bus := m.Peer(); addr != "" {
+				plan.Actions = append(plan.Actions, Action{Kind: Meet, On: anchor.Pod, Addr: addr, Bus: bus})
 			}
 		}
 	}
