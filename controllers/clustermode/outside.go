@@ -55,7 +55,7 @@ func Outside(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) error {
 	for i := range s.Members {
 		mb := &s.Members[i]
 		if rc.Spec.Expose == nil {
-			mb.Announce = shards.Announced{}
+			mb.Announce = mb.Own()
 			continue
 		}
 		if svc, ok := live[resources.NodeServiceName(mb.Pod)]; ok {

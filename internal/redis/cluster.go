@@ -228,17 +228,6 @@ type Announced struct {
 	BusPort int
 }
 
-// IsZero is true when the node announces its own address.
-func (a Announced) IsZero() bool { return a == Announced{} }
-
-// Addr is the announced ip:port; empty when the node announces its own IP.
-func (a Announced) Addr() string {
-	if a.IP == "" {
-		return ""
-	}
-	return net.JoinHostPort(a.IP, strconv.Itoa(a.Port))
-}
-
 // announcedPort is the directive of the port a node announces: the TLS port's when it speaks
 // only TLS (tls-cluster: its peers and clients use that one).
 func (n *node) announcedPort() string {
@@ -261,8 +250,8 @@ func (n *node) ClusterAnnounced(ctx context.Context) (Announced, error) {
 	return a, nil
 }
 
-// ClusterAnnounce makes the node announce a, live, in one CONFIG SET; the zero Announced makes
-// it announce its own address again. Its peers learn the new address from its next message.
+// ClusterAnnounce makes the node announce a, live, in one CONFIG SET. Its peers learn the new
+// address from its next message.
 func (n *node) ClusterAnnounce(ctx context.Context, a Announced) error {
 	return n.classify(n.client().Do(ctx, "CONFIG", "SET", "cluster-announce-ip", a.IP,
 		n.announcedPort(), a.Port, "cluster-announce-bus-port", a.BusPort).Err())

@@ -99,11 +99,8 @@ func Ask(ctx context.Context, dial redis.Dialer, addr string) (Answer, error) {
 	a := Answer{Nodes: nodes}
 	info, err := n.ClusterInfo(ctx)
 	a.Down = err == nil && info.State != "ok"
-	a.Announcing, err = n.ClusterAnnounced(ctx)
-	if err != nil {
-		// Unknown: taken as its own, as before spec.expose; a node that does announce
-		// another is then told again, which changes nothing.
-		a.Announcing = redis.Announced{}
+	if a.Announcing, err = n.ClusterAnnounced(ctx); err != nil {
+		return Answer{}, err
 	}
 	return a, nil
 }

@@ -22,7 +22,9 @@ package shards
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 
 	"github.com/org/redis-operator/internal/redis"
 )
@@ -39,8 +41,9 @@ type Member struct {
 	Addr string
 	// Nodes is its answer to CLUSTER NODES; nil when it did not answer.
 	Nodes []redis.ClusterNode
-	// Announcing is the address its node announces (cluster-announce-*), zero for its own;
-	// Announce is the one it should: its Service's outside address (spec.expose), or zero.
+	// Announcing is the address its node announces (cluster-announce-*; its pod's IP, Own,
+	// as the pod starts it); Announce is the one it should: its Service's outside address
+	// (spec.expose), or its Own.
 	Announcing, Announce redis.Announced
 }
 
@@ -51,20 +54,34 @@ type Announced = redis.Announced
 // is known by every other there: no node is reached through an announced address any more.
 func AtOwnAddresses(members []Member) bool {
 	for _, m := range members {
-		if _, ok := m.Self(); !ok || !m.Announcing.IsZero() {
+		if _, ok := m.Self(); !ok || m.Announcing != m.Own() {
 			return false
 		}
 	}
 	return len(rejoinMoved(members)) == 0
 }
 
-// Peer is where the node's peers and clients find it: at the address it announces, else at
-// its pod's (bus 0: the port + 10000).
+// Peer is where the node's peers and clients find it: at the address it announces, its pod's
+// port where it announces none (bus 0: the port + 10000); empty before its pod has an IP.
 func (m Member) Peer() (addr string, bus int) {
-	if a := m.Announcing.Addr(); a != "" {
-		return a, m.Announcing.BusPort
+	host, port, err := net.SplitHostPort(m.Addr)
+	if err != nil {
+		return m.Addr, 0
 	}
-	return m.Addr, 0
+	if a := m.Announcing; a.IP != "" {
+		host, bus = a.IP, a.BusPort
+		if a.Port != 0 {
+			port = strconv.Itoa(a.Port)
+		}
+	}
+	return net.JoinHostPort(host, port), bus
+}
+
+// Own is what the node announces by itself: its pod's IP (the pod starts Redis with it), its own
+// ports.
+func (m Member) Own() Announced {
+	host, _, _ := net.SplitHostPort(m.Addr)
+	return Announced{IP: host}
 }
 
 // Self is the node's own entry; false when it did not answer.
@@ -99,8 +116,7 @@ type ActionKind string
 const (
 	// Meet: CLUSTER MEET Addr (Bus), sent to On.
 	Meet ActionKind = "Meet"
-	// Announce: On announces Announced instead of its own address (cluster-announce-*, CONFIG
-	// SET), or its own again when Announced is zero.
+	// Announce: On announces Announced (cluster-announce-*, CONFIG SET).
 	Announce ActionKind = "Announce"
 	// AddSlots: CLUSTER ADDSLOTSRANGE Ranges, sent to On, the shard's primary.
 	AddSlots ActionKind = "AddSlots"
@@ -133,10 +149,10 @@ func (a Action) String() string {
 	case Meet:
 		return fmt.Sprintf("%s meets %s", a.On, a.Addr)
 	case Announce:
-		if a.Announced.IsZero() {
-			return fmt.Sprintf("%s announces its own address again", a.On)
+		if a.Announced.Port == 0 {
+			return fmt.Sprintf("%s announces its pod's address %s again", a.On, a.Announced.IP)
 		}
-		return fmt.Sprintf("%s announces %s (bus port %d)", a.On, a.Announced.Addr(), a.Announced.BusPort)
+		return fmt.Sprintf("%s announces %s:%d (bus port %d)", a.On, a.Announced.IP, a.Announced.Port, a.Announced.BusPort)
 	case AddSlots:
 		return fmt.Sprintf("%s serves slots %v", a.On, a.Ranges)
 	case Replicate:

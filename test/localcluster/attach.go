@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,4 +134,14 @@ func FromKubeconfig(root string) (*Cluster, error) {
 		return nil, err
 	}
 	return &Cluster{ControlPlane: &ControlPlane{AdminConfig: cfg}, Client: c, Root: root}, nil
+}
+
+// CommandOutside runs a program in the local cluster's own network namespace (the control
+// plane's), outside every node: it reaches the nodes at their addresses, as a machine on their
+// network does (redis-cli from a VM).
+func (c *Cluster) CommandOutside(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
+	if c.real == nil {
+		return nil, errors.New("not a local cluster: no network of its own to run in")
+	}
+	return c.real.netns.Command(ctx, name, args...), nil
 }

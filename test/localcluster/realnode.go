@@ -768,3 +768,30 @@ func registryHosting(ctx context.Context, c client.Reader) (*corev1.ConfigMap, e
 	}
 	return cm, nil
 }
+
+// NodeRules are the iptables rules (nat and filter) that mention match, in the named node's
+// network namespace, or in the control plane's for "": what kube-proxy made of a Service there,
+// for a failure message.
+func (c *Cluster) NodeRules(name, match string) string {
+	netns := c.real.netns
+	if name != "" {
+		n, err := c.node(name)
+		if err != nil {
+			return err.Error()
+		}
+		netns = n.Netns
+	}
+	var out []string
+	for _, table := range []string{"nat", "filter"} {
+		raw, err := netns.Command(context.Background(), "iptables-save", "-t", table).CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("iptables-save -t %s: %v: %s", table, err, raw)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, match) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}

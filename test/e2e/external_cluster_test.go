@@ -1,0 +1,290 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/test/history"
+	"github.com/org/redis-operator/test/testenv"
+)
+
+// A cluster client outside the Kubernetes cluster reaches cluster mode through spec.expose's
+// NodePort Services: every node announces its Kubernetes node's address and its own Service's
+// node ports, so that MOVED, ASK and CLUSTER SLOTS name addresses an outside client can use.
+// The clients run in the control plane's network namespace, outside every node; that namespace
+// routes to pod IPs too, so their dialer refuses every address but a node's, as a network outside
+// would: a pod IP handed out fails the test instead of quietly working. Stories: a go-redis
+// ClusterClient writes and reads 10,000 keys over every shard; redis-cli -c writes 1,000 more;
+// a shard's primary hangs (its replica promoted, clients follow MOVED), then the cluster grows
+// from 3 shards to 4 (slots move, clients follow ASK and MOVED), under three writers whose
+// acknowledged writes (WAIT 1) are all read back.
+func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
+	needsLocalNode(t, "dials the nodes' own addresses")
+	ctx := context.Background()
+	rc := shardedCluster(t, "outshards", func(rc *cachev1.RedisCluster) {
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+	})
+	pw, err := cluster.SecretValue(ctx, ns, "outshards-auth", "password")
+	require.NoError(t, err)
+	outside := &outsideDialer{nodes: nodeAddresses(t)}
+	seed := announcedEverywhere(t, rc, pw, outside)
+
+	// A ClusterClient seeded with one node's outside address writes and reads 10,000 keys.
+	cc := outside.clusterClient(seed, pw)
+	defer cc.Close()
+	keys := 10_000
+	for start := 0; start < keys; start += 1000 {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := start; i < min(start+1000, keys); i++ {
+				p.Set(ctx, fmt.Sprintf("outside:%d", i), i, 0)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	for i := range keys {
+		got, err := cc.Get(ctx, fmt.Sprintf("outside:%d", i)).Int()
+		require.NoError(t, err)
+		require.Equal(t, i, got)
+	}
+	var held []string
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, primary *goredis.Client) error {
+		n, err := primary.DBSize(ctx).Result()
+		held = append(held, fmt.Sprintf("%s: %d keys", primary.Options().Addr, n))
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%s holds no key", primary.Options().Addr)
+		}
+		return err
+	}))
+	t.Logf("10,000 keys over every shard from outside: %s", strings.Join(held, ", "))
+
+	// A node answers a key it does not serve with MOVED to another node's outside address.
+	assert.Contains(t, outside.nodes, movedTo(t, seed, pw, outside), "MOVED names a node's address")
+
+	// redis-cli -c from outside, following MOVED as it goes.
+	host, port, _ := net.SplitHostPort(seed)
+	var script strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&script, "SET cli:%d %d\n", i, i)
+	}
+	cli, err := cluster.CommandOutside(ctx, "redis-cli", "-c", "-h", host, "-p", port)
+	require.NoError(t, err)
+	cli.Env = append(os.Environ(), "REDISCLI_AUTH="+pw)
+	cli.Stdin = strings.NewReader(script.String())
+	out, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, 1000, strings.Count(string(out), "OK"), "redis-cli -c: every SET answered OK: %.500s", out)
+	for i := range 1000 {
+		got, err := cc.Get(ctx, fmt.Sprintf("cli:%d", i)).Int()
+		require.NoError(t, err)
+		require.Equal(t, i, got)
+	}
+
+	// Under three outside writers, shard 0's primary is killed, then the cluster grows to 4.
+	clients := map[string]history.Client{}
+	for i := range 3 {
+		c := outside.clusterClient(seed, pw)
+		defer c.Close()
+		clients[fmt.Sprintf("c%d", i)] = shardedClient{cc: c, pods: map[string]string{}}
+	}
+	rec := &history.Recorder{}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		history.Workload{Clients: clients, Interval: 10 * time.Millisecond, OpTimeout: time.Second, Recorder: rec}.Run(runCtx)
+	})
+	time.Sleep(time.Second)
+	// Shard 0's primary hangs (its Redis frozen) past the node timeout: Redis Cluster promotes its
+	// replica; thawed, it rejoins as the new primary's replica. (A SIGKILL is not this story: the
+	// kubelet restarts Redis within the node timeout, and without spec.storage it comes back
+	// empty still holding its slots, which its replica then copies; see the closing note of #47.)
+	frozen := rc.Status.Shards[0].Primary
+	id, err := cluster.ContainerID(ctx, ns, frozen, "redis")
+	require.NoError(t, err)
+	require.NoError(t, cluster.FreezeContainer(ctx, id))
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = cluster.ThawContainer(context.Background(), id)
+		}
+	}()
+	replaced(t, rc, frozen)
+	require.NoError(t, cluster.ThawContainer(ctx, id))
+	thawed = true
+	readyAgain(t, rc)
+	grown := &cachev1.RedisCluster{}
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), grown))
+	grown.Spec.Cluster.Shards = 4
+	require.NoError(t, cluster.Client.Update(ctx, grown))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := redisClusterNamed(c, "outshards")
+		assert.Len(c, got.Status.Shards, 4)
+		assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
+	}, 3*waitFor, tick, "the cluster grows to 4 shards")
+	time.Sleep(time.Second)
+	stop()
+	wg.Wait()
+
+	after := announcedEverywhere(t, grown, pw, outside)
+	reader := outside.clusterClient(after, pw)
+	defer reader.Close()
+	final := map[string]string{}
+	for key := range rec.Acknowledged() {
+		v, err := reader.Get(ctx, key).Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		require.NoError(t, err)
+		final[key] = v
+	}
+	report := history.Check(rec.Ops(), final, nil)
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	assert.NotEmpty(t, rec.Acknowledged(), "writes acknowledged")
+	for i := 0; i < keys; i += 97 {
+		got, err := reader.Get(ctx, fmt.Sprintf("outside:%d", i)).Int()
+		require.NoError(t, err)
+		require.Equal(t, i, got)
+	}
+	t.Logf("outside writers across the failover of %s (frozen) and the move to 4 shards: %s; dials refused (not a node's address): %v",
+		frozen, report, outside.refusedAddrs())
+}
+
+// outsideDialer dials from outside the nodes (the control plane's network namespace), and only
+// the nodes' own addresses: the pods' are refused, as a network outside the cluster would.
+type outsideDialer struct {
+	nodes   []string
+	mu      sync.Mutex
+	refused []string
+}
+
+func (d *outsideDialer) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(d.nodes, host) {
+		d.mu.Lock()
+		if !slices.Contains(d.refused, addr) {
+			d.refused = append(d.refused, addr)
+		}
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%s is not a node's address: not reachable from outside", addr)
+	}
+	return cluster.Dial(ctx, network, addr)
+}
+
+func (d *outsideDialer) refusedAddrs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.refused)
+}
+
+func (d *outsideDialer) clusterClient(seed, password string) *goredis.ClusterClient {
+	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{seed}, Password: password, Dialer: d.Dial,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
+}
+
+// nodeAddresses are the Kubernetes nodes' internal addresses.
+func nodeAddresses(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, name := range cluster.Nodes() {
+		n := &corev1.Node{}
+		require.NoError(t, cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, n))
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				out = append(out, a.Address)
+			}
+		}
+	}
+	require.Len(t, out, len(cluster.Nodes()))
+	return out
+}
+
+// announcedEverywhere waits until every node of rc announces its pod's Kubernetes node address
+// and its Service's node ports, as every node's CLUSTER SHARDS says, read from outside; it
+// returns the first node's outside address.
+func announcedEverywhere(t *testing.T, rc *cachev1.RedisCluster, password string, outside *outsideDialer) string {
+	t.Helper()
+	ctx := context.Background()
+	var want []string
+	var refused error
+	var refusedAddr string
+	ok := assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		want = nil
+		got := redisClusterNamed(c, rc.Name)
+		for _, n := range got.Status.Nodes {
+			pod := &corev1.Pod{}
+			require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Name}, pod))
+			svc := &corev1.Service{}
+			require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Name + "-ext"}, svc))
+			require.Equal(c, corev1.ServiceTypeNodePort, svc.Spec.Type)
+			require.NotEmpty(c, pod.Status.HostIP)
+			want = append(want, net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(svc.Spec.Ports[0].NodePort))))
+		}
+		slices.Sort(want)
+		for _, addr := range want {
+			node := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: outside.Dial, MaxRetries: -1,
+				DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second})
+			shards, err := node.ClusterShards(ctx).Result()
+			_ = node.Close()
+			if err != nil {
+				refused, refusedAddr = err, addr
+			}
+			require.NoError(c, err, addr)
+			var named []string
+			for _, s := range shards {
+				for _, n := range s.Nodes {
+					named = append(named, net.JoinHostPort(n.IP, strconv.Itoa(int(n.Port))))
+				}
+			}
+			slices.Sort(named)
+			assert.Equal(c, want, named, "the nodes %s names", addr)
+		}
+	}, 2*waitFor, tick, "every node announces its outside address, and every node knows the others by theirs")
+	if !ok && refused != nil {
+		// A CI run of the replication-mode test saw one node refuse a node port for 30s, once.
+		_, port, _ := net.SplitHostPort(refusedAddr)
+		for _, n := range append([]string{""}, cluster.Nodes()...) {
+			t.Logf("last refusal, of %s: %v; rules with %s in %q's namespace (\"\": the control plane's):\n%s", refusedAddr, refused, port, n, cluster.NodeRules(n, port))
+		}
+		t.FailNow()
+	}
+	return want[0]
+}
+
+// movedTo is where the node at addr sends a client for a key it does not serve (MOVED).
+func movedTo(t *testing.T, addr, password string, outside *outsideDialer) string {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: outside.Dial, MaxRetries: -1})
+	defer c.Close()
+	for i := range 100 {
+		err := c.Set(context.Background(), fmt.Sprintf("moved:%d", i), i, 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "MOVED ") {
+			fields := strings.Fields(err.Error())
+			host, _, splitErr := net.SplitHostPort(fields[len(fields)-1])
+			require.NoError(t, splitErr)
+			return host
+		}
+	}
+	t.Fatalf("%s served 100 keys itself: no MOVED", addr)
+	return ""
+}
