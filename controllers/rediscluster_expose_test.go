@@ -152,3 +152,72 @@ func podsSelectedBy(c *assert.CollectT, namespace, service string) []string {
 	}
 	return names
 }
+
+// External access in cluster mode, on envtest: a Service per node, selecting its one pod, with
+// Redis's port and the bus port, kept while the RedisCluster is converged (no write) and deleted
+// when spec.expose goes. envtest's pods are on no Kubernetes node (no hostIP) and it has no
+// kube-proxy: the nodes keep announcing their own addresses here, and what they announce through
+// the node ports, and a client outside, are the real node's test (test/e2e/external_cluster_test.go).
+func TestInClusterModeExposeGivesEachNodeAServiceOfItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Given a Ready RedisCluster in cluster mode, 3 shards of 2, exposed on node ports
+	e := newShardedCluster(t, "outside", func(rc *cachev1.RedisCluster) {
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+	})
+
+	// Then each of its 6 nodes has a Service of its own, on node ports, publishing it before it
+	// is ready (its peers reach it there)
+	var names []string
+	for _, n := range e.ready.Status.Nodes {
+		name := n.Name + "-ext"
+		names = append(names, "Service "+name)
+		svc := eventuallyService(t, e.ns, name, func(c *assert.CollectT, svc *corev1.Service) {
+			assert.Equal(c, corev1.ServiceTypeNodePort, svc.Spec.Type)
+		})
+		require.Len(t, svc.Spec.Ports, 2)
+		assert.NotZero(t, svc.Spec.Ports[0].NodePort, "Redis's port")
+		assert.NotZero(t, svc.Spec.Ports[1].NodePort, "the bus port")
+		assert.True(t, svc.Spec.PublishNotReadyAddresses)
+		assert.Equal(t, e.rc.Name, metav1.GetControllerOf(svc).Name)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{n.Name}, podsSelectedBy(c, e.ns, name))
+		}, waitFor, tick)
+		// With no hostIP, a node's outside address is not known: it announces its own
+		announced, err := redisClient(t, e.node, n.Name, e.password).ConfigGet(ctx, "cluster-announce-*").Result()
+		require.NoError(t, err)
+		assert.Equal(t, e.node.Server(n.Name).IP, announced["cluster-announce-ip"], n.Name)
+		assert.Equal(t, "0", announced["cluster-announce-port"], n.Name)
+	}
+	require.Len(t, names, 6)
+
+	// And a converged reconcile writes nothing
+	assertHealthChecksWriteNothing(t, e.op, e.rc)
+	writes := e.op.requests.Writes()
+	reconcileAfresh(t, e.op, e.rc, 3)
+	assert.Equal(t, writes, e.op.requests.Writes(), "writes by converged reconciles with a Service per node")
+
+	// When spec.expose is removed
+	setExpose(t, e.rc, nil)
+
+	// Then every node's Service is deleted (no node announces one: they may go at once), and an
+	// Event names them
+	for _, n := range e.ready.Status.Nodes {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			err := k8sClient.Get(ctx, key(e.ns, n.Name+"-ext"), &corev1.Service{})
+			assert.True(c, apierrors.IsNotFound(err), "Service %s-ext: %v", n.Name, err)
+		}, waitFor, tick)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var deleted string
+		for _, ev := range eventsFor(c, e.rc) {
+			if ev.Reason == cachev1.EventChildDeleted {
+				deleted += ev.Note
+			}
+		}
+		for _, name := range names {
+			assert.Contains(c, deleted, name)
+		}
+	}, waitFor, tick)
+	eventuallyReady(t, e.rc)
+}

@@ -101,8 +101,8 @@ func TestParseReplicationInfoRefusesAReplicaLineWithoutItsLag(t *testing.T) {
 }
 
 func TestParseClusterNodesReadsServedSlotsAndOpenOnesApart(t *testing.T) {
-	raw := "07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.30:6379@16379 myself,master - 0 1426238317239 4 connected 0-5460 5462 [5461->-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca] [9000-<-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]\n" +
-		"67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.31:6379@16379 slave 07c37dfeb235213a872192d90877d0cd55635b91 0 1426238316232 4 connected\n" +
+	raw := "07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.30:6379@16379,host-a myself,master - 0 1426238317239 4 connected 0-5460 5462 [5461->-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca] [9000-<-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]\n" +
+		"67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 10.87.0.11:30001@30002 slave 07c37dfeb235213a872192d90877d0cd55635b91 0 1426238316232 4 connected\n" +
 		"e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca :0@0 master,fail,noaddr - 1426238316232 1426238316232 2 disconnected\n"
 	nodes, err := redis.ParseClusterNodes(raw)
 	require.NoError(t, err)
@@ -110,6 +110,9 @@ func TestParseClusterNodesReadsServedSlotsAndOpenOnesApart(t *testing.T) {
 	assert.True(t, nodes[0].Myself())
 	assert.True(t, nodes[0].IsPrimary())
 	assert.Equal(t, "127.0.0.30:6379", nodes[0].Addr)
+	assert.Equal(t, 16379, nodes[0].Bus, "the bus port, before the hostname")
+	assert.Equal(t, "10.87.0.11:30001", nodes[1].Addr)
+	assert.Equal(t, 30002, nodes[1].Bus, "an announced bus port")
 	assert.Equal(t, []redis.SlotRange{{Start: 0, End: 5460}, {Start: 5462, End: 5462}}, nodes[0].Slots)
 	assert.Equal(t, 5462, nodes[0].SlotCount())
 	assert.Equal(t, map[int]string{5461: "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca"}, nodes[0].Migrating)
@@ -124,4 +127,37 @@ func TestParseClusterNodesReadsServedSlotsAndOpenOnesApart(t *testing.T) {
 	assert.Error(t, err)
 	_, err = redis.ParseClusterNodes("a 127.0.0.1:6379@16379 myself,master - 0 0 1 connected [12-x]")
 	assert.ErrorContains(t, err, "open slot")
+}
+
+// What a cluster node announces (spec.expose) is set live and read back, on a real redis-server
+// in cluster mode; its own entry of CLUSTER NODES says it at once.
+func TestAClusterNodeAnnouncesAnAddressLiveAndItsOwnAgain(t *testing.T) {
+	s, err := redistest.StartIn(t.TempDir(), "node-0", "cluster-enabled yes\ncluster-config-file nodes.conf\n")
+	require.NoError(t, err)
+	t.Cleanup(s.Kill)
+	ctx := context.Background()
+	n := redis.NewDialer(redis.Options{})(s.Addr())
+	defer n.Close()
+	own, err := n.ClusterAnnounced(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, redis.Announced{IP: s.IP}, own, "started announcing its own IP, as a pod starts it")
+
+	outside := redis.Announced{IP: "10.87.0.11", Port: 30001, BusPort: 30002}
+	require.NoError(t, n.ClusterAnnounce(ctx, outside))
+	got, err := n.ClusterAnnounced(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, outside, got)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		nodes, err := n.ClusterNodes(ctx)
+		require.NoError(c, err)
+		require.Len(c, nodes, 1)
+		assert.Equal(c, "10.87.0.11:30001", nodes[0].Addr, "its own entry (the cluster's cron takes the IP)")
+		assert.Equal(c, 30002, nodes[0].Bus)
+	}, 5*time.Second, 50*time.Millisecond)
+
+	back := redis.Announced{IP: s.IP}
+	require.NoError(t, n.ClusterAnnounce(ctx, back))
+	got, err = n.ClusterAnnounced(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, back, got, "its pod's address again, its own ports")
 }

@@ -434,7 +434,68 @@ func TestExternalServicesFollowTheRolesOutside(t *testing.T) {
 		rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
 		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
 	})
-	assert.Empty(t, resources.DesiredExternalServices(cluster), "not in cluster mode (the API refuses it)")
+	assert.Empty(t, resources.DesiredExternalServices(cluster), "not in cluster mode: a Service per node there")
+}
+
+func TestInClusterModeEachNodeHasAServiceOfItsOwnWithItsBusPort(t *testing.T) {
+	rc := redisCluster(func(rc *cachev1.RedisCluster) {
+		rc.Spec.Cluster = &cachev1.ClusterSpec{Shards: 3}
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeLoadBalancer, Annotations: map[string]string{"a": "b"},
+			LoadBalancerSourceRanges: []string{"203.0.113.0/24"}}
+	})
+	services := resources.DesiredNodeServices(rc, []string{"sessions-shard0-0", "sessions-shard2-1"})
+	require.Len(t, services, 2)
+	svc := services[1]
+	assert.Equal(t, "sessions-shard2-1-ext", *svc.Name)
+	assert.Equal(t, "sessions-shard2-1", svc.Spec.Selector[resources.LabelPodName], "its one pod")
+	assert.Equal(t, rc.Name, svc.Spec.Selector[resources.LabelInstance])
+	assert.Equal(t, resources.NodeServiceComponent, svc.Labels[resources.LabelComponent])
+	assert.True(t, *svc.Spec.PublishNotReadyAddresses, "its peers reach a node that is not ready yet")
+	assert.Equal(t, corev1.ServiceTypeLoadBalancer, *svc.Spec.Type)
+	assert.Equal(t, map[string]string{"a": "b"}, svc.Annotations)
+	assert.Equal(t, []string{"203.0.113.0/24"}, svc.Spec.LoadBalancerSourceRanges)
+	require.Len(t, svc.Spec.Ports, 2)
+	assert.Equal(t, int32(6379), *svc.Spec.Ports[0].Port)
+	assert.Equal(t, "bus", *svc.Spec.Ports[1].Name)
+	assert.Equal(t, int32(16379), *svc.Spec.Ports[1].Port)
+	assert.Equal(t, intstr.FromInt32(16379), *svc.Spec.Ports[1].TargetPort)
+	require.Len(t, svc.OwnerReferences, 1)
+
+	rc.Spec.Expose = nil
+	assert.Empty(t, resources.DesiredNodeServices(rc, []string{"sessions-shard0-0"}), "none without spec.expose")
+	replication := redisCluster(func(rc *cachev1.RedisCluster) { rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort} })
+	assert.Empty(t, resources.DesiredNodeServices(replication, []string{"sessions-0"}), "none in replication mode")
+}
+
+func TestANodesOutsideAddressIsItsServicesOnceKnown(t *testing.T) {
+	ports := []corev1.ServicePort{{Name: "redis", Port: 6379, NodePort: 30001}, {Name: "bus", Port: 16379, NodePort: 30002}}
+	nodePort := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: ports}}
+	lb := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports}}
+	for _, tc := range []struct {
+		name      string
+		svc       *corev1.Service
+		hostIP    string
+		ingress   []corev1.LoadBalancerIngress
+		ip        string
+		port, bus int32
+		ok        bool
+	}{
+		{"a NodePort: the pod's Kubernetes node and the node ports", nodePort, "10.87.0.11", nil, "10.87.0.11", 30001, 30002, true},
+		{"a NodePort of a pod not scheduled yet", nodePort, "", nil, "", 30001, 30002, false},
+		{"a LoadBalancer: its address and the Service's ports", lb, "10.87.0.11", []corev1.LoadBalancerIngress{{IP: "10.87.1.1"}}, "10.87.1.1", 6379, 16379, true},
+		{"a LoadBalancer without an address yet", lb, "10.87.0.11", nil, "", 6379, 16379, false},
+		{"a LoadBalancer that gives only a name", lb, "10.87.0.11", []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}}, "", 6379, 16379, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := tc.svc.DeepCopy()
+			svc.Status.LoadBalancer.Ingress = tc.ingress
+			ip, port, bus, ok := resources.NodeOutside(svc, tc.hostIP)
+			assert.Equal(t, tc.ip, ip)
+			assert.Equal(t, tc.port, port)
+			assert.Equal(t, tc.bus, bus)
+			assert.Equal(t, tc.ok, ok)
+		})
+	}
 }
 
 func TestPodOrdinal(t *testing.T) {
@@ -769,6 +830,7 @@ func TestEveryDerivedNameIsValidAtTheLongestName(t *testing.T) {
 		pod := fmt.Sprintf("%s-%d", sts, lastOrdinal)
 		dnsLabel("pod (its hostname)", pod)
 		label("pod name", pod)
+		dnsLabel("node Service", resources.NodeServiceName(pod))
 		subdomain("data claim", "data-"+pod)
 		scheduled := resources.ScheduledBackupName(rc, time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC))
 		subdomain("scheduled RedisBackup", scheduled)
