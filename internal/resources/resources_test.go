@@ -700,6 +700,13 @@ func TestClusterModeRunsAStatefulSetPerShardWithClusterEnabled(t *testing.T) {
 	assert.Equal(t, "sessions", sts.Spec.Template.Labels[resources.LabelInstance], "and the cluster's")
 	c := sts.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, []string{"--cluster-announce-ip", "$(POD_IP)"}, c.Args)
+	assert.Equal(t, []string{"/bin/sh", "-c", `case "$(cat /data/nodes.conf 2>/dev/null)" in *myself,master*) sleep 6;; esac; exec redis-server /etc/redis/redis.conf "$@"`, "redis-server"}, c.Command,
+		"without a volume, a primary restarted in its pod waits out its replica's promotion (node timeout 2s: 2 x 2s + 2s)")
+	assert.Equal(t, int32(18), *c.StartupProbe.FailureThreshold, "the startup probe waits as long, and 30s more")
+	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
+	c = resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 2, Shard: 1}).Spec.Template.Spec.Containers[0]
+	assert.Equal(t, []string{"redis-server", "/etc/redis/redis.conf"}, c.Command, "on a volume it keeps its node ID with its data")
+	rc.Spec.Storage = nil
 
 	conf := resources.RedisConf(rc)
 	for _, line := range []string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 2000", "cluster-allow-replica-migration no"} {

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -179,6 +180,21 @@ func placement(pod *corev1ac.PodSpecApplyConfiguration, rc *cachev1.RedisCluster
 	}
 }
 
+// crashedPrimaryWait is how long, in cluster mode without a volume and with replicas, a primary
+// whose Redis restarted in its pod waits before it starts again: twice the node timeout (the
+// cluster agrees it failed) and the election of its replica (rank 0: within a second), rounded
+// up to whole seconds. Zero when it has no replica to wait for, or keeps its data on a volume.
+func crashedPrimaryWait(rc *cachev1.RedisCluster) time.Duration {
+	if rc.Spec.Cluster == nil || rc.Spec.Storage != nil || rc.Spec.Replicas < 2 {
+		return 0
+	}
+	timeout := DefaultClusterNodeTimeout
+	if t := rc.Spec.Cluster.NodeTimeout; t != nil {
+		timeout = t.Duration
+	}
+	return (2*timeout + 2*time.Second + time.Second - 1).Truncate(time.Second)
+}
+
 func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.ContainerApplyConfiguration {
 	port := intstr.FromString("redis")
 	c := corev1ac.Container().
@@ -213,6 +229,22 @@ func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.Cont
 		)
 	if rc.Spec.TLS != nil {
 		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(tlsVolume).WithMountPath(TLSDir).WithReadOnly(true))
+	}
+	if wait := crashedPrimaryWait(rc); wait > 0 {
+		// Without a volume a Redis that crashed (killed, out of memory) comes back empty in
+		// the same pod, while nodes.conf, in the pod's emptyDir, still makes it its slots'
+		// primary: back within the node timeout, it would serve its slots empty, and its
+		// replica would copy the emptiness. So a node whose nodes.conf says it was a primary
+		// (only a restart in the same pod has one) waits until Redis Cluster has promoted its
+		// replica, which holds the keys; then it starts, learns that its slots have a newer
+		// owner, and replicates it. The startup probe gives it that long before the liveness
+		// probe begins.
+		c.Command = []string{"/bin/sh", "-c", `case "$(cat ` + dataDir + `/nodes.conf 2>/dev/null)" in *myself,master*) sleep ` +
+			strconv.Itoa(int(wait.Seconds())) + `;; esac; exec redis-server ` + configDir + "/" + ConfigFileName + ` "$@"`, "redis-server"}
+		c.WithStartupProbe(corev1ac.Probe().
+			WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("redis"))).
+			WithPeriodSeconds(2).
+			WithFailureThreshold(int32(wait.Seconds())/2 + 15))
 	}
 	if rc.Spec.Cluster != nil {
 		// Each node tells the others its pod IP, which the file cannot hold. (apiVersion is
