@@ -778,6 +778,9 @@ func replaced(t *testing.T, rc *cachev1.RedisCluster, primary string) {
 type shardedScenario struct {
 	// partition cuts, holds and returns; the scenario heals.
 	partition func(t *testing.T, cut *partition.Net)
+	// client is a cluster client of the writers' and of the reader's; clusterClient's (seeded
+	// with the pods' IPs) when nil.
+	client func(t *testing.T, rc *cachev1.RedisCluster) *goredis.ClusterClient
 }
 
 // run runs three go-redis ClusterClients against rc for 1s, partitions it, heals, lets the
@@ -790,9 +793,13 @@ func (s shardedScenario) run(t *testing.T, rc *cachev1.RedisCluster) (history.Re
 	for name, m := range pods(t, rc) {
 		ips[m.IP] = name
 	}
+	newClient := s.client
+	if newClient == nil {
+		newClient = clusterClient
+	}
 	clients := map[string]history.Client{}
 	for i := range 3 {
-		clients[fmt.Sprintf("c%d", i)] = shardedClient{cc: clusterClient(t, rc), pods: ips}
+		clients[fmt.Sprintf("c%d", i)] = shardedClient{cc: newClient(t, rc), pods: ips}
 	}
 	rec := &history.Recorder{}
 	runCtx, stop := context.WithCancel(ctx)
@@ -810,7 +817,7 @@ func (s shardedScenario) run(t *testing.T, rc *cachev1.RedisCluster) (history.Re
 	wg.Wait()
 
 	after := readyAgain(t, rc)
-	reader := clusterClient(t, after)
+	reader := newClient(t, after)
 	final := map[string]string{}
 	for key := range rec.Acknowledged() {
 		v, err := reader.Get(ctx, key).Result()
