@@ -477,8 +477,15 @@ $(ENVTEST_BIN)/kubectl: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_
 	# grep reads all of it: with -q it would stop at the match, and kubectl, cut off, fails the pipe (pipefail).
 	$(ENVTEST_BIN)/kubectl version --client | grep '$(K8S_VERSION)' >/dev/null
 
+# MetalLB v0.14.9 (Apache-2.0): the local cluster's load balancer (L2 mode), for LoadBalancer Services.
+METALLB ?= $(LOCALBIN)/metallb
+.PHONY: metallb
+metallb: $(METALLB)/controller ## Build MetalLB v0.14.9's controller and speaker (bin/metallb/): LoadBalancer addresses on the local cluster.
+$(METALLB)/controller: hack/tools/metallb/go.mod hack/tools/metallb/go.sum
+	hack/build-tool.sh $(METALLB)/ hack/tools/metallb go.universe.tf/metallb/controller go.universe.tf/metallb/speaker
+
 .PHONY: node
-node: localcluster $(ENVTEST_BIN)/kubelet $(LOCAL_PATH_PROVISIONER) ## Also build the kubelet, kube-proxy and the volume provisioner: the local cluster's real nodes (with Debian's containerd and runc).
+node: localcluster $(ENVTEST_BIN)/kubelet $(LOCAL_PATH_PROVISIONER) $(METALLB)/controller ## Also build the kubelet, kube-proxy and the volume provisioner: the local cluster's real nodes (with Debian's containerd and runc).
 
 $(ENVTEST_BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum | $(ENVTEST_BIN)/kubectl
 	hack/build-tool.sh $(ENVTEST_BIN)/ hack/tools/k8s -ldflags "$(K8S_VERSION_LDFLAGS)" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy

@@ -76,7 +76,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	t.Logf("10,000 keys over every shard from outside: %s", strings.Join(held, ", "))
 
 	// A node answers a key it does not serve with MOVED to another node's outside address.
-	assert.Contains(t, outside.nodes, movedTo(t, seed, pw, outside), "MOVED names a node's address")
+	assert.Contains(t, outside.nodes, movedTo(t, seed, pw, outside.Dial), "MOVED names a node's address")
 
 	// redis-cli -c from outside, following MOVED as it goes.
 	host, port, _ := net.SplitHostPort(seed)
@@ -203,6 +203,18 @@ func nodeAddresses(t *testing.T) []string {
 // returns the first node's outside address.
 func announcedEverywhere(t *testing.T, rc *cachev1.RedisCluster, password string, outside *outsideDialer) string {
 	t.Helper()
+	return announcedAs(t, rc, password, outside.Dial, func(c *assert.CollectT, pod *corev1.Pod, svc *corev1.Service) string {
+		require.Equal(c, corev1.ServiceTypeNodePort, svc.Spec.Type)
+		require.NotEmpty(c, pod.Status.HostIP)
+		return net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+	})
+}
+
+// announcedAs waits until every node of rc announces the address addrOf gives for its pod and
+// its Service, as every node's CLUSTER SHARDS says, read through dial; it returns the first.
+func announcedAs(t *testing.T, rc *cachev1.RedisCluster, password string, dial func(context.Context, string, string) (net.Conn, error),
+	addrOf func(*assert.CollectT, *corev1.Pod, *corev1.Service) string) string {
+	t.Helper()
 	ctx := context.Background()
 	var want []string
 	var refused error
@@ -215,13 +227,11 @@ func announcedEverywhere(t *testing.T, rc *cachev1.RedisCluster, password string
 			require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Name}, pod))
 			svc := &corev1.Service{}
 			require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Name + "-ext"}, svc))
-			require.Equal(c, corev1.ServiceTypeNodePort, svc.Spec.Type)
-			require.NotEmpty(c, pod.Status.HostIP)
-			want = append(want, net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(svc.Spec.Ports[0].NodePort))))
+			want = append(want, addrOf(c, pod, svc))
 		}
 		slices.Sort(want)
 		for _, addr := range want {
-			node := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: outside.Dial, MaxRetries: -1,
+			node := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: dial, MaxRetries: -1,
 				DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second})
 			shards, err := node.ClusterShards(ctx).Result()
 			_ = node.Close()
@@ -251,9 +261,9 @@ func announcedEverywhere(t *testing.T, rc *cachev1.RedisCluster, password string
 }
 
 // movedTo is where the node at addr sends a client for a key it does not serve (MOVED).
-func movedTo(t *testing.T, addr, password string, outside *outsideDialer) string {
+func movedTo(t *testing.T, addr, password string, dial func(context.Context, string, string) (net.Conn, error)) string {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: outside.Dial, MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, Dialer: dial, MaxRetries: -1})
 	defer c.Close()
 	for i := range 100 {
 		err := c.Set(context.Background(), fmt.Sprintf("moved:%d", i), i, 0).Err()
@@ -266,4 +276,73 @@ func movedTo(t *testing.T, addr, password string, outside *outsideDialer) string
 	}
 	t.Fatalf("%s served 100 keys itself: no MOVED", addr)
 	return ""
+}
+
+// The same with LoadBalancer Services, from MetalLB (L2 mode) on the local cluster: each node's
+// Service gets an address from a pool on the nodes' network, which the node announces with
+// Redis's own ports. The client is a machine of the test's own on that network, which is no node:
+// it has no kube-proxy and no route to the pods, so it reaches Redis only through the addresses
+// MetalLB's speakers answer ARP for. A go-redis ClusterClient writes and reads 10,000 keys, and a
+// node's MOVED names a load-balancer address.
+func TestAClusterClientOutsideFollowsTheAnnouncedLoadBalancerAddresses(t *testing.T) {
+	needsLocalNode(t, "runs MetalLB beside the nodes, and a machine of its own on their network")
+	ctx := context.Background()
+	stop, err := cluster.StartMetalLB(ctx, "10.87.0.200-10.87.0.220")
+	require.NoError(t, err)
+	defer stop()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range append([]string{"metallb-controller"}, speakers()...) {
+				t.Logf("%s:\n%s", name, cluster.MetalLBLog(name))
+			}
+		}
+	})
+	dial, ip, remove, err := cluster.OutsideMachine()
+	require.NoError(t, err)
+	defer remove()
+	rc := shardedCluster(t, "lbshards", func(rc *cachev1.RedisCluster) {
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeLoadBalancer}
+	})
+	pw, err := cluster.SecretValue(ctx, ns, "lbshards-auth", "password")
+	require.NoError(t, err)
+
+	var pool []string
+	seed := announcedAs(t, rc, pw, dial, func(c *assert.CollectT, _ *corev1.Pod, svc *corev1.Service) string {
+		require.Equal(c, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
+		require.NotEmpty(c, svc.Status.LoadBalancer.Ingress, "%s has no load-balancer address yet", svc.Name)
+		lb := svc.Status.LoadBalancer.Ingress[0].IP
+		if !slices.Contains(pool, lb) {
+			pool = append(pool, lb)
+		}
+		return net.JoinHostPort(lb, "6379")
+	})
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{seed}, Password: pw, Dialer: dial,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
+	defer cc.Close()
+	keys := 10_000
+	for start := 0; start < keys; start += 1000 {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := start; i < min(start+1000, keys); i++ {
+				p.Set(ctx, fmt.Sprintf("lb:%d", i), i, 0)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	for i := range keys {
+		got, err := cc.Get(ctx, fmt.Sprintf("lb:%d", i)).Int()
+		require.NoError(t, err)
+		require.Equal(t, i, got)
+	}
+	moved := movedTo(t, seed, pw, dial)
+	assert.Contains(t, pool, moved, "MOVED names a load-balancer address")
+	t.Logf("from %s, outside: 10,000 keys through the load-balancer addresses %v", ip, pool)
+}
+
+func speakers() []string {
+	var out []string
+	for _, n := range cluster.Nodes() {
+		out = append(out, "metallb-speaker-"+n)
+	}
+	return out
 }

@@ -223,3 +223,39 @@ func (n *Netns) Sysctl(key, value string) error {
 		return os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
 	})
 }
+
+// AddOutside makes a namespace of a machine on the network that is no node: the index-th
+// address (AddrsOf(index).IP), a route to the network's /24 only, no kube-proxy, no route to
+// the pods or to Services. What it reaches it reaches as a client outside the cluster would: the
+// nodes' addresses, and the addresses a load balancer answers ARP for. remove deletes it.
+func (nw *Network) AddOutside(index int) (n *Netns, ip string, remove func(), err error) {
+	ip = AddrsOf(index).IP
+	n, err = CreateNetns(nw.Netns.Name + "-" + strconv.Itoa(index))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	link := "veth" + strconv.Itoa(index)
+	remove = func() {
+		_ = nw.Netns.IP("link", "delete", link)
+		n.Delete()
+	}
+	if err := nw.Netns.IP("link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", n.Name); err != nil {
+		remove()
+		return nil, "", nil, err
+	}
+	for _, step := range []struct {
+		ns   *Netns
+		args []string
+	}{
+		{nw.Netns, []string{"link", "set", link, "master", "lan0"}},
+		{nw.Netns, []string{"link", "set", link, "up"}},
+		{n, []string{"addr", "add", ip + networkSubnet, "dev", "eth0"}},
+		{n, []string{"link", "set", "eth0", "up"}},
+	} {
+		if err := step.ns.IP(step.args...); err != nil {
+			remove()
+			return nil, "", nil, err
+		}
+	}
+	return n, ip, remove, nil
+}

@@ -449,3 +449,6 @@ func makeCgroup(path string) error {
 	}
 	return nil
 }
+
+// IP is the node's address on the network.
+func (n *Node) IP() string { return n.cfg.Addrs.IP }
