@@ -283,8 +283,9 @@ func movedTo(t *testing.T, addr, password string, dial func(context.Context, str
 // Redis's own ports. The client is a machine of the test's own on that network, which is no node:
 // it has no kube-proxy and no route to the pods, so it reaches Redis only through the addresses
 // MetalLB's speakers answer ARP for. A go-redis ClusterClient writes and reads 10,000 keys, and a
-// node's MOVED names a load-balancer address.
-func TestAClusterClientOutsideFollowsTheAnnouncedLoadBalancerAddresses(t *testing.T) {
+// node's MOVED names a load-balancer address; in replication mode, the primary's and the
+// replicas' Services' addresses reach the primary and a replica.
+func TestClientsOutsideFollowTheLoadBalancerAddresses(t *testing.T) {
 	needsLocalNode(t, "runs MetalLB beside the nodes, and a machine of its own on their network")
 	ctx := context.Background()
 	stop, err := cluster.StartMetalLB(ctx, "10.87.0.200-10.87.0.220")
@@ -337,6 +338,29 @@ func TestAClusterClientOutsideFollowsTheAnnouncedLoadBalancerAddresses(t *testin
 	moved := movedTo(t, seed, pw, dial)
 	assert.Contains(t, pool, moved, "MOVED names a load-balancer address")
 	t.Logf("from %s, outside: 10,000 keys through the load-balancer addresses %v", ip, pool)
+
+	// And replication mode's two Services get addresses of their own, which reach the primary
+	// and a replica from the same machine.
+	rs := testenv.RedisCluster(ns, "lbprimary", 2)
+	rs.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeLoadBalancer}
+	require.NoError(t, cluster.Client.Create(ctx, rs))
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), rs) })
+	readyAgain(t, rs)
+	rpw, err := cluster.SecretValue(ctx, ns, "lbprimary-auth", "password")
+	require.NoError(t, err)
+	for service, want := range map[string]string{"lbprimary-ext": "master", "lbprimary-ext-ro": "slave"} {
+		var addr string
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			svc := &corev1.Service{}
+			require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: service}, svc))
+			require.NotEmpty(c, svc.Status.LoadBalancer.Ingress)
+			addr = net.JoinHostPort(svc.Status.LoadBalancer.Ingress[0].IP, "6379")
+		}, waitFor, tick, "%s has a load-balancer address", service)
+		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: rpw, Dialer: dial, MaxRetries: -1,
+			DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second})
+		assert.Equal(t, want, role(t, c), "%s at %s", service, addr)
+		_ = c.Close()
+	}
 }
 
 func speakers() []string {
