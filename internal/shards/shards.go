@@ -50,6 +50,18 @@ type Member struct {
 // Announced is the address a node announces instead of its own (redis.Announced).
 type Announced = redis.Announced
 
+// announcements have each node announce what it should (spec.expose): its peers learn the
+// address from its next message, and reach it there.
+func announcements(answering []Member) []Action {
+	var out []Action
+	for _, m := range answering {
+		if m.Announcing != m.Announce {
+			out = append(out, Action{Kind: Announce, On: m.Pod, Announced: m.Announce})
+		}
+	}
+	return out
+}
+
 // AtOwnAddresses is true when every member's node answers, announces its pod's own address, and
 // is known by every other there: no node is reached through an announced address any more.
 func AtOwnAddresses(members []Member) bool {
@@ -260,13 +272,7 @@ func DecideLayout(members []Member, shards int, layout Layout) Plan {
 	}
 	all := len(answering) == len(members)
 
-	// Each node announces what it should (spec.expose): its peers learn the address from its
-	// next message, and reach it there.
-	for _, m := range answering {
-		if m.Announcing != m.Announce {
-			plan.Actions = append(plan.Actions, Action{Kind: Announce, On: m.Pod, Announced: m.Announce})
-		}
-	}
+	plan.Actions = append(plan.Actions, announcements(answering)...)
 
 	// Every node meets the first: gossip then introduces them all to each other.
 	anchor := answering[0]

@@ -47,18 +47,8 @@ func (c *Cluster) StartMetalLB(ctx context.Context, addresses string) (stop func
 			return nil, fmt.Errorf("%w (make node builds MetalLB)", err)
 		}
 	}
-	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "go.universe.tf/metallb")
-	list.Dir = filepath.Join(root, "hack", "tools", "metallb")
-	dir, err := list.Output()
-	if err != nil {
-		return nil, fmt.Errorf("finding MetalLB's module (its CRDs): %w", err)
-	}
-	crds, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(dir)), "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(crds) == 0 {
-		return nil, fmt.Errorf("MetalLB's CRDs in %s: %v", dir, err)
-	}
-	if err := c.applyCRDs(crds...); err != nil {
-		return nil, fmt.Errorf("installing MetalLB's CRDs: %w", err)
+	if err := c.installMetalLBCRDs(ctx, root); err != nil {
+		return nil, err
 	}
 	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metallbNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
@@ -138,6 +128,27 @@ func podObject(pod *corev1.Pod) *unstructured.Unstructured {
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": pod.Name, "namespace": pod.Namespace},
 	}}
+}
+
+// installMetalLBCRDs installs the CRDs of the MetalLB module hack/tools/metallb pins.
+func (c *Cluster) installMetalLBCRDs(ctx context.Context, root string) error {
+	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "go.universe.tf/metallb")
+	list.Dir = filepath.Join(root, "hack", "tools", "metallb")
+	dir, err := list.Output()
+	if err != nil {
+		return fmt.Errorf("finding MetalLB's module (its CRDs): %w", err)
+	}
+	crds, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(dir)), "config", "crd", "bases", "*.yaml"))
+	if err != nil {
+		return fmt.Errorf("MetalLB's CRDs in %s: %w", dir, err)
+	}
+	if len(crds) == 0 {
+		return fmt.Errorf("no CRD in MetalLB's module at %s", dir)
+	}
+	if err := c.applyCRDs(crds...); err != nil {
+		return fmt.Errorf("installing MetalLB's CRDs: %w", err)
+	}
+	return nil
 }
 
 // metallbPool is an IPAddressPool of addresses and its L2Advertisement.
