@@ -31,7 +31,7 @@ import (
 // The clients run in the control plane's network namespace, outside every node; that namespace
 // routes to pod IPs too, so their dialer refuses every address but a node's, as a network outside
 // would: a pod IP handed out fails the test instead of quietly working. Stories: a go-redis
-// ClusterClient writes and reads 10,000 keys over every shard; redis-cli -c writes 1,000 more;
+// ClusterClient writes and reads 10,000 keys over every shard; redis-cli -c writes 10,000 more;
 // a shard's primary hangs (its replica promoted, clients follow MOVED), then the cluster grows
 // from 3 shards to 4 (slots move, clients follow ASK and MOVED), under three writers whose
 // acknowledged writes (WAIT 1) are all read back.
@@ -50,20 +50,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	cc := outside.clusterClient(seed, pw)
 	defer cc.Close()
 	keys := 10_000
-	for start := 0; start < keys; start += 1000 {
-		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := start; i < min(start+1000, keys); i++ {
-				p.Set(ctx, fmt.Sprintf("outside:%d", i), i, 0)
-			}
-			return nil
-		})
-		require.NoError(t, err)
-	}
-	for i := range keys {
-		got, err := cc.Get(ctx, fmt.Sprintf("outside:%d", i)).Int()
-		require.NoError(t, err)
-		require.Equal(t, i, got)
-	}
+	writeAndReadBack(t, cc, "outside", keys)
 	var held []string
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, primary *goredis.Client) error {
 		n, err := primary.DBSize(ctx).Result()
@@ -78,10 +65,10 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	// A node answers a key it does not serve with MOVED to another node's outside address.
 	assert.Contains(t, outside.nodes, movedTo(t, seed, pw, outside.Dial), "MOVED names a node's address")
 
-	// redis-cli -c from outside, following MOVED as it goes.
+	// redis-cli -c from outside writes 10,000 keys, following MOVED as it goes.
 	host, port, _ := net.SplitHostPort(seed)
 	var script strings.Builder
-	for i := range 1000 {
+	for i := range keys {
 		fmt.Fprintf(&script, "SET cli:%d %d\n", i, i)
 	}
 	cli, err := cluster.CommandOutside(ctx, "redis-cli", "-c", "-h", host, "-p", port)
@@ -90,8 +77,8 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	cli.Stdin = strings.NewReader(script.String())
 	out, err := cli.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Equal(t, 1000, strings.Count(string(out), "OK"), "redis-cli -c: every SET answered OK: %.500s", out)
-	for i := range 1000 {
+	assert.Equal(t, keys, strings.Count(string(out), "OK"), "redis-cli -c: every SET answered OK: %.500s", out)
+	for i := range keys {
 		got, err := cc.Get(ctx, fmt.Sprintf("cli:%d", i)).Int()
 		require.NoError(t, err)
 		require.Equal(t, i, got)
@@ -144,6 +131,27 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 		require.Equal(t, i, got)
 	}
 	assert.Empty(t, outside.refusedAddrs(), "dials of an address that is not a node's")
+}
+
+// writeAndReadBack writes n keys <prefix>:<i> through cc, pipelined 1000 at a time, and reads
+// each back.
+func writeAndReadBack(t *testing.T, cc *goredis.ClusterClient, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for start := 0; start < n; start += 1000 {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := start; i < min(start+1000, n); i++ {
+				p.Set(ctx, fmt.Sprintf("%s:%d", prefix, i), i, 0)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	for i := range n {
+		got, err := cc.Get(ctx, fmt.Sprintf("%s:%d", prefix, i)).Int()
+		require.NoError(t, err)
+		require.Equal(t, i, got)
+	}
 }
 
 // outsideDialer dials from outside the nodes (the control plane's network namespace), and only
@@ -320,21 +328,7 @@ func TestClientsOutsideFollowTheLoadBalancerAddresses(t *testing.T) {
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{seed}, Password: pw, Dialer: dial,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
 	defer cc.Close()
-	keys := 10_000
-	for start := 0; start < keys; start += 1000 {
-		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := start; i < min(start+1000, keys); i++ {
-				p.Set(ctx, fmt.Sprintf("lb:%d", i), i, 0)
-			}
-			return nil
-		})
-		require.NoError(t, err)
-	}
-	for i := range keys {
-		got, err := cc.Get(ctx, fmt.Sprintf("lb:%d", i)).Int()
-		require.NoError(t, err)
-		require.Equal(t, i, got)
-	}
+	writeAndReadBack(t, cc, "lb", 10_000)
 	moved := movedTo(t, seed, pw, dial)
 	assert.Contains(t, pool, moved, "MOVED names a load-balancer address")
 	t.Logf("from %s, outside: 10,000 keys through the load-balancer addresses %v", ip, pool)

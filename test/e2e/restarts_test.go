@@ -291,5 +291,7 @@ func TestAShardPrimarysRedisKilledWithoutStorageLosesNoAcknowledgedWrite(t *test
 	}}.run(t, rc)
 	assert.Empty(t, report.Lost, "acknowledged writes lost")
 	assert.Positive(t, report.Acknowledged, "writes acknowledged")
-	assert.Equal(t, []string{killed}, after.Status.Shards[0].Replicas, "the killed node, back empty, replicates the new primary")
+	// Back empty, it replicated the new primary; the operator may then hand the shard back to
+	// it (one primary per machine), so it is in shard 0 either way.
+	assert.Contains(t, append(after.Status.Shards[0].Replicas, after.Status.Shards[0].Primary), killed, "the killed node rejoins its shard")
 }

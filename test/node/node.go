@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/org/redis-operator/test/procfs"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -249,7 +250,31 @@ metricsBindAddress: ""
 `, hostname, ClusterCIDR, kubeconfig), 0o644); err != nil {
 		return nil, err
 	}
-	return startIn(netns, dir, "kube-proxy", "--config="+config, "--v=1")
+	return startSupervisedIn(netns, dir, "kube-proxy", "--config="+config, "--v=1")
+}
+
+// supervisor runs a program again a second after it exits, as a node's service manager (or a
+// DaemonSet's pod) does, until it is sent SIGTERM, which it passes on. kube-proxy needs it: it
+// exits by design when its Node's addresses change or its Node is deleted (a node powered off,
+// deleted and registered again), and a node without it forwards no new Service.
+const supervisor = `trap 'kill $child 2>/dev/null; wait $child; exit 0' TERM INT
+while :; do "$@" & child=$!; wait $child; sleep 1; done`
+
+// startSupervisedIn is startIn with the program under supervisor: the Process is the
+// supervising shell, the program its child.
+func startSupervisedIn(netns *Netns, dir, name string, args ...string) (*Process, error) {
+	bin, err := k8sBinary(name)
+	if err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := netns.Command(context.Background(), "sh", append([]string{"-c", supervisor, "sh", bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	return StartProcess(cmd)
 }
 
 // startIn starts one of the Kubernetes binaries in netns, its output appended to
@@ -289,10 +314,12 @@ func (n *Node) PIDs() map[string][]int {
 	pids := map[string][]int{}
 	for _, p := range n.procs {
 		// nsenter has become the binary it started: its comm is the binary's name.
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.Cmd.Process.Pid))
-		if err == nil {
-			name := strings.TrimSpace(string(comm))
-			pids[name] = append(pids[name], p.Cmd.Process.Pid)
+		for _, pid := range append([]int{p.Cmd.Process.Pid}, procfs.Children(p.Cmd.Process.Pid)...) {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			// A supervising shell counts as what it runs (its child).
+			if name := strings.TrimSpace(string(comm)); err == nil && name != "sh" && name != "sleep" {
+				pids[name] = append(pids[name], pid)
+			}
 		}
 	}
 	if n.Containerd != nil {

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -83,7 +84,7 @@ func (r Runner) Start(ctx context.Context, pod *corev1.Pod) (Container, error) {
 		return nil, fmt.Errorf("pod %s: only pods of one container run here", pod.Name)
 	}
 	c := pod.Spec.Containers[0]
-	if len(c.Command) >= 2 && c.Command[0] == "redis-server" {
+	if _, ok := redisServerConf(c); ok {
 		return StartPod(ctx, r.Sources, r.Dir, pod, r.Binaries)
 	}
 	binary, ok := r.Binaries[c.Image]
@@ -227,7 +228,7 @@ func Start(ctx context.Context, src Sources, dir string, pod *corev1.Pod) (*Proc
 // StartPod is Start for a pod with init containers too: each runs to completion first, as the
 // binary of binaries that stands for its image; one that fails is an *InitError.
 func StartPod(ctx context.Context, src Sources, dir string, pod *corev1.Pod, binaries map[string]string) (*Process, error) {
-	if len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Command) < 2 || pod.Spec.Containers[0].Command[0] != "redis-server" {
+	if _, ok := redisServerConf(pod.Spec.Containers[0]); len(pod.Spec.Containers) != 1 || !ok {
 		return nil, fmt.Errorf("pod %s: only pods of one redis-server container run here", pod.Name)
 	}
 	podDir := filepath.Join(dir, string(pod.UID))
@@ -357,6 +358,26 @@ func layOutVolumes(ctx context.Context, src Sources, pod *corev1.Pod, podDir str
 }
 
 // pathDirectives are the redis.conf directives whose value is a path in the container.
+// execRedisServer is how a shell wrapper of the pod's command starts Redis (cluster mode without
+// storage waits there before a restart in the same pod, resources.crashedPrimaryWait).
+var execRedisServer = regexp.MustCompile(`exec redis-server (\S+)`)
+
+// redisServerConf is the redis.conf a redis-server container's command names: redis-server <conf>,
+// or a /bin/sh -c wrapper that ends in exec redis-server <conf>. The wrapper's script itself is
+// not run here: a Redis this runner restarts is a process started again at once, and what the
+// wrapper waits for is the real node's test (test/e2e/restarts_test.go).
+func redisServerConf(c corev1.Container) (string, bool) {
+	switch {
+	case len(c.Command) >= 2 && c.Command[0] == "redis-server":
+		return c.Command[1], true
+	case len(c.Command) == 4 && c.Command[0] == "/bin/sh" && c.Command[1] == "-c" && c.Command[3] == "redis-server":
+		if m := execRedisServer.FindStringSubmatch(c.Command[2]); m != nil {
+			return m[1], true
+		}
+	}
+	return "", false
+}
+
 var pathDirectives = map[string]bool{
 	"include": true, "dir": true, "aclfile": true,
 	"tls-cert-file": true, "tls-key-file": true, "tls-ca-cert-file": true,
@@ -367,9 +388,10 @@ var pathDirectives = map[string]bool{
 // conf and the data directory.
 func containerConf(container corev1.Container, volumeDirs map[string]string, defaultDataDir string) (string, string, error) {
 	hostPath := hostPaths(container, volumeDirs)
-	raw, err := os.ReadFile(hostPath(container.Command[1]))
+	confPath, _ := redisServerConf(container)
+	raw, err := os.ReadFile(hostPath(confPath))
 	if err != nil {
-		return "", "", fmt.Errorf("reading %s: %w", container.Command[1], err)
+		return "", "", fmt.Errorf("reading %s: %w", confPath, err)
 	}
 	dataDir := defaultDataDir
 	lines := strings.Split(string(raw), "\n")
