@@ -71,15 +71,8 @@ func (c *Cluster) StartMetalLB(ctx context.Context, addresses string) (stop func
 			_ = c.Client.Delete(ctx, obj)
 		}
 	}
-	start := func(netns *node.Netns, name string, args ...string) error {
-		log, err := os.OpenFile(filepath.Join(rn.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		defer log.Close()
-		cmd := netns.Command(context.Background(), args[0], args[1:]...)
-		cmd.Stdout, cmd.Stderr = log, log
-		p, err := node.StartProcess(cmd)
+	start := func(netns *node.Netns, name string, argv ...string) error {
+		p, err := node.StartLoggedIn(netns, filepath.Join(rn.dir, name+".log"), argv...)
 		if err != nil {
 			return fmt.Errorf("starting %s: %w", name, err)
 		}

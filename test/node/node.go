@@ -211,7 +211,7 @@ nodeLeaseDurationSeconds: %d
 		}
 		args = append(args, "--node-labels="+strings.Join(labels, ","))
 	}
-	p, err := startIn(n.Netns, cfg.Dir, "kubelet", args...)
+	p, err := startIn(n.Netns, cfg.Dir, "kubelet", false, args...)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ metricsBindAddress: ""
 `, hostname, ClusterCIDR, kubeconfig), 0o644); err != nil {
 		return nil, err
 	}
-	return startSupervisedIn(netns, dir, "kube-proxy", "--config="+config, "--v=1")
+	return startIn(netns, dir, "kube-proxy", true, "--config="+config, "--v=1")
 }
 
 // supervisor runs a program again a second after it exits, as a node's service manager (or a
@@ -260,36 +260,29 @@ metricsBindAddress: ""
 const supervisor = `trap 'kill $child 2>/dev/null; wait $child; exit 0' TERM INT
 while :; do "$@" & child=$!; wait $child; sleep 1; done`
 
-// startSupervisedIn is startIn with the program under supervisor: the Process is the
-// supervising shell, the program its child.
-func startSupervisedIn(netns *Netns, dir, name string, args ...string) (*Process, error) {
+// startIn starts one of the Kubernetes binaries in netns, its output appended to
+// <dir>/<name>.log (a node powered on again writes on after what it wrote before). Supervised,
+// it runs under supervisor: the Process is the supervising shell, the binary its child.
+func startIn(netns *Netns, dir, name string, supervised bool, args ...string) (*Process, error) {
 	bin, err := k8sBinary(name)
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
+	argv := append([]string{bin}, args...)
+	if supervised {
+		argv = append([]string{"sh", "-c", supervisor, "sh"}, argv...)
 	}
-	defer log.Close()
-	cmd := netns.Command(context.Background(), "sh", append([]string{"-c", supervisor, "sh", bin}, args...)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	return StartProcess(cmd)
+	return StartLoggedIn(netns, filepath.Join(dir, name+".log"), argv...)
 }
 
-// startIn starts one of the Kubernetes binaries in netns, its output appended to
-// <dir>/<name>.log (a node powered on again writes on after what it wrote before).
-func startIn(netns *Netns, dir, name string, args ...string) (*Process, error) {
-	bin, err := k8sBinary(name)
-	if err != nil {
-		return nil, err
-	}
-	log, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// StartLoggedIn starts argv in netns, its output appended to the file logPath.
+func StartLoggedIn(netns *Netns, logPath string, argv ...string) (*Process, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := netns.Command(context.Background(), bin, args...)
+	cmd := netns.Command(context.Background(), argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	return StartProcess(cmd)
 }
