@@ -90,6 +90,8 @@ func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 	password := secretValue(t, ns, "sessions-auth", "password")
 	writeReplicated(t, node, "sessions-0", password, "k", "before", 2)
 
+	order := watchPrimaryOrder(t, rc)
+
 	// When the primary's Redis dies (the kubelet restarts it, empty and fenced)
 	node.Server("sessions-0").Kill()
 
@@ -101,6 +103,11 @@ func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 		assert.NotEqual(c, "sessions-0", primary)
 		assert.Equal(c, []string{primary}, podsByRole(c, ns)["primary"])
 	}, waitFor, tick)
+	// The status named the new primary before its pod's label sent the Service's clients to it.
+	recorded, labelled := order()
+	require.Contains(t, recorded, primary)
+	require.Contains(t, labelled, primary)
+	assert.Less(t, recorded[primary], labelled[primary], "status.primary written (resourceVersion) before the pod was labelled primary")
 	v, err := redisClient(t, node, primary, password).Get(context.Background(), "k").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "before", v)

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -23,6 +25,7 @@ import (
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -178,6 +181,62 @@ func watchReady(t *testing.T, rc *cachev1.RedisCluster) func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return notTrue
+	})
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// watchPrimaryOrder watches the RedisCluster and its namespace's pods from now on, and returns a
+// func that stops watching and says, for each node, the resourceVersion of the first write that
+// named it status.primary and of the first that labelled its pod primary (absent: no such write).
+// The two count on one scale: an API server on one etcd gives every write the next revision of
+// the whole store (Kubernetes tells clients not to compare them; a test on envtest's one etcd may).
+func watchPrimaryOrder(t *testing.T, rc *cachev1.RedisCluster) func() (recorded, labelled map[string]int64) {
+	t.Helper()
+	wc, err := client.NewWithWatch(adminCfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(t, err)
+	clusters, err := wc.Watch(context.Background(), &cachev1.RedisClusterList{}, client.InNamespace(rc.Namespace),
+		client.MatchingFields{"metadata.name": rc.Name})
+	require.NoError(t, err)
+	pods, err := wc.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(rc.Namespace))
+	require.NoError(t, err)
+	var (
+		mu                 sync.Mutex
+		recorded, labelled = map[string]int64{}, map[string]int64{}
+		done               sync.WaitGroup
+	)
+	first := func(seen map[string]int64, name, version string) {
+		rv, err := strconv.ParseInt(version, 10, 64)
+		if err != nil || name == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := seen[name]; !ok {
+			seen[name] = rv
+		}
+	}
+	done.Go(func() {
+		for e := range clusters.ResultChan() {
+			if got, ok := e.Object.(*cachev1.RedisCluster); ok {
+				first(recorded, got.Status.Primary, got.ResourceVersion)
+			}
+		}
+	})
+	done.Go(func() {
+		for e := range pods.ResultChan() {
+			if p, ok := e.Object.(*corev1.Pod); ok && p.Labels[resources.LabelRole] == resources.RolePrimary {
+				first(labelled, p.Name, p.ResourceVersion)
+			}
+		}
+	})
+	stop := sync.OnceValues(func() (map[string]int64, map[string]int64) {
+		clusters.Stop()
+		pods.Stop()
+		done.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return recorded, labelled
 	})
 	t.Cleanup(func() { stop() })
 	return stop

@@ -307,6 +307,9 @@ func RoleLabels(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) erro
 			additions = append(additions, p)
 		}
 	}
+	if labelsNewPrimary(additions, desired) {
+		recordPrimary(ctx, c, s)
+	}
 	for _, p := range append(removals, additions...) {
 		value := "null"
 		if want := desired[p.Name]; want != "" {
@@ -319,6 +322,30 @@ func RoleLabels(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) erro
 		}
 	}
 	return nil
+}
+
+// labelsNewPrimary is whether additions label a pod primary.
+func labelsNewPrimary(additions []corev1.Pod, desired map[string]string) bool {
+	return slices.ContainsFunc(additions, func(p corev1.Pod) bool { return desired[p.Name] == resources.RolePrimary })
+}
+
+// recordPrimary writes the new primary to the status before its pod is labelled primary: the
+// status names a primary before any Service sends clients to it, so a client never writes to a
+// node that is not the primary of record (the node-loss e2e tests check it, polling the status).
+// Written at the end of the reconcile only, it came after the labels, and after a round of
+// dials that waits on a node that is gone: the clients wrote to the new primary for a fraction
+// of a second the status did not name. Best effort and bounded, as the announcement of the move
+// is: without the API server the labels cannot move either.
+func recordPrimary(ctx context.Context, c *scope.Cluster, s *State) {
+	if c.RC.Status.Primary == s.View.Primary {
+		return
+	}
+	c.RC.Status.Primary = s.View.Primary
+	wctx, cancel := context.WithTimeout(ctx, announceTimeout)
+	defer cancel()
+	if err := c.WriteStatus(wctx); err != nil {
+		log.FromContext(ctx).Info("Labelling the new primary before the status names it", "primary", s.View.Primary, "error", err.Error())
+	}
 }
 
 // desiredRoleLabels is the role label each serving node's pod should carry.

@@ -316,7 +316,8 @@ type outcome struct {
 	ops []history.Op
 }
 
-// pollPrimary records the primary of record (status.primary) every 100ms until ctx ends; the
+// pollPrimary records the primary of record (status.primary) every 20ms until ctx ends (the
+// operator writes it before its pod's label moves the Service, which takes kube-proxy longer); the
 // terms it returns are complete once wg is done.
 func pollPrimary(ctx context.Context, wg *sync.WaitGroup, rc *cachev1.RedisCluster) func() []history.Term {
 	var mu sync.Mutex
@@ -333,7 +334,7 @@ func pollPrimary(ctx context.Context, wg *sync.WaitGroup, rc *cachev1.RedisClust
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	})
