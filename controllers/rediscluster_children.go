@@ -40,11 +40,21 @@ func reconcileConfigMap(ctx context.Context, state *reconcileState) error {
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 
+// reconcileServices applies the Services (unless the children are known to match the spec) and
+// reads where clients outside dial the external ones.
 func reconcileServices(ctx context.Context, state *reconcileState) error {
-	rc := state.RC
-	if state.ChildrenKnown {
-		return nil
+	if !state.ChildrenKnown {
+		if err := applyServices(ctx, state); err != nil {
+			return err
+		}
 	}
+	return readExternalServices(ctx, state)
+}
+
+// applyServices applies the in-cluster Services and spec.expose's, and deletes the external
+// ones spec.expose no longer asks for.
+func applyServices(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
 	services := []*corev1ac.ServiceApplyConfiguration{resources.DesiredHeadlessService(rc), resources.DesiredClientService(rc)}
 	if rc.Spec.Cluster == nil {
 		// In cluster mode a client reads from replicas through the cluster protocol (READONLY).
@@ -63,6 +73,30 @@ func reconcileServices(ctx context.Context, state *reconcileState) error {
 	if len(external) == 0 {
 		return deleteExternalServices(ctx, state)
 	}
+	return nil
+}
+
+// readExternalServices records, in replication mode with spec.expose, where clients outside dial
+// the external Services (the Exposed condition), from the cache at every reconcile: a load
+// balancer gives its address after the Service is applied. A Service the cache does not hold yet
+// was just applied, of spec.expose's type.
+func readExternalServices(ctx context.Context, state *reconcileState) error {
+	rc := state.RC
+	if rc.Spec.Expose == nil || rc.Spec.Cluster != nil {
+		return nil
+	}
+	outside := []resources.OutsideAddress{}
+	for _, name := range resources.ExternalServiceNames(rc) {
+		svc := &corev1.Service{}
+		if err := state.Client.Get(ctx, nameOf(rc, name), svc); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("reading Service %s: %w", name, err)
+			}
+			svc.Name, svc.Spec.Type = name, corev1.ServiceType(rc.Spec.Expose.Type)
+		}
+		outside = append(outside, resources.ExternalOutside(svc))
+	}
+	state.Outside = outside
 	return nil
 }
 

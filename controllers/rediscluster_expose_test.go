@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -190,6 +191,11 @@ func TestInClusterModeExposeGivesEachNodeAServiceOfItsOwn(t *testing.T) {
 		assert.Equal(t, "0", announced["cluster-announce-port"], n.Name)
 	}
 	require.Len(t, names, 6)
+	// and Exposed says so, naming the Services still without an outside address
+	exposed := meta.FindStatusCondition(getRC(t, e.rc).Status.Conditions, cachev1.ConditionExposed)
+	require.NotNil(t, exposed)
+	assert.Equal(t, cachev1.ReasonAddressPending, exposed.Reason)
+	assert.Contains(t, exposed.Message, e.rc.Name+"-shard2-1-ext", "every node's Service named")
 
 	// And a converged reconcile writes nothing
 	assertHealthChecksWriteNothing(t, e.op, e.rc)

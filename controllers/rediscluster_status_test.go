@@ -2,11 +2,16 @@ package controllers
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/org/redis-operator/test/fixtures"
+	"github.com/org/redis-operator/test/testenv"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +23,7 @@ import (
 	"github.com/org/redis-operator/controllers/outcome"
 	"github.com/org/redis-operator/controllers/replication"
 	"github.com/org/redis-operator/controllers/scope"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/internal/topology"
 )
 
@@ -241,4 +247,63 @@ func TestAReconcileRunsOnForItsGraceOnceTheOperatorStops(t *testing.T) {
 	running, cancelRunning := withStopGrace(context.Background(), time.Hour)
 	cancelRunning()
 	assert.Error(t, running.Err(), "a reconcile that returned ends its context")
+}
+
+// Exposed says whether clients outside can use what spec.expose gives them: every address known,
+// and with spec.tls one the certificate is valid for.
+func TestExposedSaysWhetherClientsOutsideCanUseEveryAddress(t *testing.T) {
+	ca, err := testenv.NewCA("ca")
+	require.NoError(t, err)
+	kp, err := ca.IssueFor([]string{"sessions.default.svc"}, []net.IP{net.ParseIP("192.0.2.10")})
+	require.NoError(t, err)
+	exposed := func(tls bool) *cachev1.RedisCluster {
+		rc := fixtures.Cluster(3, "sessions-0")
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeLoadBalancer}
+		if tls {
+			rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls"}
+		}
+		return rc
+	}
+	primary, replicas := resources.OutsideAddress{Service: "sessions-ext", Host: "192.0.2.10"}, resources.OutsideAddress{Service: "sessions-ext-ro", Host: "192.0.2.11"}
+	for _, tc := range []struct {
+		name    string
+		tls     bool
+		cert    *x509.Certificate
+		outside []resources.OutsideAddress
+		status  metav1.ConditionStatus // "": no condition this reconcile (it keeps what it said)
+		reason  string
+		says    string
+	}{
+		{"no phase read the Services: unchanged", false, nil, nil, "", "", ""},
+		{"the Secret not read: unchanged", true, nil, []resources.OutsideAddress{primary}, "", "", ""},
+		{"a load balancer that has not given its address", false, nil, []resources.OutsideAddress{primary, {Service: "sessions-ext-ro"}},
+			metav1.ConditionFalse, cachev1.ReasonAddressPending, "No outside address yet for sessions-ext-ro: "},
+		{"both addresses, no TLS", false, nil, []resources.OutsideAddress{primary, replicas},
+			metav1.ConditionTrue, cachev1.ReasonAddressesAssigned, "Clients outside dial sessions-ext at 192.0.2.10, sessions-ext-ro at 192.0.2.11"},
+		{"a certificate without the replicas' address", true, kp.Cert, []resources.OutsideAddress{primary, replicas},
+			metav1.ConditionFalse, cachev1.ReasonCertificateMissesAddress, "tls.crt of Secret sessions-tls is not valid for 192.0.2.11, which clients outside dial"},
+		{"a certificate with every address", true, kp.Cert, []resources.OutsideAddress{primary, {Service: "sessions-shard0-1-ext", Host: "192.0.2.10"}},
+			metav1.ConditionTrue, cachev1.ReasonAddressesAssigned, "Clients outside dial sessions-ext at 192.0.2.10, sessions-shard0-1-ext at 192.0.2.10; tls.crt is valid for each address"},
+		{"node ports: any node's address, nothing to check", true, kp.Cert, []resources.OutsideAddress{{Service: "sessions-ext", AnyNode: true}, {Service: "sessions-ext-ro", AnyNode: true}},
+			metav1.ConditionTrue, cachev1.ReasonAddressesAssigned, "Clients outside dial sessions-ext, sessions-ext-ro at every Kubernetes node's address, on its node port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := exposedCondition(exposed(tc.tls), tc.outside, tc.cert)
+			if tc.status == "" {
+				assert.Nil(t, c)
+				return
+			}
+			require.NotNil(t, c)
+			assert.Equal(t, cachev1.ConditionExposed, c.Type)
+			assert.Equal(t, tc.status, c.Status)
+			assert.Equal(t, tc.reason, c.Reason)
+			assert.True(t, strings.HasPrefix(c.Message, tc.says), c.Message)
+		})
+	}
+	var many []resources.OutsideAddress
+	for i := range 10 {
+		many = append(many, resources.OutsideAddress{Service: fmt.Sprintf("orders-shard%d-0-ext", i)})
+	}
+	c := exposedCondition(exposed(false), many, nil)
+	assert.Contains(t, c.Message, "orders-shard7-0-ext and 2 more:", "a long list is cut")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -271,4 +273,83 @@ func TestAMissingOrWrongTLSSecretIsExplainedAndFixedByTheUser(t *testing.T) {
 	err = k8sClient.Patch(context.Background(), got, patch)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.tls cannot be added to or removed from a RedisCluster")
+}
+
+// Clients outside verify the certificate against the address they dial: the operator checks
+// that tls.crt is valid for each address spec.expose gives them, says which it misses (Exposed
+// False, a Warning Event), and takes a fixed Secret. envtest has no load balancer: the test gives
+// the two Services their addresses itself, as MetalLB does on the real nodes (whose e2e test
+// dials them).
+func TestTheCertificateIsCheckedAgainstTheAddressesClientsOutsideDial(t *testing.T) {
+	ca := newCA(t, "ca")
+	ns, rc, _ := tlsCluster(t, ca, false)
+	ctx := context.Background()
+	exposed := func(c *assert.CollectT) *metav1.Condition {
+		got := getRC(c, rc)
+		cond := meta.FindStatusCondition(got.Status.Conditions, cachev1.ConditionExposed)
+		require.NotNil(c, cond, "Exposed: %+v", got.Status.Conditions)
+		return cond
+	}
+
+	// When spec.expose asks for LoadBalancer Services, which have no address yet
+	setExpose(t, rc, &cachev1.ExposeSpec{Type: cachev1.ExposeLoadBalancer})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cond := exposed(c)
+		assert.Equal(c, cachev1.ReasonAddressPending, cond.Reason)
+		assert.Contains(c, cond.Message, "sessions-ext, sessions-ext-ro")
+	}, waitFor, tick, "pending until the load balancer gives the addresses")
+	assert.True(t, meta.IsStatusConditionTrue(getRC(t, rc).Status.Conditions, cachev1.ConditionReady), "Ready does not wait on outside addresses")
+
+	// When the load balancer gives them addresses the certificate does not hold
+	for svc, ip := range map[string]string{"sessions-ext": "192.0.2.10", "sessions-ext-ro": "192.0.2.11"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s := &corev1.Service{}
+			require.NoError(c, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: svc}, s))
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+			require.NoError(c, k8sClient.Status().Update(ctx, s))
+		}, waitFor, tick)
+	}
+
+	// Then Exposed is False, naming both, and a Warning says it once
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cond := exposed(c)
+		assert.Equal(c, metav1.ConditionFalse, cond.Status)
+		assert.Equal(c, cachev1.ReasonCertificateMissesAddress, cond.Reason)
+		assert.Contains(c, cond.Message, "tls.crt of Secret sessions-tls is not valid for 192.0.2.10, 192.0.2.11, which clients outside dial")
+		assert.Equal(c, 1, countEvents(c, rc, cachev1.EventCertificateMissesAddress))
+	}, waitFor, tick)
+
+	// When the user adds one of them to the certificate, then both
+	update := func(ips ...string) {
+		var addrs []net.IP
+		for _, ip := range ips {
+			addrs = append(addrs, net.ParseIP(ip))
+		}
+		kp, err := ca.IssueFor([]string{"sessions." + ns + ".svc", "*.sessions-headless." + ns + ".svc"}, addrs)
+		require.NoError(t, err)
+		s := &corev1.Secret{}
+		require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sessions-tls"}, s))
+		s.Data = testenv.TLSSecret(ns, "sessions-tls", kp, ca.PEM).Data
+		require.NoError(t, k8sClient.Update(ctx, s))
+	}
+	update("192.0.2.10")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cond := exposed(c)
+		assert.Contains(c, cond.Message, "is not valid for 192.0.2.11, which")
+	}, waitFor, tick)
+	update("192.0.2.10", "192.0.2.11")
+
+	// Then Exposed is True, and lists where clients outside dial
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cond := exposed(c)
+		assert.Equal(c, metav1.ConditionTrue, cond.Status)
+		assert.Equal(c, cachev1.ReasonAddressesAssigned, cond.Reason)
+		assert.Equal(c, "Clients outside dial sessions-ext at 192.0.2.10, sessions-ext-ro at 192.0.2.11; tls.crt is valid for each address", cond.Message)
+	}, waitFor, tick)
+
+	// And without spec.expose the condition goes
+	setExpose(t, rc, nil)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Nil(c, meta.FindStatusCondition(getRC(c, rc).Status.Conditions, cachev1.ConditionExposed))
+	}, waitFor, tick)
 }

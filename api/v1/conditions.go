@@ -27,6 +27,12 @@ const (
 	// machine holds half the primaries or more. False names the machine and the pods on it
 	// (ReasonNodesShared). Ready stays about serving now.
 	ConditionResilient = "Resilient"
+	// ConditionExposed is there only with spec.expose: True when every address clients outside
+	// the Kubernetes cluster dial is known (each external Service's load-balancer address; in
+	// cluster mode each node's announced one) and, with spec.tls, tls.crt is valid for each;
+	// False while an address is pending (ReasonAddressPending) or when tls.crt misses one
+	// (ReasonCertificateMissesAddress). Redis serves inside either way: Ready does not wait on it.
+	ConditionExposed = "Exposed"
 )
 
 // Condition types on a RedisBackup.
@@ -139,6 +145,17 @@ const (
 	// ReasonNodesShared (Resilient=False): losing one node would lose a shard's every copy of
 	// its data, or too many primaries for Redis Cluster to elect replacements.
 	ReasonNodesShared = "NodesShared"
+	// ReasonAddressesAssigned (Exposed=True): every outside address is known, and with spec.tls
+	// covered by tls.crt; the message lists them.
+	ReasonAddressesAssigned = "AddressesAssigned"
+	// ReasonAddressPending (Exposed=False): an external Service has no outside address yet (the
+	// load balancer has not given one; in cluster mode also a node port or a pod not yet placed
+	// on a Kubernetes node, or a load balancer that gives only a name).
+	ReasonAddressPending = "AddressPending"
+	// ReasonCertificateMissesAddress (Exposed=False): tls.crt is not valid for an address clients
+	// outside dial (an IP it has no IP SAN for, a name it has no DNS SAN for): a client that
+	// verifies what it dials refuses it.
+	ReasonCertificateMissesAddress = "CertificateMissesAddress"
 
 	// ReasonBackupNotReady (Restored=False, Progressing=True): spec.restore's RedisBackup does
 	// not exist or has not completed; no pod starts until it has.
@@ -205,6 +222,9 @@ const (
 	// EventNodesShared (Warning): the RedisCluster became not Resilient; the message names the
 	// node and what losing it loses.
 	EventNodesShared = "NodesShared"
+	// EventCertificateMissesAddress (Warning): the RedisCluster became Exposed=False because
+	// tls.crt is not valid for an address clients outside dial; the message names them.
+	EventCertificateMissesAddress = "CertificateMissesAddress"
 	// EventDataLost (Warning): a node holding no data was made primary while the primary before
 	// it held some (ConditionDataLost).
 	EventDataLost = "DataLost"

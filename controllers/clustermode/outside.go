@@ -64,6 +64,7 @@ func Outside(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) error {
 			}
 		}
 	}
+	c.Outside = outsideAddresses(rc, pods, live, hostIPs)
 	for _, desired := range resources.DesiredNodeServices(rc, pods) {
 		svc, read := live[*desired.Name]
 		if !read {
@@ -90,6 +91,26 @@ func Outside(ctx context.Context, c *scope.Cluster, _ *Memory, s *State) error {
 		c.Deleted(ctx, "Service", svc)
 	}
 	return nil
+}
+
+// outsideAddresses are where clients outside reach each pod's node, as its Service gives it now
+// (for the Exposed condition); a node whose Service has none yet (or is not there yet) is pending.
+// nil without spec.expose.
+func outsideAddresses(rc *cachev1.RedisCluster, pods []string, live map[string]*corev1.Service, hostIPs map[string]string) []resources.OutsideAddress {
+	if rc.Spec.Expose == nil {
+		return nil
+	}
+	out := []resources.OutsideAddress{}
+	for _, pod := range pods {
+		a := resources.OutsideAddress{Service: resources.NodeServiceName(pod)}
+		if svc, ok := live[a.Service]; ok {
+			if ip, _, _, ok := resources.NodeOutside(svc, hostIPs[pod]); ok {
+				a.Host = ip
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // outsidePods are the pods whose nodes have a Service with spec.expose: every pod the spec

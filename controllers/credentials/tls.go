@@ -143,6 +143,19 @@ func TLS(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
 	return errors.Join(errs...)
 }
 
+// Certificate is tls.crt's first certificate, the one every node serves, as this reconcile read
+// the TLS Secret; nil without spec.tls, or when the Secret could not be read.
+func (s *State) Certificate() *x509.Certificate {
+	if s.tls == nil {
+		return nil
+	}
+	cert, err := x509.ParseCertificate(s.tls.leaf)
+	if err != nil {
+		return nil // parsed once already, by readTLS
+	}
+	return cert
+}
+
 // reloadConfig reaches a node whose certificate the operator's configuration refuses, to have
 // it load the Secret's: its chain must still lead to the current or the previous ca.crt, but
 // the name is not checked (a certificate issued for the wrong name is what it is replacing).

@@ -74,6 +74,10 @@ type Cluster struct {
 	Metrics *metrics.Memory
 	// Applied is what this reconcile's writes of children did.
 	Applied Applied
+	// Outside are the addresses clients outside the Kubernetes cluster dial (spec.expose), as
+	// the phase that owns the external Services read them (replication: Services; cluster mode:
+	// Outside); nil when none did in this reconcile.
+	Outside []resources.OutsideAddress
 	// Failed is the phase that failed, with its reason; Waiting the first phase that waits.
 	Failed  *outcome.Failure
 	Waiting *outcome.Waiting

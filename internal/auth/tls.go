@@ -43,3 +43,16 @@ func LeafCertificate(certPEM []byte) (*x509.Certificate, error) {
 	}
 	return x509.ParseCertificate(block.Bytes)
 }
+
+// Uncovered are the hosts (IP addresses or DNS names, as clients dial them) that cert is not
+// valid for, in their order: a client that verifies the host it dials refuses the certificate
+// there. An IP needs an IP SAN; a name a DNS SAN (wildcards as x509 matches them).
+func Uncovered(cert *x509.Certificate, hosts []string) []string {
+	var out []string
+	for _, h := range hosts {
+		if cert.VerifyHostname(h) != nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}

@@ -850,3 +850,28 @@ func TestEveryDerivedNameIsValidAtTheLongestName(t *testing.T) {
 		subdomain("backup pod", p)
 	}
 }
+
+func TestAnExternalServicesOutsideAddressIsItsLoadBalancersOrAnyNodes(t *testing.T) {
+	named := metav1.ObjectMeta{Name: "sessions-ext"}
+	lb := corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		want resources.OutsideAddress
+	}{
+		{"a NodePort: any node's address", &corev1.Service{ObjectMeta: named, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort}},
+			resources.OutsideAddress{Service: "sessions-ext", AnyNode: true}},
+		{"a LoadBalancer's address", &corev1.Service{ObjectMeta: named, Spec: lb, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+			Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10", Hostname: "lb.example.com"}}}}},
+			resources.OutsideAddress{Service: "sessions-ext", Host: "192.0.2.10"}},
+		{"a LoadBalancer's name when it gives only one", &corev1.Service{ObjectMeta: named, Spec: lb, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+			Ingress: []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}}}}},
+			resources.OutsideAddress{Service: "sessions-ext", Host: "lb.example.com"}},
+		{"a LoadBalancer without an address yet: pending", &corev1.Service{ObjectMeta: named, Spec: lb}, resources.OutsideAddress{Service: "sessions-ext"}},
+		{"a Service not there yet: pending", &corev1.Service{ObjectMeta: named}, resources.OutsideAddress{Service: "sessions-ext"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, resources.ExternalOutside(tc.svc))
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -148,6 +150,33 @@ func NodeOutside(svc *corev1.Service, hostIP string) (ip string, port, bus int32
 		port, bus = redisPort.Port, busPort.Port
 	}
 	return ip, port, bus, ip != "" && port != 0 && bus != 0
+}
+
+// OutsideAddress is an address clients outside the Kubernetes cluster dial, and the Service
+// that gives it.
+type OutsideAddress struct {
+	Service string
+	// Host is an IP address, or a DNS name (a load balancer that gives only a name); empty while
+	// the Service has none yet.
+	Host string
+	// AnyNode is true for a NodePort Service of replication mode: it is reached at every
+	// Kubernetes node's address, of which each client chooses one.
+	AnyNode bool
+}
+
+// ExternalOutside is where clients outside dial replication mode's external Service svc: its
+// load balancer's address (or name, when it gives only one), or any node's for a NodePort.
+func ExternalOutside(svc *corev1.Service) OutsideAddress {
+	out := OutsideAddress{Service: svc.Name}
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort:
+		out.AnyNode = true
+	case corev1.ServiceTypeLoadBalancer:
+		if ingress := svc.Status.LoadBalancer.Ingress; len(ingress) > 0 {
+			out.Host = cmp.Or(ingress[0].IP, ingress[0].Hostname)
+		}
+	}
+	return out
 }
 
 // DesiredPodDisruptionBudget lets a voluntary disruption (a node drain) take one Redis node at a time.

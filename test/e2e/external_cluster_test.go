@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -250,7 +254,8 @@ func announcedAs(t *testing.T, rc *cachev1.RedisCluster, password string, dial f
 			var named []string
 			for _, s := range shards {
 				for _, n := range s.Nodes {
-					named = append(named, net.JoinHostPort(n.IP, strconv.Itoa(int(n.Port))))
+					// A TLS node names only its tls-port.
+					named = append(named, net.JoinHostPort(n.IP, strconv.Itoa(int(cmp.Or(n.Port, n.TLSPort)))))
 				}
 			}
 			slices.Sort(named)
@@ -355,6 +360,82 @@ func TestClientsOutsideFollowTheLoadBalancerAddresses(t *testing.T) {
 		assert.Equal(t, want, role(t, c), "%s at %s", service, addr)
 		_ = c.Close()
 	}
+}
+
+// TLS from outside, cluster mode on node ports: the certificate holds the Kubernetes nodes'
+// addresses as IP SANs (and the in-cluster names the operator checks); the nodes announce those
+// addresses, and a go-redis ClusterClient outside verifies, on each connection, the address it
+// dials, as a client does by default. The operator says the certificate covers each (Exposed). A
+// client that verifies a name the certificate does not hold is refused: the check is real.
+func TestATLSClusterClientOutsideVerifiesEachNodesAnnouncedAddress(t *testing.T) {
+	needsLocalNode(t, "dials the nodes' own addresses")
+	ctx := context.Background()
+	nodes := nodeAddresses(t)
+	ca, err := testenv.NewCA("outside-ca")
+	require.NoError(t, err)
+	var ips []net.IP
+	for _, n := range nodes {
+		ips = append(ips, net.ParseIP(n))
+	}
+	kp, err := ca.IssueFor([]string{"tlsout." + ns + ".svc", "*.tlsout-headless." + ns + ".svc"}, ips)
+	require.NoError(t, err)
+	secret := testenv.TLSSecret(ns, "tlsout-tls", kp, ca.PEM)
+	require.NoError(t, cluster.Client.Create(ctx, secret))
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), secret) })
+	rc := shardedCluster(t, "tlsout", func(rc *cachev1.RedisCluster) {
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+		rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "tlsout-tls"}
+	})
+	pw, err := cluster.SecretValue(ctx, ns, "tlsout-auth", "password")
+	require.NoError(t, err)
+	outside := &outsideDialer{nodes: nodes}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	// verifying dials from outside over TLS, checking the certificate against serverName, or
+	// against the address dialled when it is empty (what crypto/tls and go-redis do by default).
+	verifying := func(serverName string) func(context.Context, string, string) (net.Conn, error) {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := outside.Dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			host, _, _ := net.SplitHostPort(addr)
+			tc := tls.Client(conn, &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: cmp.Or(serverName, host)})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
+	seed := announcedAs(t, rc, pw, verifying(""), func(c *assert.CollectT, pod *corev1.Pod, svc *corev1.Service) string {
+		require.Equal(c, corev1.ServiceTypeNodePort, svc.Spec.Type)
+		require.NotEmpty(c, pod.Status.HostIP)
+		return net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+	})
+
+	// The operator checked the certificate against each node's announced address.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		exposed := meta.FindStatusCondition(redisClusterNamed(c, rc.Name).Status.Conditions, cachev1.ConditionExposed)
+		require.NotNil(c, exposed)
+		assert.Equal(c, cachev1.ReasonAddressesAssigned, exposed.Reason, exposed.Message)
+		assert.Contains(c, exposed.Message, "tls.crt is valid for each address")
+	}, waitFor, tick)
+
+	// A ClusterClient verifying every node it is sent to writes and reads 10,000 keys.
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{seed}, Password: pw, Dialer: verifying(""),
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
+	defer cc.Close()
+	writeAndReadBack(t, cc, "tls", 10_000)
+	assert.Empty(t, outside.refusedAddrs(), "no pod address handed out")
+
+	// A client that verifies a name the certificate does not hold is refused.
+	wrong := goredis.NewClient(&goredis.Options{Addr: seed, Password: pw, Dialer: verifying("redis.example.com"), MaxRetries: -1})
+	defer wrong.Close()
+	err = wrong.Ping(ctx).Err()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "certificate is valid for")
+	t.Logf("from outside over TLS: 10,000 keys, each node's certificate verified against the address it announces (%s)", seed)
 }
 
 func speakers() []string {
