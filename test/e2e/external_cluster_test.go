@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,7 +39,8 @@ import (
 // ClusterClient writes and reads 10,000 keys over every shard; redis-cli -c writes 10,000 more;
 // a shard's primary hangs (its replica promoted, clients follow MOVED), then the cluster grows
 // from 3 shards to 4 (slots move, clients follow ASK and MOVED), under three writers whose
-// acknowledged writes (WAIT 1) are all read back.
+// acknowledged writes (WAIT 1) are all read back; then it shrinks back to 3 (the last shard's
+// slots move back, its nodes and their Services go).
 func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	needsLocalNode(t, "dials the nodes' own addresses")
 	ctx := context.Background()
@@ -122,11 +124,25 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 				assert.Len(c, got.Status.Shards, 4)
 				assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
 			}, 3*waitFor, tick, "the cluster grows to 4 shards")
+			// And shrinks back to 3: the last shard's slots move to the others, then its
+			// nodes and their Services go.
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				shrunk := redisClusterNamed(c, "outshards")
+				shrunk.Spec.Cluster.Shards = 3
+				require.NoError(c, cluster.Client.Update(ctx, shrunk))
+			}, waitFor, tick)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				got := redisClusterNamed(c, "outshards")
+				assert.Len(c, got.Status.Shards, 3)
+				assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
+				err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "outshards-shard3-0-ext"}, &corev1.Service{})
+				assert.True(c, apierrors.IsNotFound(err), "the drained shard's Services go: %v", err)
+			}, 3*waitFor, tick, "the cluster shrinks to 3 shards")
 		},
 	}.run(t, rc)
 	assert.Empty(t, report.Lost, "acknowledged writes lost")
 	assert.Positive(t, report.Acknowledged, "writes acknowledged")
-	require.Len(t, after.Status.Shards, 4)
+	require.Len(t, after.Status.Shards, 3)
 	reader := outside.clusterClient(announcedEverywhere(t, after, pw, outside), pw)
 	defer reader.Close()
 	for i := 0; i < keys; i += 97 {
