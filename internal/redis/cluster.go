@@ -89,6 +89,11 @@ func (n ClusterNode) IsPrimary() bool { return n.has("master") }
 // Failed is a node the cluster agreed has failed (fail), not only this node's suspicion.
 func (n ClusterNode) Failed() bool { return n.has("fail") }
 
+// AddressTaken is a node whose address answered with another node's ID: Redis forgets the
+// address (noaddr) and never pings the node again, so never marks it failed. The process that had
+// the address is gone from it; another listens there now (a pod replaced behind its own Service).
+func (n ClusterNode) AddressTaken() bool { return n.has("noaddr") }
+
 // Handshake is a node met but not yet known by its ID.
 func (n ClusterNode) Handshake() bool { return n.has("handshake") }
 

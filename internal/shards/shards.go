@@ -9,7 +9,8 @@
 // every node is in one cluster; it never makes a node that serves slots a replica (Redis would
 // drop its keys; Redis refuses it too), nor repoints a replica whose primary still serves its
 // shard's slots from elsewhere (a primary whose volume was lost: Redis promotes the replica);
-// it forgets only a node that no pod is, that the cluster agreed has failed, and that serves no
+// it forgets only a node that no pod is, that is gone (the cluster agreed it has failed, or its
+// address answers with another node's ID), and that serves no
 // slot or that no node replicates (its keys are nowhere), and only while every pod's node
 // answers, so that a node that is only restarting is never dropped. It never resets a node or
 // flushes data. A node that came back with its node ID at a new address (a restarted pod keeps
@@ -470,10 +471,12 @@ func replicaOfServingPrimary(in []Member) (string, bool) {
 	return "", false
 }
 
-// forgetGone forgets, on every node, the nodes that no pod is and that the cluster agreed have
-// failed: a pod that came back without its data directory is a new node, and the nodes of a
-// removed shard are gone; each stays in every table until forgotten. Until the cluster agrees
-// such a node has failed, the cluster waits for it. A gone node that still serves slots is
+// forgetGone forgets, on every node, the nodes that no pod is and that are gone: the cluster
+// agreed they have failed, or their address answers with another node's ID (Redis then never
+// marks them failed: with spec.expose a replaced pod keeps its Service's address, and its new
+// node answers there at once). A pod that came back without its data directory is a new node,
+// and the nodes of a removed shard are gone; each stays in every table until forgotten. Until
+// such a node is gone, the cluster waits for it. A gone node that still serves slots is
 // forgotten only when no node replicates it: every node of its shard came back without its data
 // (no spec.storage), so its keys are nowhere, and its slots, free once it is forgotten, are given
 // to its shard's new primary (a loss the controller reports). While a replica of it lives, Redis
@@ -494,9 +497,10 @@ func forgetGone(answering []Member, anchor Member) ([]Action, string) {
 		if ids[n.ID] || n.Handshake() {
 			continue
 		}
-		if !n.Failed() || (n.SlotCount() > 0 && replicated[n.ID]) {
+		gone := n.Failed() || n.AddressTaken()
+		if !gone || (n.SlotCount() > 0 && replicated[n.ID]) {
 			if waiting == "" {
-				waiting = fmt.Sprintf("node %s at %s is no pod's; it is forgotten once the cluster agrees it has failed and no node replicates it", n.ID, n.Addr)
+				waiting = fmt.Sprintf("node %s at %s is no pod's; it is forgotten once the cluster agrees it has failed and no node replicates it", n.ID, cmp.Or(n.Addr, "an address another node took"))
 			}
 			continue
 		}

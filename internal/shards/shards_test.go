@@ -213,6 +213,32 @@ func TestANodeIsForgottenOnlyWhenEveryPodAnswersAndItServesNothing(t *testing.T)
 	assert.Empty(t, kinds(shards.Decide(c.members, 3))[shards.Forget], "a pod that does not answer may be that node, restarting")
 }
 
+// With spec.expose a replaced pod keeps its Service's address: its new node answers there at
+// once, Redis flags the old one noaddr and never marks it failed. It is gone all the same.
+func TestANodeWhoseAddressAnotherNodeTookIsForgotten(t *testing.T) {
+	c := newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard0-1", "slave", "n00").
+		set("rc-shard1-0", "master", "", r(5461, 10921)).set("rc-shard1-1", "slave", "n10").
+		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+	taken := node("old", "slave,noaddr", "n00")
+	taken.Addr, taken.Connected = "", false
+	for i := range c.members {
+		c.members[i].Nodes = append(c.members[i].Nodes, taken)
+	}
+	assert.Len(t, kinds(shards.Decide(c.members, 3))[shards.Forget], 6, "every node forgets it")
+
+	// Not while it serves slots that a replica holds: Redis Cluster does not promote the
+	// replica of a primary it never marks failed, and the operator does not either (yet).
+	primary := node("old", "master,noaddr", "", r(0, 5460))
+	primary.Addr, primary.Connected = "", false
+	c.set("rc-shard0-0", "slave", "old")
+	for i := range c.members {
+		c.members[i].Nodes[len(c.members[i].Nodes)-1] = primary
+	}
+	p := shards.Decide(c.members, 3)
+	assert.Empty(t, kinds(p)[shards.Forget])
+	assert.Equal(t, "shard 0 has no primary", p.Waiting)
+}
+
 // A restored cluster: each shard's first node loaded its shard's keys and took the slots they
 // are in; the layout (the slots the backup recorded, not an even split) gives each shard the
 // rest of its own, and nothing twice.

@@ -20,12 +20,14 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/partition"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -40,7 +42,8 @@ import (
 // a shard's primary hangs (its replica promoted, clients follow MOVED), then the cluster grows
 // from 3 shards to 4 (slots move, clients follow ASK and MOVED), under three writers whose
 // acknowledged writes (WAIT 1) are all read back; then it shrinks back to 3 (the last shard's
-// slots move back, its nodes and their Services go).
+// slots move back, its nodes and their Services go), and rolls out a new version (every pod
+// replaced, each shard's replica taking over first).
 func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	needsLocalNode(t, "dials the nodes' own addresses")
 	ctx := context.Background()
@@ -138,6 +141,21 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 				err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "outshards-shard3-0-ext"}, &corev1.Service{})
 				assert.True(c, apierrors.IsNotFound(err), "the drained shard's Services go: %v", err)
 			}, 3*waitFor, tick, "the cluster shrinks to 3 shards")
+			// A rolling upgrade: each shard's replica replaced (a new pod, a new node ID, its
+			// Service's node port announced again), its replica taking over with CLUSTER
+			// FAILOVER, then the old primary's pod replaced.
+			cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/outshards", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				for i := range 3 {
+					sts := &appsv1.StatefulSet{}
+					require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts))
+					assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
+					assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+					assert.Equal(c, int32(2), sts.Status.UpdatedReplicas)
+				}
+				got := redisClusterNamed(c, "outshards")
+				assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
+			}, 3*waitFor, tick, "every pod replaced by one of the new version")
 		},
 	}.run(t, rc)
 	assert.Empty(t, report.Lost, "acknowledged writes lost")

@@ -804,6 +804,7 @@ func (s shardedScenario) run(t *testing.T, rc *cachev1.RedisCluster) (history.Re
 	}
 	rec := &history.Recorder{}
 	runCtx, stop := context.WithCancel(ctx)
+	defer stop() // a failed step ends the writers too
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		history.Workload{Clients: clients, Interval: 10 * time.Millisecond, OpTimeout: time.Second, Recorder: rec}.Run(runCtx)
