@@ -213,6 +213,10 @@ func (d *outsideDialer) Dial(ctx context.Context, network, addr string) (net.Con
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%s is not a node's address: not reachable from outside", addr)
 	}
+	// go-redis bounds only its own dialer by DialTimeout: a SYN nobody answers would hold a
+	// check for the kernel's minutes.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	return cluster.Dial(ctx, network, addr)
 }
 
