@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,6 +155,7 @@ type machineBefore struct {
 	dir            string // containerd's own
 	defaultCgroups []string
 	runDirExisted  bool
+	runDirEntries  []string // shims' sockets and fifos another containerd on the machine holds
 }
 
 // assertStopsLeavingNothing stops containerd and checks that no mount, cgroup, runc state or
@@ -170,9 +172,26 @@ func assertStopsLeavingNothing(t *testing.T, c *node.Containerd, before machineB
 	containers, err := filepath.Glob(filepath.Join(c.RuncRoot, "*", "*"))
 	require.NoError(t, err)
 	assert.Empty(t, containers, "runc's state of the containers (under their namespace's directory)")
-	left, err := filepath.Glob("/run/containerd/*/*")
+	assert.Empty(t, newEntries(before.runDirEntries, runDirEntries(t)), "the shims' sockets and ctr's fifos")
+}
+
+// runDirEntries lists the fixed-path sockets and fifos of every containerd on the machine: a
+// containerd killed with its machine's restart leaves its own there, which are not ours to judge.
+func runDirEntries(t *testing.T) []string {
+	t.Helper()
+	entries, err := filepath.Glob("/run/containerd/*/*")
 	require.NoError(t, err)
-	assert.Empty(t, left, "the shims' sockets and ctr's fifos")
+	return entries
+}
+
+func newEntries(before, after []string) []string {
+	var added []string
+	for _, e := range after {
+		if !slices.Contains(before, e) {
+			added = append(added, e)
+		}
+	}
+	return added
 }
 
 // startContainerd starts a registry holding images and a containerd pulling through it, both
@@ -180,7 +199,7 @@ func assertStopsLeavingNothing(t *testing.T, c *node.Containerd, before machineB
 func startContainerd(t *testing.T, images map[string]v1.Image) (*node.Containerd, machineBefore) {
 	t.Helper()
 	_, err := os.Stat("/run/containerd")
-	before := machineBefore{defaultCgroups: cgroupsNamed(t, "k8s.io"), runDirExisted: err == nil}
+	before := machineBefore{defaultCgroups: cgroupsNamed(t, "k8s.io"), runDirExisted: err == nil, runDirEntries: runDirEntries(t)}
 	reg, err := registry.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, reg.Stop()) })
