@@ -703,6 +703,11 @@ func TestClusterModeRunsAStatefulSetPerShardWithClusterEnabled(t *testing.T) {
 	assert.Equal(t, []string{"/bin/sh", "-c", `case "$(cat /data/nodes.conf 2>/dev/null)" in *myself,master*) sleep 6;; esac; exec redis-server /etc/redis/redis.conf "$@"`, "redis-server"}, c.Command,
 		"without a volume, a primary restarted in its pod waits out its replica's promotion (node timeout 2s: 2 x 2s + 2s)")
 	assert.Equal(t, int32(18), *c.StartupProbe.FailureThreshold, "the startup probe waits as long, and 30s more")
+	rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+	c = resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 2, Shard: 1}).Spec.Template.Spec.Containers[0]
+	assert.Equal(t, []string{"/bin/sh", "-c", `case "$(cat /data/nodes.conf 2>/dev/null)" in *myself,master*|"") sleep 6;; esac; exec redis-server /etc/redis/redis.conf "$@"`, "redis-server"}, c.Command,
+		"exposed, a new pod keeps its Service's address: it waits too, lest a replica sync from it empty")
+	rc.Spec.Expose = nil
 	rc.Spec.Storage = &cachev1.StorageSpec{Size: resource.MustParse("1Gi")}
 	c = resources.DesiredStatefulSet(rc, resources.StatefulSetOptions{Replicas: 2, Shard: 1}).Spec.Template.Spec.Containers[0]
 	assert.Equal(t, []string{"redis-server", "/etc/redis/redis.conf"}, c.Command, "on a volume it keeps its node ID with its data")

@@ -239,7 +239,17 @@ func redisContainer(rc *cachev1.RedisCluster, images RedisImages) *corev1ac.Cont
 		// replica, which holds the keys; then it starts, learns that its slots have a newer
 		// owner, and replicates it. The startup probe gives it that long before the liveness
 		// probe begins.
-		c.Command = []string{"/bin/sh", "-c", `case "$(cat ` + dataDir + `/nodes.conf 2>/dev/null)" in *myself,master*) sleep ` +
+		waits := `*myself,master*`
+		if rc.Spec.Expose != nil {
+			// With spec.expose a replaced pod keeps its Service's address, and a replica
+			// replicates an address: a new, empty node answering there at once would be
+			// the replica's primary again, and the replica would copy its emptiness (the
+			// old node, whose address now answers with another ID, is never marked
+			// failed). So a new pod (no nodes.conf) waits as well: its Service answers
+			// nothing until its old node, if it was a primary, has been failed over.
+			waits += `|""`
+		}
+		c.Command = []string{"/bin/sh", "-c", `case "$(cat ` + dataDir + `/nodes.conf 2>/dev/null)" in ` + waits + `) sleep ` +
 			strconv.Itoa(int(wait.Seconds())) + `;; esac; exec redis-server ` + configDir + "/" + ConfigFileName + ` "$@"`, "redis-server"}
 		c.WithStartupProbe(corev1ac.Probe().
 			WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("redis"))).

@@ -309,7 +309,7 @@ func DecideLayout(members []Member, shards int, layout Layout) Plan {
 	}
 
 	if all {
-		forget, waiting := forgetGone(answering, anchor)
+		forget, waiting := forgetGone(answering)
 		plan.Actions = append(plan.Actions, forget...)
 		if plan.Waiting == "" {
 			plan.Waiting = waiting
@@ -481,7 +481,7 @@ func replicaOfServingPrimary(in []Member) (string, bool) {
 // (no spec.storage), so its keys are nowhere, and its slots, free once it is forgotten, are given
 // to its shard's new primary (a loss the controller reports). While a replica of it lives, Redis
 // Cluster promotes that replica instead.
-func forgetGone(answering []Member, anchor Member) ([]Action, string) {
+func forgetGone(answering []Member) ([]Action, string) {
 	ids := map[string]bool{}
 	replicated := map[string]bool{}
 	for _, m := range answering {
@@ -493,12 +493,11 @@ func forgetGone(answering []Member, anchor Member) ([]Action, string) {
 	}
 	var actions []Action
 	waiting := ""
-	for _, n := range anchor.Nodes {
-		if ids[n.ID] || n.Handshake() {
+	for _, n := range knownNodes(answering) {
+		if ids[n.ID] {
 			continue
 		}
-		gone := n.Failed() || n.AddressTaken()
-		if !gone || (n.SlotCount() > 0 && replicated[n.ID]) {
+		if !n.gone || (n.serves && replicated[n.ID]) {
 			if waiting == "" {
 				waiting = fmt.Sprintf("node %s at %s is no pod's; it is forgotten once the cluster agrees it has failed and no node replicates it", n.ID, cmp.Or(n.Addr, "an address another node took"))
 			}
@@ -511,6 +510,38 @@ func forgetGone(answering []Member, anchor Member) ([]Action, string) {
 		}
 	}
 	return actions, waiting
+}
+
+// knownNode is a node as all the answering tables describe it.
+type knownNode struct {
+	redis.ClusterNode
+	gone   bool // a table says the cluster agreed it failed, or that its address answers with another node's ID
+	serves bool // a table says it serves slots
+}
+
+// knownNodes are the nodes past the handshake in any answering member's table, each once, in
+// the order the members list them. A node that only some tables still hold (its member did not
+// answer when the others forgot it, or learnt of it later) is forgotten there too; judging it by
+// every table keeps the rule of forgetGone: gone if one says so, serving if one says so.
+func knownNodes(answering []Member) []knownNode {
+	var out []knownNode
+	at := map[string]int{}
+	for _, m := range answering {
+		for _, n := range m.Nodes {
+			if n.Handshake() {
+				continue
+			}
+			i, ok := at[n.ID]
+			if !ok {
+				i = len(out)
+				at[n.ID] = i
+				out = append(out, knownNode{ClusterNode: n})
+			}
+			out[i].gone = out[i].gone || n.Failed() || n.AddressTaken()
+			out[i].serves = out[i].serves || n.SlotCount() > 0
+		}
+	}
+	return out
 }
 
 func selfOf(m Member) redis.ClusterNode {

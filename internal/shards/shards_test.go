@@ -239,6 +239,26 @@ func TestANodeWhoseAddressAnotherNodeTookIsForgotten(t *testing.T) {
 	assert.Equal(t, "shard 0 has no primary", p.Waiting)
 }
 
+// A member that did not answer while the others forgot a gone node (with spec.expose, a new pod
+// waiting out its old node's failure) may hold it still, or hear of it later: it forgets it too,
+// though the first member's table no longer has it.
+func TestAGoneNodeOnlyOneTableStillHoldsIsForgottenThere(t *testing.T) {
+	c := newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard0-1", "slave", "n00").
+		set("rc-shard1-0", "master", "", r(5461, 10921)).set("rc-shard1-1", "slave", "n10").
+		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+	old := node("old", "master,noaddr", "")
+	old.Addr, old.Connected = "", false
+	m := c.member("rc-shard2-1")
+	m.Nodes = append(m.Nodes, old)
+	assert.Equal(t, []string{"rc-shard2-1 forgets old"}, kinds(shards.Decide(c.members, 3))[shards.Forget])
+
+	// Judged by every table: one that says it still serves slots its replica holds keeps it.
+	serving := node("old", "master", "", r(0, 5460))
+	c.set("rc-shard0-0", "slave", "old")
+	c.member("rc-shard0-0").Nodes = append(c.member("rc-shard0-0").Nodes, serving)
+	assert.Empty(t, kinds(shards.Decide(c.members, 3))[shards.Forget])
+}
+
 // A restored cluster: each shard's first node loaded its shard's keys and took the slots they
 // are in; the layout (the slots the backup recorded, not an even split) gives each shard the
 // rest of its own, and nothing twice.

@@ -171,6 +171,58 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	assert.Empty(t, outside.refusedAddrs(), "dials of an address that is not a node's")
 }
 
+// A shard primary's pod lost at once with spec.expose and no storage (its Redis killed and its
+// pod force-deleted, as a forced eviction or a kubelet that lost the pod would): its
+// replacement keeps its Service's address. At Redis Cluster's default node timeout the new pod
+// starts before the old node is marked failed, and a replica replicates an address, not a node
+// ID: a new, empty node answering there would be the replica's primary again. Each new pod waits
+// out the old node's failover before its Redis starts; the replica takes over with the shard's
+// keys, no acknowledged write of three outside writers is lost, the 3,000 keys written before
+// are all read back, and the old node is forgotten everywhere (every node announces what it
+// should, and names no other).
+func TestAShardPrimarysPodForceDeletedComesBackBehindItsServiceWithoutLosingAWrite(t *testing.T) {
+	needsLocalNode(t, "dials the nodes' own addresses; kills a container from the machine")
+	ctx := context.Background()
+	rc := shardedCluster(t, "forced", func(rc *cachev1.RedisCluster) {
+		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
+		rc.Spec.Cluster.NodeTimeout = nil // the default: longer than a new pod takes to start
+	})
+	pw, err := cluster.SecretValue(ctx, ns, "forced-auth", "password")
+	require.NoError(t, err)
+	outside := &outsideDialer{nodes: nodeAddresses(t)}
+	seed := announcedEverywhere(t, rc, pw, outside)
+	cc := outside.clusterClient(seed, pw)
+	defer cc.Close()
+	keys := 3000
+	writeAndReadBack(t, cc, "before", keys)
+
+	lost := rc.Status.Shards[0].Primary
+	report, after := shardedScenario{
+		client: func(t *testing.T, _ *cachev1.RedisCluster) *goredis.ClusterClient {
+			c := outside.clusterClient(seed, pw)
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+		partition: func(t *testing.T, _ *partition.Net) {
+			killRedis(t, lost)
+			out, err := cluster.KubectlOutput("delete", "pod", "-n", ns, lost, "--grace-period=0", "--force")
+			require.NoError(t, err, out)
+			replaced(t, rc, lost)
+		},
+	}.run(t, rc)
+	assert.Empty(t, report.Lost, "acknowledged writes lost")
+	assert.Positive(t, report.Acknowledged, "writes acknowledged")
+	reader := outside.clusterClient(announcedEverywhere(t, after, pw, outside), pw)
+	defer reader.Close()
+	for i := range keys {
+		got, err := reader.Get(ctx, fmt.Sprintf("before:%d", i)).Int()
+		require.NoError(t, err, "before:%d", i)
+		require.Equal(t, i, got)
+	}
+	assert.Contains(t, append(after.Status.Shards[0].Replicas, after.Status.Shards[0].Primary), lost, "its new pod joins its shard")
+	assert.Empty(t, outside.refusedAddrs(), "dials of an address that is not a node's")
+}
+
 // writeAndReadBack writes n keys <prefix>:<i> through cc, pipelined 1000 at a time, and reads
 // each back.
 func writeAndReadBack(t *testing.T, cc *goredis.ClusterClient, prefix string, n int) {
