@@ -93,6 +93,14 @@ func (c *cluster) joined() *cluster {
 	return c
 }
 
+// formedThreeByTwo is a formed cluster: each shard's first node serves a third of the slots, its
+// second replicates it, and every node knows every other.
+func formedThreeByTwo() *cluster {
+	return newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard0-1", "slave", "n00").
+		set("rc-shard1-0", "master", "", r(5461, 10921)).set("rc-shard1-1", "slave", "n10").
+		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+}
+
 func r(a, b int) redis.SlotRange { return redis.SlotRange{Start: a, End: b} }
 
 func kinds(p shards.Plan) map[shards.ActionKind][]string {
@@ -216,9 +224,7 @@ func TestANodeIsForgottenOnlyWhenEveryPodAnswersAndItServesNothing(t *testing.T)
 // With spec.expose a replaced pod keeps its Service's address: its new node answers there at
 // once, Redis flags the old one noaddr and never marks it failed. It is gone all the same.
 func TestANodeWhoseAddressAnotherNodeTookIsForgotten(t *testing.T) {
-	c := newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard0-1", "slave", "n00").
-		set("rc-shard1-0", "master", "", r(5461, 10921)).set("rc-shard1-1", "slave", "n10").
-		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+	c := formedThreeByTwo()
 	taken := node("old", "slave,noaddr", "n00")
 	taken.Addr, taken.Connected = "", false
 	for i := range c.members {
@@ -243,9 +249,7 @@ func TestANodeWhoseAddressAnotherNodeTookIsForgotten(t *testing.T) {
 // waiting out its old node's failure) may hold it still, or hear of it later: it forgets it too,
 // though the first member's table no longer has it.
 func TestAGoneNodeOnlyOneTableStillHoldsIsForgottenThere(t *testing.T) {
-	c := newCluster(3, 2).set("rc-shard0-0", "master", "", r(0, 5460)).set("rc-shard0-1", "slave", "n00").
-		set("rc-shard1-0", "master", "", r(5461, 10921)).set("rc-shard1-1", "slave", "n10").
-		set("rc-shard2-0", "master", "", r(10922, 16383)).set("rc-shard2-1", "slave", "n20").joined()
+	c := formedThreeByTwo()
 	old := node("old", "master,noaddr", "")
 	old.Addr, old.Connected = "", false
 	m := c.member("rc-shard2-1")

@@ -50,10 +50,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	rc := shardedCluster(t, "outshards", func(rc *cachev1.RedisCluster) {
 		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
 	})
-	pw, err := cluster.SecretValue(ctx, ns, "outshards-auth", "password")
-	require.NoError(t, err)
-	outside := &outsideDialer{nodes: nodeAddresses(t)}
-	seed := announcedEverywhere(t, rc, pw, outside)
+	pw, outside, seed := reachedFromOutside(t, rc)
 
 	// A ClusterClient seeded with one node's outside address writes and reads 10,000 keys.
 	cc := outside.clusterClient(seed, pw)
@@ -99,11 +96,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 	// TestAShardPrimarysRedisKilledWithoutStorageLosesNoAcknowledgedWrite.)
 	frozen := rc.Status.Shards[0].Primary
 	report, after := shardedScenario{
-		client: func(t *testing.T, _ *cachev1.RedisCluster) *goredis.ClusterClient {
-			c := outside.clusterClient(seed, pw)
-			t.Cleanup(func() { _ = c.Close() })
-			return c
-		},
+		client: outside.scenarioClient(seed, pw),
 		partition: func(t *testing.T, _ *partition.Net) {
 			id, err := cluster.ContainerID(ctx, ns, frozen, "redis")
 			require.NoError(t, err)
@@ -187,10 +180,7 @@ func TestAShardPrimarysPodForceDeletedComesBackBehindItsServiceWithoutLosingAWri
 		rc.Spec.Expose = &cachev1.ExposeSpec{Type: cachev1.ExposeNodePort}
 		rc.Spec.Cluster.NodeTimeout = nil // the default: longer than a new pod takes to start
 	})
-	pw, err := cluster.SecretValue(ctx, ns, "forced-auth", "password")
-	require.NoError(t, err)
-	outside := &outsideDialer{nodes: nodeAddresses(t)}
-	seed := announcedEverywhere(t, rc, pw, outside)
+	pw, outside, seed := reachedFromOutside(t, rc)
 	cc := outside.clusterClient(seed, pw)
 	defer cc.Close()
 	keys := 3000
@@ -198,11 +188,7 @@ func TestAShardPrimarysPodForceDeletedComesBackBehindItsServiceWithoutLosingAWri
 
 	lost := rc.Status.Shards[0].Primary
 	report, after := shardedScenario{
-		client: func(t *testing.T, _ *cachev1.RedisCluster) *goredis.ClusterClient {
-			c := outside.clusterClient(seed, pw)
-			t.Cleanup(func() { _ = c.Close() })
-			return c
-		},
+		client: outside.scenarioClient(seed, pw),
 		partition: func(t *testing.T, _ *partition.Net) {
 			killRedis(t, lost)
 			out, err := cluster.KubectlOutput("delete", "pod", "-n", ns, lost, "--grace-period=0", "--force")
@@ -221,6 +207,17 @@ func TestAShardPrimarysPodForceDeletedComesBackBehindItsServiceWithoutLosingAWri
 	}
 	assert.Contains(t, append(after.Status.Shards[0].Replicas, after.Status.Shards[0].Primary), lost, "its new pod joins its shard")
 	assert.Empty(t, outside.refusedAddrs(), "dials of an address that is not a node's")
+}
+
+// reachedFromOutside waits until every node of rc, exposed by NodePort, announces its outside
+// address everywhere; it returns rc's password, a dialer from outside the nodes, and the first
+// node's outside address.
+func reachedFromOutside(t *testing.T, rc *cachev1.RedisCluster) (string, *outsideDialer, string) {
+	t.Helper()
+	pw, err := cluster.SecretValue(context.Background(), ns, rc.Name+"-auth", "password")
+	require.NoError(t, err)
+	outside := &outsideDialer{nodes: nodeAddresses(t)}
+	return pw, outside, announcedEverywhere(t, rc, pw, outside)
 }
 
 // writeAndReadBack writes n keys <prefix>:<i> through cc, pipelined 1000 at a time, and reads
@@ -281,6 +278,16 @@ func (d *outsideDialer) refusedAddrs() []string {
 func (d *outsideDialer) clusterClient(seed, password string) *goredis.ClusterClient {
 	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{seed}, Password: password, Dialer: d.Dial,
 		DialTimeout: 300 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRedirects: 8})
+}
+
+// scenarioClient gives a sharded scenario's writers and reader cluster clients from outside,
+// seeded with one node's outside address, each closed at the test's end.
+func (d *outsideDialer) scenarioClient(seed, password string) func(*testing.T, *cachev1.RedisCluster) *goredis.ClusterClient {
+	return func(t *testing.T, _ *cachev1.RedisCluster) *goredis.ClusterClient {
+		c := d.clusterClient(seed, password)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
 }
 
 // nodeAddresses are the Kubernetes nodes' internal addresses.
