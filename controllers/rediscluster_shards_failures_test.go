@@ -33,11 +33,22 @@ import (
 func assertKeysRead(t *testing.T, cc *goredis.ClusterClient, n int) {
 	t.Helper()
 	ctx := context.Background()
+	// Read in pipelines of 1000: one GET at a time, 20,000 keys took longer than waitFor on a
+	// loaded CI machine, and no pass ended to say what it read.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var lost []string
-		for i := range n {
-			if v, err := cc.Get(ctx, fmt.Sprintf("k:%d", i)).Result(); err != nil || v != fmt.Sprint(i) {
-				lost = append(lost, fmt.Sprintf("k:%d (%v)", i, err))
+		for start := 0; start < n; start += 1000 {
+			var gets []*goredis.StringCmd
+			_, _ = cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i := start; i < min(start+1000, n); i++ {
+					gets = append(gets, p.Get(ctx, fmt.Sprintf("k:%d", i)))
+				}
+				return nil
+			})
+			for j, get := range gets {
+				if v, err := get.Result(); err != nil || v != fmt.Sprint(start+j) {
+					lost = append(lost, fmt.Sprintf("k:%d (%v)", start+j, err))
+				}
 			}
 		}
 		assert.Empty(c, lost, "keys lost of %d", n)
