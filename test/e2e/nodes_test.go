@@ -359,10 +359,7 @@ func TestNodeLossOutOfServiceStartsAPodElsewhereOrWaitsForItsVolume(t *testing.T
 	cluster.MustKubectl(t, "taint", "node", node, taint+"-")
 	// The returned node registers again before its pod starts: 74.5 s alone on an idle machine,
 	// past readyAgain's 90 s under CI's load (why it takes that long is not yet known).
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := redisClusterNamed(c, anchored.Name)
-		assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
-	}, 2*waitFor, tick, "%s Ready on %s", replica, node)
+	readyWithin(t, anchored, 2*waitFor)
 	assert.Equal(t, node, nodeOf(t, ns, replica), "the pod runs where its volume is")
 	t.Logf("%s powered on: %s Ready on it %.1fs later", node, replica, time.Since(back).Seconds())
 	for key, want := range map[string]string{"kept": "on " + node, "meanwhile": "served"} {

@@ -129,6 +129,12 @@ func share(t *testing.T, name string, make func() *cachev1.RedisCluster) *cachev
 // returns it.
 func readyAgain(t *testing.T, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
 	t.Helper()
+	return readyWithin(t, rc, waitFor)
+}
+
+// readyWithin is readyAgain for a step that may take longer than waitFor.
+func readyWithin(t *testing.T, rc *cachev1.RedisCluster, d time.Duration) *cachev1.RedisCluster {
+	t.Helper()
 	got := &cachev1.RedisCluster{}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), got))
@@ -136,7 +142,7 @@ func readyAgain(t *testing.T, rc *cachev1.RedisCluster) *cachev1.RedisCluster {
 		if got.Spec.Cluster == nil {
 			assert.Len(c, got.Status.Nodes, int(got.Spec.Replicas))
 		}
-	}, waitFor, tick)
+	}, d, tick)
 	return got
 }
 
