@@ -148,6 +148,9 @@ func startRealNode(ctx context.Context, root, dir string, imgs map[string]v1.Ima
 	if rn.network, err = node.CreateNetwork(filepath.Base(rn.dir)); err != nil {
 		return nil, err
 	}
+	if err = errors.Join(rn.network.Holds(rn.dir), rn.network.Holds(dir)); err != nil {
+		return nil, err
+	}
 	rn.netns = rn.network.Netns
 	if rn.registry, err = registry.Start(filepath.Join(dir, "registry")); err != nil {
 		return nil, err

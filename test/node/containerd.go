@@ -139,7 +139,9 @@ func StartContainerd(cfg ContainerdConfig) (*Containerd, error) {
 
 // config is containerd 1.6's configuration. restrict_oom_score_adj: this machine's processes
 // lack CAP_SYS_RESOURCE, and without it every sandbox fails ("can't get final child's PID from
-// pipe: EOF"). The CRI's runc root is the instance's own, as ctr's is (Ctr).
+// pipe: EOF"). The CRI's runc root is the instance's own, as ctr's is (Ctr), and so are the pods'
+// network namespaces (under its state directory, not /run/netns: a node's pods' namespaces are
+// told from another cluster's by their path, and go with the node's mounts).
 func (c *Containerd) config() string {
 	cni := ""
 	if c.cniConfDir != "" {
@@ -157,6 +159,7 @@ state = %q
 
 [plugins."io.containerd.grpc.v1.cri"]
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
   sandbox_image = "registry.k8s.io/pause:3.10"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %q

@@ -3,6 +3,7 @@ package node
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -31,33 +32,88 @@ var (
 	nodeBinaries = []string{"kubelet", "kube-proxy", "containerd"}
 )
 
-// Snapshot reads the machine.
+// Snapshot reads the machine, leaving out what belongs to a cluster running beside (a live
+// tenant: tenants.go): its namespaces, cgroups, processes and mounts. While a tenant's record
+// exists, the sysctls and fixed-path directories are the ones it saved, as the machine had them
+// before any kubelet ran: the last tenant out puts them back.
 func Snapshot() Machine {
-	m := Machine{Sysctls: map[string]string{}, Dirs: map[string]bool{}}
-	for _, key := range kubeletSysctls {
-		if b, err := os.ReadFile("/proc/sys/" + key); err == nil {
-			m.Sysctls[key] = strings.TrimSpace(string(b))
+	tenants, s := readTenants()
+	var live []tenant
+	for _, t := range tenants {
+		if t.alive {
+			live = append(live, t)
 		}
 	}
-	for _, d := range fixedDirs {
-		_, err := os.Stat(d)
-		m.Dirs[d] = err == nil
+	owned := func(own func(tenant) bool) bool {
+		for _, t := range live {
+			if own(t) {
+				return true
+			}
+		}
+		return false
 	}
-	m.Cgroups = kubeletCgroups()
-	m.Netns, _ = filepath.Glob("/run/netns/*")
-	_, err := os.Stat("/run/netns")
-	m.NetnsDir = err == nil
-	m.Processes = nodeProcesses()
-	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		m.Mounts = strings.Count(string(b), "\n")
+	m := readMachine(func(pid, cmdline string) bool {
+		return owned(func(t tenant) bool { return t.ownsProcess(pid, cmdline) })
+	}, func(point string) bool {
+		return owned(func(t tenant) bool {
+			return t.ownsPath(point) || (strings.HasPrefix(point, "/run/netns/") && t.ownsNetns(filepath.Base(point)))
+		})
+	})
+	m.Cgroups = without(m.Cgroups, func(cg string) bool { return owned(func(t tenant) bool { return t.ownsCgroup(cg) }) })
+	m.Netns = without(m.Netns, func(ns string) bool { return owned(func(t tenant) bool { return t.ownsNetns(filepath.Base(ns)) }) })
+	if s != nil {
+		m.Sysctls, m.Dirs = s.Sysctls, s.Dirs
 	}
 	return m
 }
 
+// without is list less what drop says, nil when nothing is left (as a list read empty is).
+func without(list []string, drop func(string) bool) []string {
+	if list = slices.DeleteFunc(list, drop); len(list) == 0 {
+		return nil
+	}
+	return list
+}
+
+// readMachine reads the machine as it is, without the processes and mount points skip names.
+func readMachine(skipProcess func(pid, cmdline string) bool, skipMount func(point string) bool) Machine {
+	var m Machine
+	m.Sysctls, m.Dirs = machineWide()
+	m.Cgroups = kubeletCgroups()
+	m.Netns, _ = filepath.Glob("/run/netns/*")
+	_, err := os.Stat("/run/netns")
+	m.NetnsDir = err == nil
+	m.Processes = nodeProcesses(skipProcess)
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && !skipMount(f[4]) {
+				m.Mounts++
+			}
+		}
+	}
+	return m
+}
+
+// machineWide reads what every kubelet changes on the machine: its sysctls, and whether each
+// fixed-path directory exists.
+func machineWide() (sysctls map[string]string, dirs map[string]bool) {
+	sysctls, dirs = map[string]string{}, map[string]bool{}
+	for _, key := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + key); err == nil {
+			sysctls[key] = strings.TrimSpace(string(b))
+		}
+	}
+	for _, d := range fixedDirs {
+		_, err := os.Stat(d)
+		dirs[d] = err == nil
+	}
+	return sysctls, dirs
+}
+
 // nodeProcesses are the command lines of the node's processes and of every process in a PID
 // namespace other than the machine's: a container's (Redis in another suite's tests runs in the
-// machine's own, and is not counted).
-func nodeProcesses() []string {
+// machine's own, and is not counted). skip leaves out those of a cluster running beside.
+func nodeProcesses(skip func(pid, cmdline string) bool) []string {
 	machine, _ := os.Readlink("/proc/self/ns/pid")
 	var procs []string
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
@@ -67,6 +123,9 @@ func nodeProcesses() []string {
 			continue
 		}
 		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		if skip(filepath.Base(dir), cmdline) {
+			continue
+		}
 		ns, err := os.Readlink(filepath.Join(dir, "ns", "pid"))
 		if err == nil && ns != machine {
 			procs = append(procs, cmdline)

@@ -54,9 +54,14 @@ func AddrsOf(index int) Addrs {
 
 // CreateNetwork makes the control plane's namespace, name, with the network's bridge. It
 // forwards between the nodes (a router's job: the kubelet's namespaces do it for their pods).
+// The network is a tenant of the machine until Delete (tenants.go): two clusters may run at once.
 func CreateNetwork(name string) (*Network, error) {
+	if err := enter(name); err != nil {
+		return nil, err
+	}
 	n, err := CreateNetns(name)
 	if err != nil {
+		leave(name)
 		return nil, err
 	}
 	for _, args := range [][]string{
@@ -69,15 +74,21 @@ func CreateNetwork(name string) (*Network, error) {
 	} {
 		if err := n.IP(args...); err != nil {
 			n.Delete()
+			leave(name)
 			return nil, err
 		}
 	}
 	if err := n.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
 		n.Delete()
+		leave(name)
 		return nil, err
 	}
 	return &Network{Netns: n, nodes: map[string]*attached{}}, nil
 }
+
+// Holds records dir as the network's (a node's directory, the cluster's): what a cluster whose
+// test process was killed left there is removed by the next cluster to start (tenants.go).
+func (nw *Network) Holds(dir string) error { return addDir(nw.Netns.Name, dir) }
 
 // AddNode makes the namespace of node name, the index-th (from 1), joined to the network with
 // the addresses AddrsOf(index), and routes its pod CIDR from the control plane and every other
@@ -215,6 +226,7 @@ func (nw *Network) Delete() {
 		nw.RemoveNode(name)
 	}
 	nw.Netns.Delete()
+	leave(nw.Netns.Name)
 }
 
 // Sysctl writes a network sysctl of the namespace (its own copy: net.ipv4.ip_forward, ...).

@@ -86,6 +86,11 @@ func Start(cfg Config) (n *Node, err error) {
 			n = nil
 		}
 	}()
+	if cfg.Network != nil {
+		if err := cfg.Network.Holds(cfg.Dir); err != nil {
+			return n, err
+		}
+	}
 	for _, addr := range cfg.ForwardFromMachine {
 		if err := n.forwardFromMachine(addr); err != nil {
 			return n, err
@@ -362,22 +367,23 @@ func (n *Node) halt() {
 }
 
 // Restore puts back what nodes change on the machine outside their directories, as before was
-// (Snapshot, taken before the first node's namespace was made): pods' network namespaces a
-// forced stop left, /run/netns, the kubelets' cgroups, the sysctls they set, and the
-// fixed-path directories that were not there.
+// (Snapshot, taken before the first node's namespace was made): /run/netns, the kubelets' cgroups, the sysctls they set, and the
+// fixed-path directories that were not there. A cluster running beside keeps its cgroups, and
+// the sysctls and directories wait for the last cluster out (tenants.go).
 func Restore(before Machine) {
-	now, _ := filepath.Glob("/run/netns/cni-*")
-	for _, ns := range now {
-		if !slices.Contains(before.Netns, ns) {
-			_ = unix.Unmount(ns, unix.MNT_DETACH)
-			_ = os.Remove(ns)
-		}
-	}
 	if left, _ := filepath.Glob("/run/netns/*"); !before.NetnsDir && len(left) == 0 {
 		_ = unix.Unmount("/run/netns", unix.MNT_DETACH)
 		_ = os.Remove("/run/netns")
 	}
-	removeCgroups(before.Cgroups)
+	tenants, _ := readTenants()
+	live := slices.DeleteFunc(tenants, func(t tenant) bool { return !t.alive })
+	removeCgroups(slices.Concat(before.Cgroups, slices.DeleteFunc(kubeletCgroups(), func(cg string) bool {
+		return !slices.ContainsFunc(live, func(t tenant) bool { return t.ownsCgroup(cg) })
+	})))
+	// What every kubelet changes goes back once no other cluster runs (its kubelets rely on it).
+	if len(live) > 0 {
+		return
+	}
 	for key, value := range before.Sysctls {
 		_ = os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
 	}
