@@ -59,7 +59,7 @@ func withLock(f func() error) error {
 		}
 		err = syscall.Bind(fd, &syscall.SockaddrUnix{Name: lockName})
 		if err == nil {
-			defer syscall.Close(fd)
+			defer func() { _ = syscall.Close(fd) }()
 			return f()
 		}
 		_ = syscall.Close(fd)
