@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,9 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: binDir,
+		// envtest's 20 s is too short on a loaded machine: in a CI run with the machine's run
+		// queue at 40 (2026-12-06), kube-apiserver did not answer within 20 s five times over.
+		ControlPlaneStartTimeout: time.Minute,
 	}
 	orphanless(env, root, binDir)
 	// envtest's default service range (/24) holds 254 ClusterIPs: too few for the benchmark's clusters.
