@@ -336,8 +336,11 @@ func (n *node) ClusterKeysInSlot(ctx context.Context, slot, count int) ([]string
 
 // Migrate moves the keys (all of one slot) to the node at addr, logged in there as on this
 // node: the target restores each (RESTORE-ASKING), then this node deletes it, atomically for
-// the batch. A key the target already has is refused (BUSYKEY) and stays here: nothing is
-// overwritten.
+// the batch. A copy the target already holds is replaced (REPLACE): this node serves the slot
+// and every key it still holds, so its copy is the one clients read and wrote. The target's is
+// left by an earlier MIGRATE whose reply came after its timeout (the target had restored the
+// keys, this node kept them and went on serving them) or by a move abandoned half way; refused
+// (BUSYKEY), it stopped the move for good (a CI run on a loaded machine, 2026-12-06).
 func (n *node) Migrate(ctx context.Context, addr string, keys []string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -347,7 +350,7 @@ func (n *node) Migrate(ctx context.Context, addr string, keys []string) error {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	args := []any{"MIGRATE", host, port, "", 0, timeout.Milliseconds()}
+	args := []any{"MIGRATE", host, port, "", 0, timeout.Milliseconds(), "REPLACE"}
 	switch {
 	case n.opts.Username != "":
 		args = append(args, "AUTH2", n.opts.Username, n.opts.Password)

@@ -112,6 +112,47 @@ func TestAMoveWhoseReceiverSeesNobodyServeTheSlotTellsItTheOwnerFirst(t *testing
 	assert.False(t, self.OpenSlot(slot))
 }
 
+func TestAKeyTheReceiverAlreadyHoldsIsReplacedByTheGiversCopy(t *testing.T) {
+	// Given a slot the giver serves with 30 keys, and a receiver importing it that already holds
+	// a copy of one of them, older than the giver's: what a MIGRATE leaves when its reply comes
+	// after its timeout (the receiver restored the keys, the giver kept them and went on
+	// serving their writes)
+	ctx := context.Background()
+	giver, receiver, ids := twoNodes(t)
+	const tag = "{carts}"
+	keySlot, err := client(giver).ClusterKeySlot(ctx, tag).Result()
+	require.NoError(t, err)
+	slot := int(keySlot)
+	for i := range 30 {
+		require.NoError(t, client(giver).Set(ctx, fmt.Sprintf("%s:%d", tag, i), "giver's", 0).Err())
+	}
+	require.NoError(t, client(receiver).Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[giver]).Err())
+	_, err = client(receiver).Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Do(ctx, "ASKING")
+		p.Set(ctx, tag+":7", "stale", 0)
+		return nil
+	})
+	require.NoError(t, err)
+	dial := redis.NewDialer(redis.Options{Timeout: time.Second})
+	addrs := map[string]string{"giver": giver.Addr(), "receiver": receiver.Addr()}
+	move := shards.Move{Slot: slot, From: "giver", To: "receiver", FromID: ids[giver], ToID: ids[receiver], Importing: true, ToSeesFrom: true}
+
+	// When the slot moves, 10 keys a MIGRATE
+	moved, err := shards.MoveSlots(ctx, dial, []shards.Move{move}, addrs, []string{"giver", "receiver"},
+		shards.Pace{KeysPerMigrate: 10, Share: 1}, time.Minute)
+
+	// Then the move ends (a refused key, BUSYKEY, stopped it for good), every key is the giver's,
+	// on the receiver, and the receiver serves the slot
+	require.NoError(t, err)
+	assert.Equal(t, 30, moved.Keys)
+	assert.Equal(t, int64(30), client(receiver).ClusterCountKeysInSlot(ctx, slot).Val())
+	assert.Zero(t, client(giver).ClusterCountKeysInSlot(ctx, slot).Val())
+	view, err := dial(receiver.Addr()).ClusterNodes(ctx)
+	require.NoError(t, err)
+	require.True(t, sees(view, ids[receiver], slot))
+	assert.Equal(t, "giver's", client(receiver).Get(ctx, tag+":7").Val(), "the receiver's stale copy is replaced")
+}
+
 func TestAPaceSaysWhatIsWrongWithIt(t *testing.T) {
 	require.NoError(t, shards.DefaultPace.Valid())
 	require.NoError(t, shards.Pace{KeysPerMigrate: 1, Share: 0.1}.Valid())
