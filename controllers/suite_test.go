@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
@@ -52,7 +51,7 @@ func (b *lockedBuffer) String() string {
 
 var (
 	operatorLogs lockedBuffer
-	env          *envtest.Environment
+	env          *testenv.Env
 	adminCfg     *rest.Config
 	k8sClient    client.Client
 )

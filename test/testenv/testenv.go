@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -50,8 +51,20 @@ func BinaryDir(root string) string {
 	return filepath.Join(root, "bin", "k8s")
 }
 
+// Env is a running control plane: envtest's Environment, whose Stop also removes the directory
+// Start gave its processes.
+type Env struct {
+	*envtest.Environment
+	dir string
+}
+
+// Stop ends kube-apiserver and etcd and removes their directory.
+func (e *Env) Stop() error {
+	return errors.Join(e.Environment.Stop(), os.RemoveAll(e.dir))
+}
+
 // Start runs kube-apiserver and etcd with the RedisCluster CRD installed.
-func Start() (*envtest.Environment, *rest.Config, error) {
+func Start() (*Env, *rest.Config, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, nil, err
@@ -60,19 +73,36 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	if _, err := os.Stat(filepath.Join(binDir, "kube-apiserver")); err != nil {
 		return nil, nil, fmt.Errorf("kube-apiserver is not in %s; run `make envtest`: %w", binDir, err)
 	}
-	env := &envtest.Environment{
+	env := &Env{Environment: &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: binDir,
 		// envtest's 20 s is too short on a loaded machine: in a CI run with the machine's run
 		// queue at 40 (2026-12-06), kube-apiserver did not answer within 20 s five times over.
 		ControlPlaneStartTimeout: time.Minute,
+	}}
+	orphanless(env.Environment, root, binDir)
+	// The processes' files in one directory of ours: envtest makes a new one for the API server's
+	// certificates at each of its five tries to start, and removes only the last (a loaded CI run
+	// left eight).
+	if env.dir, err = os.MkdirTemp("", "testenv-"); err != nil {
+		return nil, nil, err
 	}
-	orphanless(env, root, binDir)
+	if env.ControlPlane.Etcd == nil {
+		env.ControlPlane.Etcd = &envtest.Etcd{}
+	}
+	env.ControlPlane.Etcd.DataDir = filepath.Join(env.dir, "etcd")
+	env.ControlPlane.GetAPIServer().CertDir = filepath.Join(env.dir, "apiserver")
+	for _, d := range []string{env.ControlPlane.Etcd.DataDir, env.ControlPlane.GetAPIServer().CertDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			_ = os.RemoveAll(env.dir)
+			return nil, nil, err
+		}
+	}
 	// envtest's default service range (/24) holds 254 ClusterIPs: too few for the benchmark's clusters.
 	// No traffic is ever sent to a ClusterIP here; nothing routes them.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
-	cfg, err := env.Start()
+	cfg, err := env.Environment.Start()
 	if err != nil {
 		// Start may fail after the processes run (installing the CRDs): end them.
 		_ = env.Stop()
@@ -102,7 +132,7 @@ func orphanless(env *envtest.Environment, root, binDir string) {
 
 // StartFor runs kube-apiserver and etcd for one test or benchmark (Start), and stops them when
 // it ends.
-func StartFor(tb testing.TB) (*envtest.Environment, *rest.Config) {
+func StartFor(tb testing.TB) (*Env, *rest.Config) {
 	tb.Helper()
 	env, cfg, err := Start()
 	if err != nil {

@@ -26,7 +26,7 @@ func TestAPanickingTestLeavesNoControlPlaneRunning(t *testing.T) {
 		for _, pid := range procfs.Children(os.Getpid()) {
 			os.Stdout.WriteString("child-pid " + strconv.Itoa(pid) + "\n")
 		}
-		for _, dir := range []string{env.ControlPlane.APIServer.CertDir, env.ControlPlane.Etcd.DataDir} {
+		for _, dir := range []string{env.dir, env.WebhookInstallOptions.LocalServingCertDir} {
 			os.Stdout.WriteString("child-dir " + dir + "\n")
 		}
 		panic("a test that panics with the control plane running")
@@ -49,11 +49,12 @@ func TestAPanickingTestLeavesNoControlPlaneRunning(t *testing.T) {
 			require.NoError(t, err)
 			pids = append(pids, pid)
 		}
-		if dir, ok := strings.CutPrefix(sc.Text(), "child-dir "); ok && strings.Contains(dir, "k8s_test_framework_") {
+		if dir, ok := strings.CutPrefix(sc.Text(), "child-dir "); ok && strings.HasPrefix(dir, os.TempDir()+"/") {
 			dirs = append(dirs, dir)
 		}
 	}
 	require.Len(t, pids, 2, "the child ran kube-apiserver and etcd:\n%s", out)
+	require.Len(t, dirs, 2, "the child's directories (its processes', envtest's serving certificates):\n%s", out)
 	// Whatever the outcome, nothing of the child's stays: its processes (had they outlived it)
 	// and envtest's directories (certificates, etcd's data), which a panic leaves behind
 	t.Cleanup(func() {
