@@ -102,7 +102,7 @@ func Start() (*Env, *rest.Config, error) {
 	// envtest's default service range (/24) holds 254 ClusterIPs: too few for the benchmark's clusters.
 	// No traffic is ever sent to a ClusterIP here; nothing routes them.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
-	cfg, err := env.Environment.Start()
+	cfg, err := env.Start()
 	if err != nil {
 		// Start may fail after the processes run (installing the CRDs): end them.
 		_ = env.Stop()
