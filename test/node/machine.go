@@ -32,20 +32,15 @@ var (
 	nodeBinaries = []string{"kubelet", "kube-proxy", "containerd"}
 )
 
-// Snapshot reads the machine, leaving out what belongs to a cluster running beside (a live
-// tenant: tenants.go): its namespaces, cgroups, processes and mounts. While a tenant's record
-// exists, the sysctls and fixed-path directories are the ones it saved, as the machine had them
-// before any kubelet ran: the last tenant out puts them back.
+// Snapshot reads the machine, leaving out what belongs to another cluster (a tenant:
+// tenants.go): its namespaces, cgroups, processes and mounts, whether it runs beside or its test
+// process was killed (the next cluster to start removes what that one left, which is no suite's
+// own). While a tenant's record exists, the sysctls and fixed-path directories are the ones it
+// saved, as the machine had them before any kubelet ran: the last tenant out puts them back.
 func Snapshot() Machine {
 	tenants, s := readTenants()
-	var live []tenant
-	for _, t := range tenants {
-		if t.alive {
-			live = append(live, t)
-		}
-	}
 	owned := func(own func(tenant) bool) bool {
-		for _, t := range live {
+		for _, t := range tenants {
 			if own(t) {
 				return true
 			}

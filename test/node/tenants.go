@@ -16,7 +16,7 @@ import (
 // Two local clusters may run on the machine at once (CI runs two real-node suites side by side).
 // Each network is a tenant of the machine while it exists: a file named after it in tenantsDir
 // says which test process made it and which directories hold its nodes. With it:
-//   - Snapshot leaves out what belongs to a live tenant (its namespaces, cgroups, processes and
+//   - Snapshot leaves out what belongs to a tenant (its namespaces, cgroups, processes and
 //     mounts), so that a suite compares the machine before and after its own cluster only;
 //   - what every kubelet changes machine-wide (sysctls, fixed-path directories) is recorded by
 //     the first tenant in (savedFile) and put back by the last one out (Restore), whatever order
