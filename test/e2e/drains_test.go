@@ -145,11 +145,11 @@ func TestDrainsAndDeletesHandThePrimaryOverBeforeItsRedisStops(t *testing.T) {
 	assert.Empty(t, outcome.Lost, "acknowledged writes lost")
 	assert.Empty(t, outcome.ByNonPrimary, "writes acknowledged by a node that was not the primary of record")
 	assert.Positive(t, outcome.Acknowledged)
-	// A failover waits out unreachableTimeout (3 s) and its check: 4.5 s at least. A handover
-	// took 1.2-2.0 s here alone and 2.65 s beside CI's other suites (the primary Service without
-	// an endpoint for 2 s while the API server, the endpoints controller and kube-proxy shared
-	// the cores with the envtest suites).
-	assert.Less(t, outcome.NoWritablePrimary, 4*time.Second, "a switchover's pause and the Service moving, not a failover's wait")
+	// Handed over, not failed over: the Events say which (a failover waits out unreachableTimeout,
+	// 3 s, and its check). The time without a writable primary is a figure, not a bound: 1.2-2.0 s
+	// here alone, 2.65 s beside CI's envtest suites, 4.33 s beside them and a second cluster
+	// (2026-12-06); docs/benchmarks.md has the measured figures.
+	t.Logf("longest without a writable primary: %s", outcome.NoWritablePrimary)
 	handedOver(t, rc)
 }
 
