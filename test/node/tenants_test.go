@@ -23,13 +23,12 @@ import (
 // kubelet would.
 const maxKeys = "/proc/sys/kernel/keys/root_maxkeys"
 
-// Two clusters run on the machine at once in CI. While another cluster's test process runs, the
-// machine's snapshot leaves out what is its (so each suite judges only its own cluster); once
-// that process is killed (go test's -timeout panics, and no cleanup runs), what it left counts
-// again, and the next cluster to start removes it and puts the sysctls back once the last
-// cluster is out. The other cluster is this test binary run again (TestHelperAClusterKilled), with
-// a network, a node's namespace, a mount in its directory and a sysctl changed, killed with
-// SIGKILL.
+// Two local clusters may share the machine. While another cluster's test process runs, the
+// machine's snapshot leaves out what is its (so each suite judges only its own cluster); once that
+// process is killed (go test's -timeout panics, and no cleanup runs), what it left is still left
+// out, the next cluster to start removes it, and the sysctls go back once the last cluster is out.
+// The other cluster is this test binary run again (TestHelperAClusterKilled), with a network, a
+// node's namespace, a mount in its directory and a sysctl changed, killed with SIGKILL.
 func TestAClusterBesideIsLeftOutAndWhatAKilledOneLeftIsRemoved(t *testing.T) {
 	before := node.Snapshot()
 	dir := shortDir(t)
