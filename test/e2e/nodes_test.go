@@ -362,6 +362,13 @@ func TestNodeLossOutOfServiceStartsAPodElsewhereOrWaitsForItsVolume(t *testing.T
 	readyWithin(t, anchored, 2*waitFor)
 	assert.Equal(t, node, nodeOf(t, ns, replica), "the pod runs where its volume is")
 	t.Logf("%s powered on: %s Ready on it %.1fs later", node, replica, time.Since(back).Seconds())
+	// Where the time after power-on goes (74.5 s alone, not yet explained): the node's and the
+	// pod's conditions, each with when it last changed, and the pod's Events.
+	t.Logf("powered on at %s; node: %s; pod: %s; events:\n%s", back.UTC().Format(time.RFC3339),
+		cluster.MustKubectl(t, "get", "node", node, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}@{.lastTransitionTime} {end}`),
+		cluster.MustKubectl(t, "get", "pod", "-n", ns, replica, "-o", `jsonpath={range .status.conditions[*]}{.type}={.status}@{.lastTransitionTime} {end}`),
+		cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+replica, "--sort-by=.lastTimestamp",
+			"-o", "custom-columns=FIRST:.firstTimestamp,LAST:.lastTimestamp,REASON:.reason,MESSAGE:.message"))
 	for key, want := range map[string]string{"kept": "on " + node, "meanwhile": "served"} {
 		assert.Equal(t, want, w.Get(ctx, key).Val(), key)
 	}
