@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,7 +126,17 @@ func eventuallyServesAsBefore(t *testing.T, name string, cc *goredis.ClusterClie
 		status, _ := cluster.KubectlOutput("get", "rediscluster", "-n", ns, name, "-o", "jsonpath={.status}")
 		events, _ := cluster.KubectlOutput("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name,
 			"-o", "custom-columns=TIME:.lastTimestamp,REASON:.reason,MESSAGE:.message")
-		t.Fatalf("%s's nodes do not hold the same slots as before; its status: %s\nits Events:\n%s", name, status, events)
+		// And every node's own table: which of them leaves the other node out, and as what.
+		var tables strings.Builder
+		var mu sync.Mutex
+		_ = cc.ForEachShard(context.Background(), func(ctx context.Context, c *goredis.Client) error {
+			nodes, err := c.ClusterNodes(ctx).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(&tables, "--- %s (%v)\n%s", c.Options().Addr, err, nodes)
+			return nil
+		})
+		t.Fatalf("%s's nodes do not hold the same slots as before; its status: %s\nits Events:\n%s\nthe nodes' tables:\n%s", name, status, events, tables.String())
 	}
 	return served, time.Now(), primaries
 }
