@@ -340,16 +340,14 @@ func (c *Containerd) PID() int { return c.proc.Cmd.Process.Pid }
 // ShimPIDs are the process ids of the shims serving this containerd's socket: one per pod.
 func (c *Containerd) ShimPIDs() []int {
 	var pids []int
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range cmdlines {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(b), "containerd-shim") || !strings.Contains(string(b), c.Socket) {
-			continue
+	eachProcess(func(pid, cmdline string) {
+		if !strings.Contains(cmdline, "containerd-shim") || !strings.Contains(cmdline, c.Socket) {
+			return
 		}
-		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-			pids = append(pids, pid)
+		if n, err := strconv.Atoi(pid); err == nil {
+			pids = append(pids, n)
 		}
-	}
+	})
 	return pids
 }
 

@@ -186,7 +186,7 @@ func runDirEntries(t *testing.T) []string {
 }
 
 // newEntries are the entries of after not in before that no process serves: a shim of a cluster
-// running beside (CI runs two) answers on its socket, one this test's containerd left does not.
+// running beside answers on its socket, one this test's containerd left does not.
 func newEntries(before, after []string) []string {
 	var added []string
 	for _, e := range after {

@@ -111,29 +111,34 @@ func machineWide() (sysctls map[string]string, dirs map[string]bool) {
 func nodeProcesses(skip func(pid, cmdline string) bool) []string {
 	machine, _ := os.Readlink("/proc/self/ns/pid")
 	var procs []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
+	eachProcess(func(pid, cmdline string) {
+		if skip(pid, cmdline) {
+			return
 		}
-		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
-		if skip(filepath.Base(dir), cmdline) {
-			continue
-		}
-		ns, err := os.Readlink(filepath.Join(dir, "ns", "pid"))
+		ns, err := os.Readlink(filepath.Join("/proc", pid, "ns", "pid"))
 		if err == nil && ns != machine {
 			procs = append(procs, cmdline)
-			continue
+			return
 		}
 		for _, name := range nodeBinaries {
 			if strings.Contains(cmdline, name) {
 				procs = append(procs, cmdline)
-				break
+				return
 			}
 		}
-	}
+	})
 	return procs
+}
+
+// eachProcess calls f with the id and the command line (arguments joined by spaces) of every
+// process on the machine that has one (not a kernel thread).
+func eachProcess(f func(pid, cmdline string)) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil && len(b) > 0 {
+			f(filepath.Base(dir), strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
 }
 
 // kubeletCgroups are the cgroups kubelets make, in each hierarchy: the default root's, and the

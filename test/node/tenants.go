@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Two local clusters may run on the machine at once (CI runs two real-node suites side by side).
+// Two local clusters may run on the machine at once (two real-node suites run side by side).
 // Each network is a tenant of the machine while it exists: a file named after it in tenantsDir
 // says which test process made it and which directories hold its nodes. With it:
 //   - Snapshot leaves out what belongs to a tenant (its namespaces, cgroups, processes and
@@ -221,19 +221,13 @@ func (t tenant) reap() {
 			}
 		}
 	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		pid := filepath.Base(filepath.Dir(p))
-		if t.ownsProcess(pid, strings.ReplaceAll(string(b), "\x00", " ")) {
+	eachProcess(func(pid, cmdline string) {
+		if t.ownsProcess(pid, cmdline) {
 			if n, err := strconv.Atoi(pid); err == nil {
 				_ = syscall.Kill(n, syscall.SIGKILL)
 			}
 		}
-	}
+	})
 	for _, d := range t.Dirs {
 		unmountUnder(d)
 	}

@@ -84,7 +84,7 @@ func TestAClusterBesideIsLeftOutAndWhatAKilledOneLeftIsRemoved(t *testing.T) {
 	assert.Equal(t, before, node.Snapshot(), "the machine once the last cluster is out")
 	now, err := os.ReadFile(maxKeys)
 	require.NoError(t, err)
-	// With a cluster running beside (CI runs two), its kubelets rely on the sysctls: the last
+	// With a cluster running beside, its kubelets rely on the sysctls: the last
 	// cluster out puts them back, and the record that says so is still there.
 	if others, _ := filepath.Glob("/run/redis-operator-nodes/*"); len(others) > 0 {
 		t.Logf("a cluster runs beside (%v): the last one out puts the sysctl back", others)
