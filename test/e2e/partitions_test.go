@@ -309,7 +309,14 @@ func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 	}
 	report := history.Check(rec.Ops(), final, terms())
 	failovers := len(terms()) - 1
-	t.Logf("%s: primary %s before, %s after, %d changes; %s", t.Name(), rc.Status.Primary, after.Status.Primary, failovers, report)
+	var window time.Duration // the widest a change's time is known within
+	for i, term := range terms() {
+		if i > 0 {
+			window = max(window, term.Seen.Sub(term.From))
+		}
+	}
+	t.Logf("%s: primary %s before, %s after, %d changes (each known within %s); %s", t.Name(), rc.Status.Primary, after.Status.Primary,
+		failovers, window.Round(time.Millisecond), report)
 	return outcome{Report: report, primaryChanges: failovers, ops: rec.Ops()}
 }
 
@@ -324,18 +331,28 @@ type outcome struct {
 
 // pollPrimary records the primary of record (status.primary) every 20ms until ctx ends (the
 // operator writes it before its pod's label moves the Service, which takes kube-proxy longer); the
-// terms it returns are complete once wg is done.
+// terms it returns are complete once wg is done. A change is known to lie between the sending of
+// the last answer naming the old primary and the arrival of the first naming the new one (on a
+// loaded machine a GET can take longer than the label's way to kube-proxy: judged at the arrival,
+// the new primary's first writes were counted as a non-primary's).
 func pollPrimary(ctx context.Context, wg *sync.WaitGroup, rc *cachev1.RedisCluster) func() []history.Term {
 	var mu sync.Mutex
 	var terms []history.Term
 	wg.Go(func() {
+		var lastSent time.Time // of the last answer naming the current term's primary
 		for ctx.Err() == nil {
 			got := &cachev1.RedisCluster{}
+			sent := time.Now()
 			if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(rc), got); err == nil {
 				mu.Lock()
 				if len(terms) == 0 || terms[len(terms)-1].Primary != got.Status.Primary {
-					terms = append(terms, history.Term{Primary: got.Status.Primary, From: time.Now()})
+					from := lastSent
+					if len(terms) == 0 {
+						from = sent
+					}
+					terms = append(terms, history.Term{Primary: got.Status.Primary, From: from, Seen: time.Now()})
 				}
+				lastSent = sent
 				mu.Unlock()
 			}
 			select {

@@ -45,10 +45,14 @@ type Op struct {
 	Node string
 }
 
-// Term is the primary of record from From until the next Term's From.
+// Term is the primary of record from From until the next Term's From. A test that learns of the
+// primary by polling knows a term's start only within a window: From is the latest time it is
+// known not to have begun (when the last poll still naming the previous primary was sent), Seen
+// when a poll first named it. Within that window the record cannot tell the two primaries apart,
+// and a write either of them acknowledged is not judged. A zero Seen is From: the start is exact.
 type Term struct {
-	Primary string
-	From    time.Time
+	Primary    string
+	From, Seen time.Time
 }
 
 // Recorder collects the operations of several clients.
@@ -148,7 +152,7 @@ func Check(ops []Op, final map[string]string, terms []Term) Report {
 		if v, ok := final[op.Key]; !ok || v != op.Value {
 			r.Lost = append(r.Lost, op.Key)
 		}
-		if p := primaryAt(terms, op.End); op.Node != "" && p != "" && p != op.Node {
+		if op.Node != "" && !mayBePrimaryAt(terms, op.End, op.Node) {
 			r.ByNonPrimary = append(r.ByNonPrimary, op.Key)
 		}
 	}
@@ -181,16 +185,22 @@ type Gap struct{ From, To time.Time }
 // Length is how long the gap lasted.
 func (g Gap) Length() time.Duration { return g.To.Sub(g.From) }
 
-// primaryAt is the primary of record at t: the last term that began at or before it.
-func primaryAt(terms []Term, t time.Time) string {
-	primary := ""
-	for _, term := range terms {
-		if term.From.After(t) {
-			break
-		}
-		primary = term.Primary
+// mayBePrimaryAt is whether the record allows node to be the primary at t: it names the last term
+// that began at or before t, or the term before it while t is within the last one's window. Before
+// the first term nothing is on record, and anything goes.
+func mayBePrimaryAt(terms []Term, t time.Time, node string) bool {
+	i := -1
+	for i+1 < len(terms) && !terms[i+1].From.After(t) {
+		i++
 	}
-	return primary
+	switch {
+	case i < 0:
+		return true
+	case terms[i].Primary == node:
+		return true
+	default:
+		return i > 0 && !t.After(terms[i].Seen) && terms[i-1].Primary == node
+	}
 }
 
 // gapsWithoutWrite are the stretches between two acknowledgements (or the first write's start

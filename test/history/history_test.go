@@ -72,6 +72,23 @@ func TestAWriteAcknowledgedByANodeThatWasNotThePrimaryOfRecordIsCounted(t *testi
 	assert.Equal(t, []string{"b"}, r.ByNonPrimary)
 }
 
+// A polled record knows when n1 became primary only between two polls (sent at 100, the answer
+// naming n1 at 140): a write either node acknowledged within that window is not judged, one
+// before or after it is.
+func TestAWriteWithinTheWindowThePrimaryChangedInIsNotJudged(t *testing.T) {
+	terms := []history.Term{{Primary: "n0", From: at(1), Seen: at(5)}, {Primary: "n1", From: at(100), Seen: at(140)}}
+	ops := []history.Op{
+		write("a", 80, 95, "n1", nil),   // before the window: n0 was primary
+		write("b", 100, 110, "n1", nil), // within it: either
+		write("c", 110, 130, "n0", nil), // within it: either
+		write("d", 130, 140, "n1", nil),
+		write("e", 140, 150, "n0", nil), // after it: n1 was primary
+		write("f", 120, 130, "n2", nil), // neither
+	}
+	r := history.Check(ops, map[string]string{"a": "va", "b": "vb", "c": "vc", "d": "vd", "e": "ve", "f": "vf"}, terms)
+	assert.Equal(t, []string{"a", "e", "f"}, r.ByNonPrimary)
+}
+
 func TestAReadMissingAWriteAcknowledgedBeforeItBeganIsStaleWithItsWindow(t *testing.T) {
 	ops := []history.Op{
 		write("a", 0, 10, "n0", nil),
