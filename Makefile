@@ -91,9 +91,9 @@ test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw
 	go test ./... -count=1
 
 # make bench is two halves, by what they run on: the local cluster's real node (root), or an envtest
-# API server and redis-server processes. CI runs each beside the suites that use the same.
+# API server and redis-server processes. CI compiles them (make vet) and runs bench-failover only.
 .PHONY: bench
-bench: bench-node bench-envtest ## Benchmarks that print figures, each beside what users would otherwise run where there is one (make bench-node, then make bench-envtest). BENCH_FULL=1: also 1M keys and 10 KB values moved; BENCH_SMOKE=1: small (CI).
+bench: bench-node bench-envtest ## Benchmarks that print figures, each beside what users would otherwise run where there is one (make bench-node, then make bench-envtest). BENCH_FULL=1: also 1M keys and 10 KB values moved; BENCH_SMOKE=1: small, a quick check that each runs.
 
 # require_commands stops a target before it starts when a reference tool it compares with is
 # missing, naming the Debian package (README, "Test it"), rather than failing in the middle of a run.

@@ -30,14 +30,37 @@ var errCrashed = errors.New("the operator crashed here (fault suite)")
 // create, update, patch or delete the API server carried out, or a Redis command that changes
 // a node (REPLICAOF, CONFIG SET, ACL SETUSER, CLIENT PAUSE/UNPAUSE/KILL, FAILOVER). From then on nothing it
 // sends goes out. With limit 0 it never crashes and only lists its writes.
+//
+// An Event is listed but is no crash point: nothing reads Events back, so a crash right after one
+// leaves what a crash right after the write before it leaves, and where an Event falls among the
+// writes is its broadcaster's timing (it posts them from a goroutine of its own), not the
+// operator's logic. (They were 34 of 233 points, 2026-12-07.)
 type crashAfter struct {
 	limit   int
 	crashed chan struct{}
 
 	mu        sync.Mutex
 	writes    []string
+	points    int // the writes that are crash points
 	lastWrite time.Time
 	dead      bool
+}
+
+// isCrashPoint is whether a write, as crashAfter lists it, is a crash point: any but an Event's.
+func isCrashPoint(write string) bool {
+	_, path, _ := strings.Cut(write, " ")
+	return path != "events" && !strings.HasPrefix(path, "events/")
+}
+
+// crashPoints counts the crash points among writes.
+func crashPoints(writes []string) int {
+	n := 0
+	for _, w := range writes {
+		if isCrashPoint(w) {
+			n++
+		}
+	}
+	return n
 }
 
 func newCrashAfter(limit int) *crashAfter {
@@ -50,7 +73,7 @@ func (c *crashAfter) isDead() bool {
 	return c.dead
 }
 
-// wrote records a write that took effect, and dies if it was the limit-th.
+// wrote records a write that took effect, and dies if it was the limit-th crash point.
 func (c *crashAfter) wrote(what string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -59,7 +82,11 @@ func (c *crashAfter) wrote(what string) {
 	}
 	c.writes = append(c.writes, what)
 	c.lastWrite = time.Now()
-	if len(c.writes) == c.limit {
+	if !isCrashPoint(what) {
+		return
+	}
+	c.points++
+	if c.points == c.limit {
 		c.dead = true
 		close(c.crashed)
 	}

@@ -80,7 +80,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 		log.SetLogger(logr.Discard())
 	}
 	_, cfg := testenv.StartFor(t)
-	admin, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	admin, err := client.NewWithWatch(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)
 	suite := &crashSuite{cfg: cfg, admin: admin, slots: make(chan struct{}, *crashParallel)}
 
@@ -96,7 +96,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 			}
 			tried := tl.crashed + tl.convergedFirst
 			total += tried
-			summary = append(summary, fmt.Sprintf("%-32s writes per run %v; crash points tried %d: crashed at %d, converged before the k-th write %d",
+			summary = append(summary, fmt.Sprintf("%-32s crash points per run %v; tried %d: crashed at %d, converged before the k-th write %d",
 				sc.name, tl.counted, tried, tl.crashed, tl.convergedFirst))
 			for _, f := range tl.failed {
 				summary = append(summary, "  FAILED "+f)
@@ -120,10 +120,11 @@ type tally struct {
 func (s *crashSuite) round(t *testing.T, sc scenario, round int, tl *tally) {
 	baseline := s.try(t, sc, 0)
 	require.NotEmpty(t, baseline.writes, "the scenario writes nothing")
-	points := len(baseline.writes)
+	points := crashPoints(baseline.writes)
 	tl.counted = append(tl.counted, points)
 	if round == 1 {
-		t.Logf("%s: %d writes (%s): %s", sc.name, points, countKinds(baseline.writes), strings.Join(baseline.writes, "; "))
+		t.Logf("%s: %d writes (%s), %d of them crash points: %s", sc.name, len(baseline.writes), countKinds(baseline.writes), points,
+			strings.Join(baseline.writes, "; "))
 	}
 	t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
 		for k := 1; k <= points; k++ {
@@ -174,7 +175,7 @@ func countKinds(writes []string) string {
 
 type crashSuite struct {
 	cfg   *rest.Config
-	admin client.Client
+	admin client.WithWatch
 	// slots bounds the runs at once: each runs a RedisCluster's redis-servers and two operators.
 	slots chan struct{}
 	// failures holds, by test name, why a run failed (when it knows): the summary prints it.
@@ -202,7 +203,8 @@ func (s *crashSuite) try(t *testing.T, sc scenario, limit int) outcome {
 	crashed := r.untilCrashOrConverged(t, crash)
 	if crashed {
 		stop()
-		t.Logf("crashed after write %d: %s", limit, crash.Writes()[limit-1])
+		writes := crash.Writes()
+		t.Logf("crashed after crash point %d: %s", limit, writes[len(writes)-1])
 		// A fresh operator mends what the crash left: it converges and stops writing.
 		fresh := newCrashAfter(0)
 		stop = r.startOperator(t, fresh)
