@@ -35,8 +35,7 @@ import (
 // process that exits, reports readiness from a TCP probe, and writes the StatefulSet's status. Everything
 // the operator talks to is real: the API server, and Redis over its protocol.
 type LocalNode struct {
-	// Client writes; the StatefulSets and pods it reads come from watches (watched.go).
-	Client    client.WithWatch
+	Client    client.Client
 	Namespace string
 	// Dir holds each pod's data directory.
 	Dir string
@@ -60,8 +59,6 @@ type LocalNode struct {
 	initFailed map[string]time.Time
 	// volumesSynced is when the volumes were last written again.
 	volumesSynced time.Time
-	// statefulSets and pods are the namespace's, as their watches report them.
-	statefulSets, pods watched
 }
 
 type podProcess struct {
@@ -71,7 +68,7 @@ type podProcess struct {
 
 // RunLocalNode runs a LocalNode for the namespace's pods, tuned by tune first, until the test or
 // benchmark ends; its processes' files are under the test's temporary directory.
-func RunLocalNode(tb testing.TB, c client.WithWatch, namespace string, tune ...func(*LocalNode)) *LocalNode {
+func RunLocalNode(tb testing.TB, c client.Client, namespace string, tune ...func(*LocalNode)) *LocalNode {
 	tb.Helper()
 	node := &LocalNode{Client: c, Namespace: namespace, Dir: tb.TempDir()}
 	for _, f := range tune {
@@ -90,16 +87,6 @@ func (n *LocalNode) Run(ctx context.Context) {
 	n.procs = map[string]*podProcess{}
 	n.mu.Unlock()
 	defer n.stopAll()
-	var follows sync.WaitGroup
-	defer follows.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	follows.Go(func() {
-		n.statefulSets.follow(ctx, n.Client, n.Namespace, func() client.ObjectList { return &appsv1.StatefulSetList{} })
-	})
-	follows.Go(func() {
-		n.pods.follow(ctx, n.Client, n.Namespace, func() client.ObjectList { return &corev1.PodList{} })
-	})
 	for {
 		if err := n.sync(ctx); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) {
 			fmt.Fprintln(os.Stderr, "local node:", err)
@@ -194,18 +181,14 @@ func (n *LocalNode) syncRunOncePods(ctx context.Context, pods []corev1.Pod) erro
 }
 
 func (n *LocalNode) sync(ctx context.Context) error {
-	statefulSets, listed := n.statefulSets.snapshot()
-	podObjects, podsListed := n.pods.snapshot()
-	if !listed || !podsListed {
-		return nil
-	}
 	list := &appsv1.StatefulSetList{}
-	for _, o := range statefulSets {
-		list.Items = append(list.Items, *o.(*appsv1.StatefulSet))
+	if err := n.Client.List(ctx, list, client.InNamespace(n.Namespace)); err != nil {
+		return err
 	}
+	// One list of the namespace's pods, not one per StatefulSet: a benchmark runs 100 of them.
 	pods := &corev1.PodList{}
-	for _, o := range podObjects {
-		pods.Items = append(pods.Items, *o.(*corev1.Pod))
+	if err := n.Client.List(ctx, pods, client.InNamespace(n.Namespace)); err != nil {
+		return err
 	}
 	for i := range list.Items {
 		if err := n.syncStatefulSet(ctx, &list.Items[i], pods.Items); err != nil {
@@ -313,19 +296,10 @@ func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet
 			}
 		}
 	}
-	return n.writeStatus(ctx, sts, status)
-}
-
-// writeStatus writes the StatefulSet's status when it changed.
-func (n *LocalNode) writeStatus(ctx context.Context, sts *appsv1.StatefulSet, status appsv1.StatefulSetStatus) error {
-	if jsonEqual(sts.Status, status) {
-		return nil
+	if !jsonEqual(sts.Status, status) {
+		sts.Status = status
+		return n.Client.Status().Update(ctx, sts)
 	}
-	sts.Status = status
-	if err := n.Client.Status().Update(ctx, sts); err != nil {
-		return err
-	}
-	n.statefulSets.put(sts)
 	return nil
 }
 
@@ -353,9 +327,6 @@ func (n *LocalNode) createPod(ctx context.Context, sts *appsv1.StatefulSet, name
 	if err := n.Client.Create(ctx, pod); err != nil {
 		return nil, fmt.Errorf("creating pod %s: %w", name, err)
 	}
-	// Until its watch reports it, the next sync would take it for missing: stop its process
-	// and create it again.
-	n.pods.put(pod)
 	return pod, nil
 }
 
@@ -410,7 +381,6 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 		if err := n.Client.Status().Update(ctx, pod); err != nil {
 			return false, err
 		}
-		n.pods.put(pod)
 	}
 	return ready, nil
 }
