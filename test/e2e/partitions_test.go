@@ -308,10 +308,11 @@ func (s scenario) run(t *testing.T, rc *cachev1.RedisCluster) outcome {
 		require.NoError(t, err)
 		final[key] = v
 	}
-	report := history.Check(rec.Ops(), final, terms())
-	failovers := len(terms()) - 1
+	recorded := terms()
+	report := history.Check(rec.Ops(), final, recorded)
+	failovers := len(recorded) - 1
 	var window time.Duration // the widest a change's time is known within
-	for i, term := range terms() {
+	for i, term := range recorded {
 		if i > 0 {
 			window = max(window, term.Seen.Sub(term.From))
 		}
