@@ -147,10 +147,13 @@ test-node: node redis-image ## The real node (root): the images in containerd, a
 # 30-minute limit (2026-12-06). Two local clusters can share the machine (test/node/tenants.go);
 # CI runs the halves one after the other (.ci/run says why).
 E2E_FAILURES = ^Test(Drain|NodeLoss|Machines|Placement|Partition)
+# Stories of make test-e2e that run side by side once the lifecycle has run alone
+# (besideOtherStories in test/e2e says which may).
+E2E_PARALLEL ?= 3
 
 .PHONY: test-e2e
 test-e2e: localcluster node redis-image versitygw ## End-to-end on the local cluster's real nodes (root): the operator from its image as the CSV's Deployment, Redis's image, kubectl; the lifecycle, restarts, memory limits, clients outside the cluster (make test-e2e-failures: the rest). E2E_KUBECONFIG=<file> [IMG=<operator image>]: on that cluster instead.
-	E2E_KUBECONFIG=$(E2E_KUBECONFIG) IMG=$(IMG) go test -tags e2e ./test/e2e/... -skip '$(E2E_FAILURES)' -count=1 -timeout 30m -v
+	E2E_KUBECONFIG=$(E2E_KUBECONFIG) IMG=$(IMG) go test -tags e2e ./test/e2e/... -skip '$(E2E_FAILURES)' -parallel $(E2E_PARALLEL) -count=1 -timeout 30m -v
 
 .PHONY: test-e2e-failures
 test-e2e-failures: localcluster node redis-image versitygw ## End-to-end failures on the local cluster's real nodes (root): machines losing power, frozen and drained, and network partitions under a workload (make test-partitions: those alone); fails on any acknowledged write lost. E2E_KUBECONFIG=<file> [IMG=<operator image>]: on that cluster instead.

@@ -30,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
@@ -48,6 +50,8 @@ const (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
+	// The suite's own clients are controller-runtime's; what they log goes to the test's output.
+	log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -80,6 +84,18 @@ func TestMain(m *testing.M) {
 		},
 	}
 	os.Exit(suite.Run(m, root, func(c *localcluster.Cluster) { cluster = c }))
+}
+
+// besideOtherStories runs the test side by side with the other stories that call it, once every
+// test that does not has ended (go test runs a package's parallel tests last). A story may call it
+// only if it keeps to RedisClusters, Secrets and Services of names of its own in ns, and stops
+// nothing the others share: not the API server, etcd, a node, the operator or kube-proxy.
+// TestRedisClusterLifecycle stops the API server and etcd, and the failures (make
+// test-e2e-failures) take nodes and networks away, so they run alone. Most of a story's time is
+// spent waiting on the cluster (make test-e2e kept the machine 60% busy with one story at a
+// time, 2026-12-07); the Makefile says how many run at once.
+func besideOtherStories(t *testing.T) {
+	t.Parallel()
 }
 
 func redisCluster(c require.TestingT) *cachev1.RedisCluster {

@@ -45,6 +45,7 @@ import (
 // slots move back, its nodes and their Services go), and rolls out a new version (every pod
 // replaced, each shard's replica taking over first).
 func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
+	besideOtherStories(t)
 	needsLocalNode(t, "dials the nodes' own addresses")
 	ctx := context.Background()
 	rc := shardedCluster(t, "outshards", func(rc *cachev1.RedisCluster) {
@@ -174,6 +175,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 // are all read back, and the old node is forgotten everywhere (every node announces what it
 // should, and names no other).
 func TestAShardPrimarysPodForceDeletedComesBackBehindItsServiceWithoutLosingAWrite(t *testing.T) {
+	besideOtherStories(t)
 	needsLocalNode(t, "dials the nodes' own addresses; kills a container from the machine")
 	ctx := context.Background()
 	rc := shardedCluster(t, "forced", func(rc *cachev1.RedisCluster) {
@@ -396,6 +398,7 @@ func movedTo(t *testing.T, addr, password string, dial func(context.Context, str
 // node's MOVED names a load-balancer address; in replication mode, the primary's and the
 // replicas' Services' addresses reach the primary and a replica.
 func TestClientsOutsideFollowTheLoadBalancerAddresses(t *testing.T) {
+	besideOtherStories(t)
 	needsLocalNode(t, "runs MetalLB beside the nodes, and a machine of its own on their network")
 	ctx := context.Background()
 	stop, err := cluster.StartMetalLB(ctx, "10.87.0.200-10.87.0.220")
@@ -465,6 +468,7 @@ func TestClientsOutsideFollowTheLoadBalancerAddresses(t *testing.T) {
 // dials, as a client does by default. The operator says the certificate covers each (Exposed). A
 // client that verifies a name the certificate does not hold is refused: the check is real.
 func TestATLSClusterClientOutsideVerifiesEachNodesAnnouncedAddress(t *testing.T) {
+	besideOtherStories(t)
 	needsLocalNode(t, "dials the nodes' own addresses")
 	ctx := context.Background()
 	nodes := nodeAddresses(t)

@@ -28,6 +28,7 @@ import (
 // primary's Redis killed), and every write acknowledged through it before (WAIT 1) is read
 // after through the same address; the replicas' address reaches a replica.
 func TestAClientOutsideReachesThePrimaryThroughANodePortAcrossAFailover(t *testing.T) {
+	besideOtherStories(t)
 	needsLocalNode(t, "dials the nodes' own addresses")
 	ctx := context.Background()
 	rc := testenv.RedisCluster(ns, "outside", 3)

@@ -142,6 +142,7 @@ func eventuallyServesAsBefore(t *testing.T, name string, cc *goredis.ClusterClie
 }
 
 func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *testing.T) {
+	besideOtherStories(t)
 	// Given two RedisClusters in cluster mode on volumes, 500 keys each: 3 shards of 2 nodes,
 	// and 3 shards of one node
 	names := []string{"reboot-a", "reboot-b"}
@@ -217,6 +218,7 @@ func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *t
 }
 
 func TestAMemoryLimitWithoutMaxmemoryRefusesWritesInsteadOfBeingOOMKilled(t *testing.T) {
+	besideOtherStories(t)
 	// Given a RedisCluster of one node with a 48Mi memory limit and no maxmemory
 	applyJSON(t, "tight", `{"apiVersion":"cache.example.com/v1","kind":"RedisCluster","metadata":{"name":"tight"},`+
 		`"spec":{"replicas":1,"resources":{"limits":{"memory":"48Mi"}}}}`)
@@ -293,6 +295,7 @@ func TestAMemoryLimitWithoutMaxmemoryRefusesWritesInsteadOfBeingOOMKilled(t *tes
 // third, shard 0's). Such a primary now waits, before it starts, until Redis Cluster has promoted
 // its replica (resources.crashedPrimaryWait), then replicates it (a run: 0 of 705 lost).
 func TestAShardPrimarysRedisKilledWithoutStorageLosesNoAcknowledgedWrite(t *testing.T) {
+	besideOtherStories(t)
 	needsLocalNode(t, "kills a container from the machine")
 	rc := shardedCluster(t, "crashed")
 	killed := rc.Status.Shards[0].Primary
