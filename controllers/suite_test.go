@@ -53,7 +53,7 @@ var (
 	operatorLogs lockedBuffer
 	env          *testenv.Env
 	adminCfg     *rest.Config
-	k8sClient    client.Client
+	k8sClient    client.WithWatch
 )
 
 const (
@@ -75,7 +75,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	k8sClient, err = client.New(adminCfg, client.Options{Scheme: operator.NewScheme()})
+	k8sClient, err = client.NewWithWatch(adminCfg, client.Options{Scheme: operator.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

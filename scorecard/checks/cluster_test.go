@@ -26,7 +26,7 @@ func TestClusterTestsPassWithTheOperatorRunning(t *testing.T) {
 	_, cfg := testenv.StartFor(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)
 
 	t.Run("without the operator, the sample never becomes Ready", func(t *testing.T) {

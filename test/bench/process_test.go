@@ -189,9 +189,9 @@ func (p *operatorProcess) logTail() string {
 }
 
 // apiServer starts kube-apiserver and etcd for a benchmark, until it ends, and a client of them.
-func apiServer(b *testing.B) (*rest.Config, client.Client) {
+func apiServer(b *testing.B) (*rest.Config, client.WithWatch) {
 	_, cfg := testenv.StartFor(b)
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(b, err)
 	return cfg, c
 }

@@ -182,7 +182,7 @@ func BenchmarkHealthCheck100x3(b *testing.B) {
 
 // runLocalNode plays the StatefulSet controller and the kubelet for the namespace (real
 // redis-server processes) until the benchmark ends.
-func runLocalNode(b *testing.B, c client.Client, ns string) *testenv.LocalNode {
+func runLocalNode(b *testing.B, c client.WithWatch, ns string) *testenv.LocalNode {
 	return testenv.RunLocalNode(b, c, ns)
 }
 

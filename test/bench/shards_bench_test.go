@@ -168,7 +168,7 @@ func load(b *testing.B, ctx context.Context, cc *goredis.ClusterClient, ds datas
 
 // operatorScaleOut runs the operator binary over a RedisCluster of 3 shards holding ds and grows
 // it to 5; moving is from the first status that says slots move until Ready with 5 shards.
-func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.Client, ds dataset, flags ...string) scaleOut {
+func operatorScaleOut(b *testing.B, cfg *rest.Config, c client.WithWatch, ds dataset, flags ...string) scaleOut {
 	ctx := context.Background()
 	ns, err := testenv.CreateNamespace(ctx, c, "shards")
 	require.NoError(b, err)
@@ -370,7 +370,7 @@ func tradedPaces() []shards.Pace {
 
 // paceTrade scales out again at each traded pace and prints what each costs the writer and the
 // move's speed, against redis-cli's keys per second (refRate).
-func paceTrade(b *testing.B, cfg *rest.Config, c client.Client, ds dataset, refRate float64) {
+func paceTrade(b *testing.B, cfg *rest.Config, c client.WithWatch, ds dataset, refRate float64) {
 	paces := tradedPaces()
 	fmt.Printf("the trade, one scale-out each (default %+v):\n| %-28s | %7s | %8s | %13s | %11s | %6s |\n", shards.DefaultPace,
 		"keys per MIGRATE, share", "keys/s", "/ redis-cli", "writer p99 ms", "(before) ms", "ratio")

@@ -80,7 +80,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 		log.SetLogger(logr.Discard())
 	}
 	_, cfg := testenv.StartFor(t)
-	admin, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	admin, err := client.NewWithWatch(cfg, client.Options{Scheme: operator.NewScheme()})
 	require.NoError(t, err)
 	suite := &crashSuite{cfg: cfg, admin: admin, slots: make(chan struct{}, *crashParallel)}
 
@@ -175,7 +175,7 @@ func countKinds(writes []string) string {
 
 type crashSuite struct {
 	cfg   *rest.Config
-	admin client.Client
+	admin client.WithWatch
 	// slots bounds the runs at once: each runs a RedisCluster's redis-servers and two operators.
 	slots chan struct{}
 	// failures holds, by test name, why a run failed (when it knows): the summary prints it.

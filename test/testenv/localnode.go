@@ -35,7 +35,8 @@ import (
 // process that exits, reports readiness from a TCP probe, and writes the StatefulSet's status. Everything
 // the operator talks to is real: the API server, and Redis over its protocol.
 type LocalNode struct {
-	Client    client.Client
+	// Client reads and writes; its watches only tell the node when to list again (changes).
+	Client    client.WithWatch
 	Namespace string
 	// Dir holds each pod's data directory.
 	Dir string
@@ -59,6 +60,8 @@ type LocalNode struct {
 	initFailed map[string]time.Time
 	// volumesSynced is when the volumes were last written again.
 	volumesSynced time.Time
+	// changes says when to list the namespace's StatefulSets and pods again.
+	changes changes
 }
 
 type podProcess struct {
@@ -68,7 +71,7 @@ type podProcess struct {
 
 // RunLocalNode runs a LocalNode for the namespace's pods, tuned by tune first, until the test or
 // benchmark ends; its processes' files are under the test's temporary directory.
-func RunLocalNode(tb testing.TB, c client.Client, namespace string, tune ...func(*LocalNode)) *LocalNode {
+func RunLocalNode(tb testing.TB, c client.WithWatch, namespace string, tune ...func(*LocalNode)) *LocalNode {
 	tb.Helper()
 	node := &LocalNode{Client: c, Namespace: namespace, Dir: tb.TempDir()}
 	for _, f := range tune {
@@ -87,9 +90,33 @@ func (n *LocalNode) Run(ctx context.Context) {
 	n.procs = map[string]*podProcess{}
 	n.mu.Unlock()
 	defer n.stopAll()
+	var follows sync.WaitGroup
+	defer follows.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n.changes = changes{every: relistAfter}
+	for _, newList := range []func() client.ObjectList{
+		func() client.ObjectList { return &appsv1.StatefulSetList{} },
+		func() client.ObjectList { return &corev1.PodList{} },
+	} {
+		follows.Go(func() { n.changes.follow(ctx, n.Client, n.Namespace, newList) })
+	}
+	var sts *appsv1.StatefulSetList
+	var pods *corev1.PodList
 	for {
-		if err := n.sync(ctx); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) {
-			fmt.Fprintln(os.Stderr, "local node:", err)
+		if n.changes.take() {
+			sts, pods = &appsv1.StatefulSetList{}, &corev1.PodList{}
+			if err := n.list(ctx, sts, pods); err != nil {
+				sts = nil
+				n.changes.seen()
+				n.logUnlessConflict(ctx, err)
+			}
+		}
+		if sts != nil {
+			if err := n.sync(ctx, sts, pods); err != nil {
+				n.changes.seen() // what failed may be what the lists missed
+				n.logUnlessConflict(ctx, err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -164,7 +191,7 @@ func (n *LocalNode) syncRunOncePods(ctx context.Context, pods []corev1.Pod) erro
 		want.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image, State: state}}
 		if pod.Status.Phase != want.Phase || pod.Status.PodIP != want.PodIP {
 			pod.Status = want
-			if err := n.Client.Status().Update(ctx, pod); err != nil {
+			if err := n.wrote(n.Client.Status().Update(ctx, pod)); err != nil {
 				return err
 			}
 		}
@@ -180,16 +207,30 @@ func (n *LocalNode) syncRunOncePods(ctx context.Context, pods []corev1.Pod) erro
 	return nil
 }
 
-func (n *LocalNode) sync(ctx context.Context) error {
-	list := &appsv1.StatefulSetList{}
+// wrote makes the next sync list again after a write, done or not: the lists hold no pod created
+// since, and a write that failed may be one they missed.
+func (n *LocalNode) wrote(err error) error {
+	n.changes.seen()
+	return err
+}
+
+func (n *LocalNode) logUnlessConflict(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) {
+		fmt.Fprintln(os.Stderr, "local node:", err)
+	}
+}
+
+// list reads the namespace's StatefulSets and pods: one list of the pods, not one per
+// StatefulSet (a benchmark runs 100 of them).
+func (n *LocalNode) list(ctx context.Context, list *appsv1.StatefulSetList, pods *corev1.PodList) error {
 	if err := n.Client.List(ctx, list, client.InNamespace(n.Namespace)); err != nil {
 		return err
 	}
-	// One list of the namespace's pods, not one per StatefulSet: a benchmark runs 100 of them.
-	pods := &corev1.PodList{}
-	if err := n.Client.List(ctx, pods, client.InNamespace(n.Namespace)); err != nil {
-		return err
-	}
+	return n.Client.List(ctx, pods, client.InNamespace(n.Namespace))
+}
+
+// sync keeps the pods of the listed StatefulSets running and their statuses true.
+func (n *LocalNode) sync(ctx context.Context, list *appsv1.StatefulSetList, pods *corev1.PodList) error {
 	for i := range list.Items {
 		if err := n.syncStatefulSet(ctx, &list.Items[i], pods.Items); err != nil {
 			return err
@@ -236,7 +277,7 @@ func (n *LocalNode) collectOrphans(ctx context.Context, statefulSets []appsv1.St
 			delete(n.procs, pods[i].Name)
 		}
 		n.mu.Unlock()
-		if err := n.Client.Delete(ctx, &pods[i]); client.IgnoreNotFound(err) != nil {
+		if err := n.wrote(n.Client.Delete(ctx, &pods[i])); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}
@@ -291,14 +332,14 @@ func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet
 	status.CurrentReplicas = status.Replicas
 	for name, pod := range existing {
 		if ordinal, ok := resources.PodOrdinal(name); ok && ordinal >= replicas {
-			if err := n.Client.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			if err := n.wrote(n.Client.Delete(ctx, pod)); client.IgnoreNotFound(err) != nil {
 				return err
 			}
 		}
 	}
 	if !jsonEqual(sts.Status, status) {
 		sts.Status = status
-		return n.Client.Status().Update(ctx, sts)
+		return n.wrote(n.Client.Status().Update(ctx, sts))
 	}
 	return nil
 }
@@ -324,7 +365,7 @@ func (n *LocalNode) createPod(ctx context.Context, sts *appsv1.StatefulSet, name
 	}
 	pod.Labels[appsv1.ControllerRevisionHashLabelKey] = revision
 	pod.Labels[appsv1.StatefulSetPodNameLabel] = name
-	if err := n.Client.Create(ctx, pod); err != nil {
+	if err := n.wrote(n.Client.Create(ctx, pod)); err != nil {
 		return nil, fmt.Errorf("creating pod %s: %w", name, err)
 	}
 	return pod, nil
@@ -354,7 +395,7 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 			pod.Status = corev1.PodStatus{Phase: corev1.PodPending,
 				InitContainerStatuses: []corev1.ContainerStatus{initErr.InitContainerStatus(pod)},
 				Conditions:            []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}}
-			return false, n.Client.Status().Update(ctx, pod)
+			return false, n.wrote(n.Client.Status().Update(ctx, pod))
 		}
 		if err != nil {
 			return false, err
@@ -378,7 +419,7 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 	}
 	if pod.Status.PodIP != want.PodIP || len(pod.Status.Conditions) != 1 || pod.Status.Conditions[0].Status != want.Conditions[0].Status {
 		pod.Status = want
-		if err := n.Client.Status().Update(ctx, pod); err != nil {
+		if err := n.wrote(n.Client.Status().Update(ctx, pod)); err != nil {
 			return false, err
 		}
 	}
