@@ -289,7 +289,10 @@ func TestAlertsFireOnWhatTheyDescribe(t *testing.T) {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.Equal(c, []string{"sessions-2"}, series.firing(c, "RedisReplicaLagging"))
 		}, 60*time.Second, time.Second)
-		assert.GreaterOrEqual(t, time.Since(stopped), 30*time.Second, "lagging only after the threshold")
+		// Redis counts the lag from the replica's last acknowledgement (sent each second, so up to
+		// a second before the stop) in whole seconds of its own clock (up to a second more): 30s
+		// of lag can be reached 28s after the stop, and not sooner (29.87s seen in CI).
+		assert.GreaterOrEqual(t, time.Since(stopped), 28*time.Second, "lagging only after the threshold")
 		// and the primary was writable all along
 		assert.Empty(t, series.firedSince(t, "RedisClusterNoWritablePrimary", healthy))
 		assert.Empty(t, series.firedSince(t, "RedisClusterFailover", healthy))

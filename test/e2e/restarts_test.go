@@ -5,10 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,16 +126,19 @@ func eventuallyServesAsBefore(t *testing.T, name string, cc *goredis.ClusterClie
 		status, _ := cluster.KubectlOutput("get", "rediscluster", "-n", ns, name, "-o", "jsonpath={.status}")
 		events, _ := cluster.KubectlOutput("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name,
 			"-o", "custom-columns=TIME:.lastTimestamp,REASON:.reason,MESSAGE:.message")
-		// And every node's own table: which of them leaves the other node out, and as what.
+		// And every pod's own view, by its address (CLUSTER SLOTS leaves out a replica whose
+		// replication offset its peers last heard as 0, so the cluster client may not know it):
+		// its table, and its replication state.
+		pw, _ := cluster.SecretValue(context.Background(), ns, name+"-auth", "password")
 		var tables strings.Builder
-		var mu sync.Mutex
-		_ = cc.ForEachShard(context.Background(), func(ctx context.Context, c *goredis.Client) error {
-			nodes, err := c.ClusterNodes(ctx).Result()
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(&tables, "--- %s (%v)\n%s", c.Options().Addr, err, nodes)
-			return nil
-		})
+		for pod, ip := range podIPs(t, name) {
+			c := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(ip, "6379"), Password: pw, Dialer: cluster.Dial,
+				DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+			nodes, err := c.ClusterNodes(context.Background()).Result()
+			replication, rerr := c.Info(context.Background(), "replication").Result()
+			_ = c.Close()
+			fmt.Fprintf(&tables, "--- %s %s (%v)\n%s(%v)\n%s", pod, ip, err, nodes, rerr, replication)
+		}
 		t.Fatalf("%s's nodes do not hold the same slots as before; its status: %s\nits Events:\n%s\nthe nodes' tables:\n%s", name, status, events, tables.String())
 	}
 	return served, time.Now(), primaries
