@@ -86,9 +86,11 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 lint: golangci-lint ## golangci-lint with .golangci.yml (errorlint, nilerr, gocognit, importas, ...).
 	$(GOLANGCI_LINT) run ./...
 
+# The test binaries are linked without DWARF (-w): each links about a fifth faster, and the 26
+# packages' binaries are linked again at every run; a stack trace still names every function.
 .PHONY: test
 test: manifests generate fmt vet envtest kustomize opm prometheus-crds versitygw bundle-validate-sdk operatorhub ## Unit tests, envtest integration tests against a real kube-apiserver, bundle and catalog validation.
-	go test ./... -count=1
+	go test -ldflags=-w ./... -count=1
 
 # make bench is two halves, by what they run on: the local cluster's real node (root), or an envtest
 # API server and redis-server processes. CI compiles them (make vet) and runs bench-failover only.
