@@ -104,6 +104,28 @@ func redisCluster(c require.TestingT) *cachev1.RedisCluster {
 	return rc
 }
 
+// whileProgressing waits, as require.EventuallyWithT does, for a change made of steps that
+// happen one after another (a rolling upgrade's pods): done says how many of how many steps are
+// done, and why not all yet. It fails when no step was done for stall, not after a total time,
+// which the machine's load would decide (stories run side by side).
+func whileProgressing(t *testing.T, stall time.Duration, what string, done func() (steps, of int, why string)) {
+	t.Helper()
+	best, since := -1, time.Now()
+	for {
+		steps, of, why := done()
+		if steps == of {
+			return
+		}
+		if steps > best {
+			best, since = steps, time.Now()
+		}
+		if time.Since(since) > stall {
+			t.Fatalf("%s: %d of %d steps, none more in %s: %s", what, steps, of, stall, why)
+		}
+		time.Sleep(tick)
+	}
+}
+
 func eventuallyReady(t *testing.T, replicas int) *cachev1.RedisCluster {
 	t.Helper()
 	var rc *cachev1.RedisCluster

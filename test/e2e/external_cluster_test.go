@@ -139,17 +139,31 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 			// Service's node port announced again), its replica taking over with CLUSTER
 			// FAILOVER, then the old primary's pod replaced.
 			cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/outshards", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
+			// Each pod replaced is a step, and Ready with every shard's revision current the last:
+			// the upgrade may take long while other stories run, but never stops for waitFor.
+			whileProgressing(t, waitFor, "every pod replaced by one of the new version", func() (int, int, string) {
+				steps, current, why := 0, true, []string{}
 				for i := range 3 {
 					sts := &appsv1.StatefulSet{}
-					require.NoError(c, cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts))
-					assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
-					assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
-					assert.Equal(c, int32(2), sts.Status.UpdatedReplicas)
+					if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts); err != nil {
+						return steps, 7, err.Error()
+					}
+					if sts.Spec.Template.Spec.Containers[0].Image == "redis:7.0" {
+						steps += int(sts.Status.UpdatedReplicas)
+					}
+					why = append(why, fmt.Sprintf("%s: image %s, %d updated, revision %s of %s", sts.Name,
+						sts.Spec.Template.Spec.Containers[0].Image, sts.Status.UpdatedReplicas, sts.Status.CurrentRevision, sts.Status.UpdateRevision))
+					current = current && sts.Status.UpdateRevision == sts.Status.CurrentRevision
 				}
-				got := redisClusterNamed(c, "outshards")
-				assert.True(c, testenv.Ready(got), "Ready: %+v", got.Status.Conditions)
-			}, 3*waitFor, tick, "every pod replaced by one of the new version")
+				got := &cachev1.RedisCluster{}
+				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "outshards"}, got); err != nil {
+					return steps, 7, err.Error()
+				}
+				if steps == 6 && current && testenv.Ready(got) {
+					steps = 7
+				}
+				return steps, 7, fmt.Sprintf("%s; conditions %+v", strings.Join(why, "; "), got.Status.Conditions)
+			})
 		},
 	}.run(t, rc)
 	assert.Empty(t, report.Lost, "acknowledged writes lost")
