@@ -194,6 +194,9 @@ func oneWay(t *testing.T, from *node.Netns, to net.PacketConn, addr string, n in
 func TestADelayHoldsWhatOneNamespaceSendsToTheOtherUntilHealed(t *testing.T) {
 	a, b, ma, mb := pair(t)
 	inA, inB := datagramListeners(t, a, b)
+	// The first datagram waits for a to learn b's link address (1.01 s once in CI, a neighbour
+	// request answered late under load); the path is timed after it.
+	oneWay(t, a, inB, "10.250.0.2:7002", 1)
 	before, _ := oneWay(t, a, inB, "10.250.0.2:7002", 1)
 	require.Less(t, before, 100*time.Millisecond, "undelayed")
 	net := partition.New(t)
