@@ -188,4 +188,7 @@ func (c *Cluster) Stop() {
 		c.stopRealNode()
 	}
 	c.ControlPlane.Stop()
+	if c.real != nil {
+		c.real.release()
+	}
 }

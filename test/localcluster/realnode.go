@@ -383,10 +383,10 @@ func (c *Cluster) deployOperator(ctx context.Context, d *appsv1.Deployment) erro
 }
 
 // stopRealNode deletes every pod (the controllers stopped first, so that none comes back),
-// waits until the kubelets have removed them, then stops the nodes and the registry. A node a
-// test left frozen is thawed, one left cut joined, and the pods of one left off are deleted at
-// once (nothing runs them). The control plane is stopped after, by the caller; the namespaces go
-// last.
+// waits until the kubelets have removed them, then stops the nodes. A node a test left frozen is
+// thawed, one left cut joined, and the pods of one left off are deleted at once (nothing runs
+// them). The control plane is stopped after, by the caller; the network, registry and namespaces
+// go last (release).
 func (c *Cluster) stopRealNode() {
 	rn := c.real
 	if len(rn.nodes) > 0 && c.Client != nil {
@@ -422,10 +422,17 @@ func (c *Cluster) stopRealNode() {
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
-	rn.stop()
+	rn.stopNodes()
 }
 
+// stop stops what the cluster runs on the machine, then gives its network back.
 func (rn *realNode) stop() {
+	rn.stopNodes()
+	rn.release()
+}
+
+// stopNodes stops the nodes and what serves them in the network.
+func (rn *realNode) stopNodes() {
 	for _, close := range rn.exposed {
 		close()
 	}
@@ -438,6 +445,12 @@ func (rn *realNode) stop() {
 	if rn.proxy != nil {
 		rn.proxy.Stop(10 * time.Second)
 	}
+}
+
+// release deletes the network, which ends the cluster's tenancy of the machine: the control
+// plane, which runs in it, must have stopped before (another cluster's Snapshot would count its
+// processes as left behind), and the registry, directories and machine-wide settings go with it.
+func (rn *realNode) release() {
 	if rn.network != nil {
 		rn.network.Delete()
 	}
