@@ -175,7 +175,8 @@ func Observe(ctx context.Context, c *scope.Cluster, m *Memory, s *State) {
 
 // observeShardReplication asks each shard's nodes for their replication state, judged against
 // the shard's primary, and reads their load when due: the node metrics of replication mode,
-// for each shard. Part of observing the nodes: the metrics follow them while slots move.
+// for each shard. Part of observing the nodes: the metrics follow them while slots move. Each
+// member is told the address its replication follows: shards.Decide compares it with its table.
 func observeShardReplication(ctx context.Context, c *scope.Cluster, m *Memory, s *State) {
 	byShard := map[int][]topology.Member{}
 	for _, mb := range s.Members { // in shard and ordinal order
@@ -187,6 +188,11 @@ func observeShardReplication(ctx context.Context, c *scope.Cluster, m *Memory, s
 		v := topology.Observe(ctx, c.Dial, byShard[shard], primaries[shard])
 		s.Views = append(s.Views, v)
 		s.ViewOf[shard] = v
+	}
+	for i, mb := range s.Members {
+		if o, ok := s.ViewOf[mb.Shard].Find(mb.Pod); ok && o.IsReplica() {
+			s.Members[i].Following = o.Info.PrimaryAddr()
+		}
 	}
 	m.held.remember(s)
 	s.Stats = metrics.ReadStats(ctx, c.Metrics, c.Dial, s.Views)

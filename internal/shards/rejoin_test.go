@@ -191,3 +191,43 @@ func TestAShardWhoseEveryNodeCameBackEmptyGetsItsSlotsAgainOnceItsOldPrimaryIsFo
 	got = kinds(shards.Decide(c.joined().members, 3))
 	assert.Equal(t, []string{"rc-shard1-0 serves slots [5461-10921]"}, got[shards.AddSlots])
 }
+
+func TestAReplicaStillFollowingItsPrimarysOldAddressIsToldItsPrimaryAgain(t *testing.T) {
+	// Given a whole restart the nodes have rejoined from: every table has every node's new
+	// address, and each replica's replication follows its primary there
+	c := formed()
+	for i, m := range c.members {
+		c.moved(m.Pod, fmt.Sprintf("10.0.1.%d:6379", i+1))
+	}
+	c.joined()
+	for _, pod := range []string{"rc-shard0-1", "rc-shard1-1", "rc-shard2-1"} {
+		primary := c.member(pod[:len(pod)-1] + "0")
+		c.member(pod).Following = primary.Addr
+	}
+	p := shards.Decide(c.members, 3)
+	assert.Empty(t, p.Actions)
+	assert.Equal(t, []string{"rc-shard1-1"}, p.Shards[1].Replicas)
+
+	// When one replica's replication still follows its primary's old address (Redis learned
+	// the new one from gossip, which does not move replication)
+	c.member("rc-shard1-1").Following = "127.0.0.11:6379"
+	p = shards.Decide(c.members, 3)
+
+	// Then it, and only it, is told its primary again, and it does not count as attached
+	assert.Equal(t, map[shards.ActionKind][]string{shards.Replicate: {
+		"rc-shard1-1 replicates n10 at its address now: its replication still followed 127.0.0.11:6379"}}, kinds(p))
+	assert.Empty(t, p.Shards[1].Replicas)
+	assert.Equal(t, []string{"rc-shard0-1"}, p.Shards[0].Replicas)
+
+	// And a replica not asked for its replication, or one its table knows at no address, is
+	// left as its table says
+	c.member("rc-shard1-1").Following = ""
+	assert.Empty(t, shards.Decide(c.members, 3).Actions)
+	c.member("rc-shard1-1").Following = "127.0.0.11:6379"
+	for k := range c.member("rc-shard1-1").Nodes {
+		if n := &c.member("rc-shard1-1").Nodes[k]; n.ID == "n10" {
+			n.Addr, n.Flags = "", append(n.Flags, "noaddr")
+		}
+	}
+	assert.NotContains(t, keysOf(kinds(shards.Decide(c.members, 3))), shards.Replicate)
+}

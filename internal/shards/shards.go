@@ -46,6 +46,22 @@ type Member struct {
 	// as the pod starts it); Announce is the one it should: its Service's outside address
 	// (spec.expose), or its Own.
 	Announcing, Announce redis.Announced
+	// Following is, for a replica, the address its replication follows (INFO replication's
+	// master_host:master_port); empty when it is no replica or was not asked.
+	Following string
+}
+
+// followsElsewhere is the address m's replication follows when it is not where m's own table
+// has its primary id: Redis 7.0 moves a peer to the new address its gossip tells of without
+// moving the replication of that peer's replicas (only a message from the peer itself does), so
+// after a whole restart a replica may keep following its primary's old address, its link down.
+// Empty when they agree, or when either is not known.
+func (m Member) followsElsewhere(id string) string {
+	n, ok := m.node(id)
+	if m.Following == "" || !ok || n.Addr == "" || n.Addr == m.Following {
+		return ""
+	}
+	return m.Following
 }
 
 // Announced is the address a node announces instead of its own (redis.Announced).
@@ -133,7 +149,8 @@ const (
 	Announce ActionKind = "Announce"
 	// AddSlots: CLUSTER ADDSLOTSRANGE Ranges, sent to On, the shard's primary.
 	AddSlots ActionKind = "AddSlots"
-	// Replicate: CLUSTER REPLICATE NodeID, sent to On.
+	// Replicate: CLUSTER REPLICATE NodeID, sent to On; Addr, when set, is the old address its
+	// replication follows instead of NodeID's.
 	Replicate ActionKind = "Replicate"
 	// Forget: CLUSTER FORGET NodeID, sent to On (to every node, within a minute).
 	Forget ActionKind = "Forget"
@@ -169,6 +186,9 @@ func (a Action) String() string {
 	case AddSlots:
 		return fmt.Sprintf("%s serves slots %v", a.On, a.Ranges)
 	case Replicate:
+		if a.Addr != "" {
+			return fmt.Sprintf("%s replicates %s at its address now: its replication still followed %s", a.On, a.NodeID, a.Addr)
+		}
 		return fmt.Sprintf("%s replicates %s", a.On, a.NodeID)
 	case Stable:
 		return fmt.Sprintf("%s closes slot %d, whose other end is gone", a.On, a.Slot)
@@ -436,6 +456,10 @@ func decideShard(i int, want []redis.SlotRange, answering []Member, owned []bool
 		}
 		self := selfOf(m)
 		switch {
+		case self.PrimaryID == p.ID && m.followsElsewhere(p.ID) != "":
+			// Telling it its primary again moves its replication to the primary's address in
+			// its table. Safe: it serves no slots, and it keeps following the same node.
+			actions = append(actions, Action{Kind: Replicate, On: m.Pod, NodeID: p.ID, Addr: m.followsElsewhere(p.ID)})
 		case self.PrimaryID == p.ID:
 			shard.Replicas = append(shard.Replicas, m.Pod)
 		case self.SlotCount() > 0:

@@ -145,12 +145,7 @@ func eventuallyServesAsBefore(t *testing.T, name string, cc *goredis.ClusterClie
 }
 
 func TestClusterModeWithStorageComesBackAfterEveryPodRestartsAtNewAddresses(t *testing.T) {
-	// Not beside the other stories yet: it finds a replica left replicating from its primary's
-	// old address (Redis 7.0 learns a peer's new address from gossip without moving a
-	// replica's replication to it; the operator does not yet send CLUSTER REPLICATE again),
-	// which it met in 2 of 4 CI runs with three stories at a time (2026-12-07), and twice
-	// before in CI, one story at a time. Until the operator mends such a replica, it runs
-	// alone, before them.
+	besideOtherStories(t)
 	// Given two RedisClusters in cluster mode on volumes, 500 keys each: 3 shards of 2 nodes,
 	// and 3 shards of one node
 	names := []string{"reboot-a", "reboot-b"}
