@@ -302,10 +302,25 @@ func (r *run) get() (*cachev1.RedisCluster, error) {
 	return rc, err
 }
 
-// converged: Ready for the current generation, and the scenario's change carried out.
+// converged: Ready for the current generation, every pod labelled with its role in replication
+// mode, and the scenario's change carried out. Ready does not wait for the labels: a replica is
+// labelled once its link is up, which a full sync under load took more than the quiet time to
+// bring (CI, 2026-12-06 and 07: the label written after the harness had judged the run
+// converged crashed that operator, and no fresh one came to write it).
 func (r *run) converged() error {
 	if err := r.ready(); err != nil {
 		return err
+	}
+	if !r.sc.cluster {
+		pods, err := r.pods()
+		if err != nil {
+			return err
+		}
+		for _, p := range pods {
+			if p.Labels[resources.LabelRole] == "" {
+				return fmt.Errorf("pod %s has no role label yet", p.Name)
+			}
+		}
 	}
 	if r.sc.done != nil {
 		return r.sc.done(r)
