@@ -35,6 +35,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/localcluster"
 	"github.com/org/redis-operator/test/redistest"
 	"github.com/org/redis-operator/test/s3server"
@@ -108,7 +109,8 @@ func redisCluster(c require.TestingT) *cachev1.RedisCluster {
 // happen one after another (a rolling upgrade's pods): done says how many of how many steps are
 // done, and why not all yet. It fails when no step was done for stall, not after a total time,
 // which the machine's load would decide (stories run side by side).
-func whileProgressing(t *testing.T, stall time.Duration, what string, done func() (steps, of int, why string)) {
+// On a stall it prints the RedisCluster name's Events and pods.
+func whileProgressing(t *testing.T, stall time.Duration, name, what string, done func() (steps, of int, why string)) {
 	t.Helper()
 	best, since := -1, time.Now()
 	for {
@@ -120,7 +122,11 @@ func whileProgressing(t *testing.T, stall time.Duration, what string, done func(
 			best, since = steps, time.Now()
 		}
 		if time.Since(since) > stall {
-			t.Fatalf("%s: %d of %d steps, none more in %s: %s", what, steps, of, stall, why)
+			// What the operator said and what its pods are: a stall is read from them.
+			events, _ := cluster.KubectlOutput("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name,
+				"--sort-by=.lastTimestamp", "-o", "custom-columns=TIME:.lastTimestamp,COUNT:.count,REASON:.reason,MESSAGE:.message")
+			pods, _ := cluster.KubectlOutput("get", "pods", "-n", ns, "-l", resources.LabelInstance+"="+name, "-o", "wide")
+			t.Fatalf("%s: %d of %d steps, none more in %s: %s\n%s's Events:\n%s\nits pods:\n%s", what, steps, of, stall, why, name, events, pods)
 		}
 		time.Sleep(tick)
 	}

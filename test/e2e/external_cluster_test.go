@@ -141,7 +141,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 			cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/outshards", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
 			// Each pod replaced is a step, and Ready with every shard's revision current the last:
 			// the upgrade may take long while other stories run, but never stops for waitFor.
-			whileProgressing(t, waitFor, "every pod replaced by one of the new version", func() (int, int, string) {
+			whileProgressing(t, waitFor, "outshards", "every pod replaced by one of the new version", func() (int, int, string) {
 				steps, current, why := 0, true, []string{}
 				for i := range 3 {
 					sts := &appsv1.StatefulSet{}
