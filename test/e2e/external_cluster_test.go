@@ -139,30 +139,43 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 			// Service's node port announced again), its replica taking over with CLUSTER
 			// FAILOVER, then the old primary's pod replaced.
 			cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/outshards", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
-			// Each pod replaced is a step, and Ready with every shard's revision current the last:
-			// the upgrade may take long while other stories run, but never stops for waitFor.
+			// Each pod replaced is a step, each shard handed to its new replica one, and Ready
+			// with every shard's revision current the last: the upgrade may take long while other
+			// stories run, but never stops for waitFor.
+			const of = 3*2 + 3 + 1
 			whileProgressing(t, waitFor, "outshards", "every pod replaced by one of the new version", func() (int, int, string) {
+				got := &cachev1.RedisCluster{}
+				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "outshards"}, got); err != nil {
+					return 0, of, err.Error()
+				}
 				steps, current, why := 0, true, []string{}
 				for i := range 3 {
 					sts := &appsv1.StatefulSet{}
 					if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts); err != nil {
-						return steps, 7, err.Error()
+						return steps, of, err.Error()
 					}
-					if sts.Spec.Template.Spec.Containers[0].Image == "redis:7.0" {
-						steps += int(sts.Status.UpdatedReplicas)
+					if sts.Spec.Template.Spec.Containers[0].Image != "redis:7.0" {
+						current = false
+						continue
 					}
-					why = append(why, fmt.Sprintf("%s: image %s, %d updated, revision %s of %s", sts.Name,
-						sts.Spec.Template.Spec.Containers[0].Image, sts.Status.UpdatedReplicas, sts.Status.CurrentRevision, sts.Status.UpdateRevision))
+					steps += int(sts.Status.UpdatedReplicas)
+					primary := ""
+					if i < len(got.Status.Shards) {
+						primary = got.Status.Shards[i].Primary
+					}
+					pod := &corev1.Pod{}
+					if primary != "" && cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: primary}, pod) == nil &&
+						pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+						steps++ // the shard's primary is a pod of the new version
+					}
+					why = append(why, fmt.Sprintf("%s: %d updated, primary %s, revision %s of %s", sts.Name,
+						sts.Status.UpdatedReplicas, primary, sts.Status.CurrentRevision, sts.Status.UpdateRevision))
 					current = current && sts.Status.UpdateRevision == sts.Status.CurrentRevision
 				}
-				got := &cachev1.RedisCluster{}
-				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "outshards"}, got); err != nil {
-					return steps, 7, err.Error()
+				if steps == of-1 && current && testenv.Ready(got) {
+					steps = of
 				}
-				if steps == 6 && current && testenv.Ready(got) {
-					steps = 7
-				}
-				return steps, 7, fmt.Sprintf("%s; conditions %+v", strings.Join(why, "; "), got.Status.Conditions)
+				return steps, of, fmt.Sprintf("%s; conditions %+v", strings.Join(why, "; "), got.Status.Conditions)
 			})
 		},
 	}.run(t, rc)
