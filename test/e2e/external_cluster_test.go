@@ -139,44 +139,7 @@ func TestAClusterClientOutsideFollowsTheAnnouncedNodePorts(t *testing.T) {
 			// Service's node port announced again), its replica taking over with CLUSTER
 			// FAILOVER, then the old primary's pod replaced.
 			cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/outshards", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
-			// Each pod replaced is a step, each shard handed to its new replica one, and Ready
-			// with every shard's revision current the last: the upgrade may take long while other
-			// stories run, but never stops for waitFor.
-			const of = 3*2 + 3 + 1
-			whileProgressing(t, waitFor, "outshards", "every pod replaced by one of the new version", func() (int, int, string) {
-				got := &cachev1.RedisCluster{}
-				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "outshards"}, got); err != nil {
-					return 0, of, err.Error()
-				}
-				steps, current, why := 0, true, []string{}
-				for i := range 3 {
-					sts := &appsv1.StatefulSet{}
-					if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts); err != nil {
-						return steps, of, err.Error()
-					}
-					if sts.Spec.Template.Spec.Containers[0].Image != "redis:7.0" {
-						current = false
-						continue
-					}
-					steps += int(sts.Status.UpdatedReplicas)
-					primary := ""
-					if i < len(got.Status.Shards) {
-						primary = got.Status.Shards[i].Primary
-					}
-					pod := &corev1.Pod{}
-					if primary != "" && cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: primary}, pod) == nil &&
-						pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
-						steps++ // the shard's primary is a pod of the new version
-					}
-					why = append(why, fmt.Sprintf("%s: %d updated, primary %s, revision %s of %s", sts.Name,
-						sts.Status.UpdatedReplicas, primary, sts.Status.CurrentRevision, sts.Status.UpdateRevision))
-					current = current && sts.Status.UpdateRevision == sts.Status.CurrentRevision
-				}
-				if steps == of-1 && current && testenv.Ready(got) {
-					steps = of
-				}
-				return steps, of, fmt.Sprintf("%s; conditions %+v", strings.Join(why, "; "), got.Status.Conditions)
-			})
+			whileProgressing(t, waitFor, "outshards", "every pod replaced by one of the new version", upgradeSteps(rc, 3, "redis:7.0"))
 		},
 	}.run(t, rc)
 	assert.Empty(t, report.Lost, "acknowledged writes lost")
@@ -572,4 +535,47 @@ func speakers() []string {
 		out = append(out, "metallb-speaker-"+n)
 	}
 	return out
+}
+
+// upgradeSteps counts a sharded cluster's rolling upgrade to image in steps for whileProgressing:
+// each pod replaced is a step, each shard handed to its new replica one (its primary a pod of the
+// update revision), and Ready with every shard's revision current the last. The upgrade may take
+// long while other stories run, but never stops for waitFor.
+func upgradeSteps(rc *cachev1.RedisCluster, shards int, image string) func() (int, int, string) {
+	ctx := context.Background()
+	of := shards*2 + shards + 1
+	return func() (int, int, string) {
+		got := &cachev1.RedisCluster{}
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: rc.Name}, got); err != nil {
+			return 0, of, err.Error()
+		}
+		steps, current, why := 0, true, []string{}
+		for i := range shards {
+			sts := &appsv1.StatefulSet{}
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts); err != nil {
+				return steps, of, err.Error()
+			}
+			if sts.Spec.Template.Spec.Containers[0].Image != image {
+				current = false
+				continue
+			}
+			steps += int(sts.Status.UpdatedReplicas)
+			primary := ""
+			if i < len(got.Status.Shards) {
+				primary = got.Status.Shards[i].Primary
+			}
+			pod := &corev1.Pod{}
+			if primary != "" && cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: primary}, pod) == nil &&
+				pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+				steps++ // the shard's primary is a pod of the new version
+			}
+			why = append(why, fmt.Sprintf("%s: %d updated, primary %s, revision %s of %s", sts.Name,
+				sts.Status.UpdatedReplicas, primary, sts.Status.CurrentRevision, sts.Status.UpdateRevision))
+			current = current && sts.Status.UpdateRevision == sts.Status.CurrentRevision
+		}
+		if steps == of-1 && current && testenv.Ready(got) {
+			steps = of
+		}
+		return steps, of, fmt.Sprintf("%s; conditions %+v", strings.Join(why, "; "), got.Status.Conditions)
+	}
 }
