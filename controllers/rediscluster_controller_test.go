@@ -103,6 +103,7 @@ func eventsFor(c require.TestingT, rc *cachev1.RedisCluster) []eventsv1.Event {
 }
 
 func TestSampleCreatesItsChildren(t *testing.T) {
+	t.Parallel()
 	// Given an operator watching a namespace
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
@@ -164,6 +165,7 @@ func TestSampleCreatesItsChildren(t *testing.T) {
 }
 
 func TestAGeneratedPasswordSecretAlreadyThereIsKept(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 
@@ -189,6 +191,7 @@ func TestAGeneratedPasswordSecretAlreadyThereIsKept(t *testing.T) {
 }
 
 func TestScalingChangesTheStatefulSet(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	rc := createSample(t, ns)
@@ -208,6 +211,7 @@ func TestScalingChangesTheStatefulSet(t *testing.T) {
 }
 
 func TestSampleBecomesReadyWithReplication(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	rc := createSample(t, ns)
@@ -280,6 +284,7 @@ func redisClient(t *testing.T, node *testenv.LocalNode, pod, password string) *g
 }
 
 func TestConvergedReconcileWritesNothing(t *testing.T) {
+	t.Parallel()
 	// Given a converged, Ready RedisCluster
 	ns := newNamespace(t)
 	op := startOperator(t, adminCfg, ns)
@@ -337,6 +342,7 @@ func reconcileAfresh(t *testing.T, op *runningOperator, rc *cachev1.RedisCluster
 }
 
 func TestManualEditOfOwnedFieldIsPutBackAndForeignFieldKept(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	createSample(t, ns)

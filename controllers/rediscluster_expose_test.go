@@ -22,6 +22,7 @@ import (
 // select what the in-cluster ones select, changed in place and deleted when it goes. (envtest
 // has no kube-proxy: that a client outside reaches Redis through them is the real node's test.)
 func TestExposeAddsExternalServicesThatFollowTheRolesAndGoWithIt(t *testing.T) {
+	t.Parallel()
 	// Given a Ready RedisCluster of 3 redis-server nodes
 	ns := newNamespace(t)
 	op := startOperator(t, adminCfg, ns)
@@ -98,6 +99,7 @@ func TestExposeAddsExternalServicesThatFollowTheRolesAndGoWithIt(t *testing.T) {
 // TestRemovingExposeLeavesAServiceOfTheSameNameItDoesNotControl: a Service named as an external
 // one but made by someone else is not the operator's to delete.
 func TestRemovingExposeLeavesAServiceOfTheSameNameItDoesNotControl(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	theirs := &corev1.Service{

@@ -86,6 +86,7 @@ func countEvents(c require.TestingT, rc *cachev1.RedisCluster, reason string) in
 }
 
 func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
+	t.Parallel()
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")
 	writeReplicated(t, node, "sessions-0", password, "k", "before", 2)
@@ -159,6 +160,7 @@ func metricValue(c require.TestingT, name string, labels map[string]string) (flo
 }
 
 func TestMetricsFollowTheNodesThroughAFailover(t *testing.T) {
+	t.Parallel()
 	ns, rc, node := readyCluster(t)
 	node0 := map[string]string{"namespace": ns, "rediscluster": "sessions", "pod": "sessions-0"}
 	cluster := map[string]string{"namespace": ns, "rediscluster": "sessions"}
@@ -234,6 +236,7 @@ func TestMetricsFollowTheNodesThroughAFailover(t *testing.T) {
 }
 
 func TestAHungReplicaLeavesTheReplicasServiceAndReturnsWhenResumed(t *testing.T) {
+	t.Parallel()
 	ns, rc, node := readyCluster(t)
 	hung := otherReplica(rc.Status.Primary)
 
@@ -272,6 +275,7 @@ func otherReplica(primary string) string {
 }
 
 func TestScaleInMovesThePrimaryOffTheRemovedPodFirst(t *testing.T) {
+	t.Parallel()
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")
 	// Given a primary on a higher ordinal, after a failover (with data written, the restarted,
@@ -301,6 +305,7 @@ func TestScaleInMovesThePrimaryOffTheRemovedPodFirst(t *testing.T) {
 }
 
 func TestVersionUpgradeReplacesReplicasFirstThenSwitchesOver(t *testing.T) {
+	t.Parallel()
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")
 	writeReplicated(t, node, "sessions-0", password, "k", "kept", 2)
@@ -341,6 +346,7 @@ func TestVersionUpgradeReplacesReplicasFirstThenSwitchesOver(t *testing.T) {
 }
 
 func TestPasswordFromTheUsersSecret(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-redis", Namespace: ns}, Data: map[string][]byte{"pw": []byte("user's own password")}}
@@ -358,6 +364,7 @@ func TestPasswordFromTheUsersSecret(t *testing.T) {
 }
 
 func TestMissingPasswordSecretIsExplained(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
 	rc := testenv.RedisCluster(ns, "sessions", 3)
@@ -381,6 +388,7 @@ func TestMissingPasswordSecretIsExplained(t *testing.T) {
 // retry, and the retries' back-off is capped (a minute by default; controller-runtime's own cap
 // is 16 minutes), so that it is found soon even after the RedisCluster waited long.
 func TestAPasswordSecretCreatedLateIsFoundAtTheCappedRetry(t *testing.T) {
+	t.Parallel()
 	const maxRetryDelay = 200 * time.Millisecond
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.MaxRetryDelay = maxRetryDelay })
@@ -420,6 +428,7 @@ func podUIDs(t *testing.T, namespace string) map[string]string {
 }
 
 func TestPasswordChangeReachesRunningNodesAndAWrongOneIsExplained(t *testing.T) {
+	t.Parallel()
 	const first, second, third = "first-password-1f8d", "second-password-93ac", "third-password-5e0b"
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
@@ -554,6 +563,7 @@ func eventuallyEveryNodeTakes(t *testing.T, node *testenv.LocalNode, rc *cachev1
 // RedisCluster AuthenticationFailed for good. The old password is now kept in a Secret before
 // the file changes.
 func TestAPasswordChangedWhileTheOperatorWasAwayReachesTheNodes(t *testing.T) {
+	t.Parallel()
 	const first, second = "first-password-28c4", "second-password-b61f"
 	ns, rc, node := stoppedPasswordCluster(t, first)
 
@@ -577,6 +587,7 @@ func TestAPasswordChangedWhileTheOperatorWasAwayReachesTheNodes(t *testing.T) {
 // The same, when the operator was away as the Secret changed: it keeps the old password itself
 // before writing the new file.
 func TestAPasswordChangedWhileNoOperatorRanReachesTheNodes(t *testing.T) {
+	t.Parallel()
 	const first, second = "first-password-4a0e", "second-password-7d93"
 	ns, rc, node := stoppedPasswordCluster(t, first)
 
@@ -590,6 +601,7 @@ func TestAPasswordChangedWhileNoOperatorRanReachesTheNodes(t *testing.T) {
 }
 
 func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
+	t.Parallel()
 	// Given a ready cluster, and then an operator whose periodic check would not come for an hour
 	ns := newNamespace(t)
 	first := startOperator(t, adminCfg, ns)
@@ -623,6 +635,7 @@ func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
 }
 
 func TestAChildChangedUnderARunningClusterIsPutBack(t *testing.T) {
+	t.Parallel()
 	// Given a ready cluster, whose health check no longer compares children that did not change
 	ns, _, _ := readyCluster(t)
 	time.Sleep(2 * time.Second)
@@ -644,6 +657,7 @@ func TestAChildChangedUnderARunningClusterIsPutBack(t *testing.T) {
 }
 
 func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	// Given a RedisCluster with storage (the append-only file on), and writes a replica acknowledged
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)
@@ -702,6 +716,7 @@ func TestDeletingEveryPodOfAPersistentClusterKeepsEveryAcknowledgedWrite(t *test
 // operator makes one of the empty new nodes primary for the cluster to serve. It must say so:
 // a Warning Event, the DataLost condition, the metric, and the reason (no spec.storage).
 func TestDeletingEveryPodOfAClusterWithoutStorageIsReportedAsDataLost(t *testing.T) {
+	t.Parallel()
 	ns, rc, node := readyCluster(t)
 	password := secretValue(t, ns, "sessions-auth", "password")
 	writeReplicated(t, node, rc.Status.Primary, password, "k", "before", 2)
@@ -730,6 +745,7 @@ func TestDeletingEveryPodOfAClusterWithoutStorageIsReportedAsDataLost(t *testing
 }
 
 func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {
+	t.Parallel()
 	// Given a ready cluster whose spec then asks, again and again, for a pod the API server
 	// refuses (a toleration with a value but no key must use the operator Exists): the CRD
 	// takes each one, the StatefulSet does not, and every reconcile fails. Ten failures on top
@@ -772,6 +788,7 @@ func TestASpecTheAPIServerRefusesDoesNotStopFailover(t *testing.T) {
 // every 10s (Redis's default, as under an earlier build) gets the ping period the witness rule
 // needs from the next operator process, live: no pod is replaced, none restarts.
 func TestNodesStartedWithoutALiveSettingGetItFromTheNextOperator(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	op := startOperator(t, adminCfg, ns)

@@ -77,6 +77,7 @@ func tlsClient(t *testing.T, node *testenv.LocalNode, ns, pod, password string, 
 }
 
 func TestATLSClusterServesOnlyTLSFailsOverAndSwitchesOver(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "redis-ca")
 	ns, rc, node := tlsCluster(t, ca, true)
 	password := secretValue(t, ns, "sessions-auth", "password")
@@ -127,6 +128,7 @@ func TestATLSClusterServesOnlyTLSFailsOverAndSwitchesOver(t *testing.T) {
 // the nodes' certificate is re-issued by it, the old CA is removed. Each step is loaded by the
 // running nodes, with no restart, while a client writes through the primary.
 func TestCertificateRotationReachesRunningNodesWithNoAcknowledgedWriteLost(t *testing.T) {
+	t.Parallel()
 	oldCA, newCA := newCA(t, "old-ca"), newCA(t, "new-ca")
 	ns, rc, node := tlsCluster(t, oldCA, true)
 	password := secretValue(t, ns, "sessions-auth", "password")
@@ -228,6 +230,7 @@ func serverPIDs(t *testing.T, node *testenv.LocalNode) map[string]int {
 }
 
 func TestAMissingOrWrongTLSSecretIsExplainedAndFixedByTheUser(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "redis-ca")
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
@@ -281,6 +284,7 @@ func TestAMissingOrWrongTLSSecretIsExplainedAndFixedByTheUser(t *testing.T) {
 // the two Services their addresses itself, as MetalLB does on the real nodes (whose e2e test
 // dials them).
 func TestTheCertificateIsCheckedAgainstTheAddressesClientsOutsideDial(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "ca")
 	ns, rc, _ := tlsCluster(t, ca, false)
 	ctx := context.Background()

@@ -38,6 +38,7 @@ func loggedIn(c *goredis.Client) error {
 }
 
 func TestUsersCanDoWhatTheirRulesAllowAndNothingElse(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = time.Second })
@@ -96,6 +97,7 @@ func TestUsersCanDoWhatTheirRulesAllowAndNothingElse(t *testing.T) {
 }
 
 func TestAUserRedisRefusesIsExplainedAndTheOthersAreApplied(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns)

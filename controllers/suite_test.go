@@ -28,9 +28,6 @@ import (
 	"github.com/org/redis-operator/test/testenv"
 )
 
-// The control plane every test in this package shares: a real kube-apiserver and etcd.
-// It runs no controllers of its own (no StatefulSet controller, no garbage collector), so
-// tests write a StatefulSet's status where the StatefulSet controller would.
 // lockedBuffer collects log output written from many goroutines.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -49,6 +46,12 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// The control plane every test in this package shares: a real kube-apiserver and etcd.
+// It runs no controllers of its own (no StatefulSet controller, no garbage collector), so
+// tests write a StatefulSet's status where the StatefulSet controller would.
+// Each test that runs Redis has a namespace, an operator and redis-server processes of its own,
+// and runs beside the others (t.Parallel): they wait on Redis and the API server far more than
+// they use the CPU. Two stay alone: they add users to the API server (AddUser).
 var (
 	operatorLogs lockedBuffer
 	env          *testenv.Env

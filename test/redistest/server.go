@@ -37,6 +37,10 @@ type Server struct {
 	done chan struct{}
 	// exitCode is the process's exit code once it exited.
 	exitCode atomic.Int64
+	// restarting is held by Restart and StartIfExited: a test restarts a server while the
+	// runner of its pod starts exited ones again, and two starts on one address would have the
+	// second refused (its port in use) or kill the first.
+	restarting sync.Mutex
 }
 
 // ExitCode is the exit code of the process once it exited (-1 when killed by a signal).
@@ -168,8 +172,7 @@ func (s *Server) start() error {
 		}
 		select {
 		case <-done:
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log"))
-			return fmt.Errorf("%w: redis-server %s: %s", ErrExitedAtStart, s.Name, log)
+			return fmt.Errorf("%w: redis-server %s: %s", ErrExitedAtStart, s.Name, s.LogTail(2000))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -200,8 +203,22 @@ func (s *Server) proc() (*exec.Cmd, chan struct{}) {
 
 // Restart starts the process again on the same address, configuration and data directory.
 func (s *Server) Restart() error {
+	s.restarting.Lock()
+	defer s.restarting.Unlock()
 	s.Kill()
 	return s.start()
+}
+
+// StartIfExited starts the process again when it has exited, as restartPolicy Always does, and
+// says whether it did: a server a Restart has just started again is left running.
+func (s *Server) StartIfExited() (bool, error) {
+	s.restarting.Lock()
+	defer s.restarting.Unlock()
+	if s.Alive() {
+		return false, nil
+	}
+	s.Kill() // forgets the exited process
+	return true, s.start()
 }
 
 // WipeData removes the node's persisted data, as a restart on an emptyDir would.
