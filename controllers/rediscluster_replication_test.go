@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -609,10 +610,12 @@ func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
 	node := runLocalNode(t, ns)
 	rc = eventuallyReady(t, rc)
 	first.stop()
-	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.CheckInterval = time.Hour })
-	time.Sleep(time.Second) // its first reconcile, which opens the held connections
 	password := secretValue(t, ns, "sessions-auth", "password")
 	replica := otherReplica(rc.Status.Primary)
+	before, err := redisClient(t, node, replica, password).ClientID(context.Background()).Result()
+	require.NoError(t, err)
+	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.CheckInterval = time.Hour })
+	heldConnectionsChecked(t, node, replica, password, before)
 
 	// and a replica made a primary behind the operator's back, which no check sees yet
 	c := redisClient(t, node, replica, password)
@@ -632,6 +635,38 @@ func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
 		require.NoError(c, err)
 		assert.Equal(c, "slave", role[0])
 	}, 10*time.Second, tick)
+}
+
+// heldConnectionsChecked waits until an operator started after the client ID since has opened its
+// held connections to pod (its subscribed watch, and its command connection) and checked the node
+// through them (the command connection's last command one of the check's, not a client's of the
+// test's): its first reconcile has read the node.
+func heldConnectionsChecked(t *testing.T, node *testenv.LocalNode, pod, password string, since int64) {
+	t.Helper()
+	test := redisClient(t, node, pod, password)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		list, err := test.ClientList(context.Background()).Result()
+		require.NoError(c, err)
+		watched, checked := false, false
+		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+			fields := map[string]string{} // id=7 addr=... flags=P ... cmd=subscribe
+			for _, f := range strings.Fields(line) {
+				k, v, _ := strings.Cut(f, "=")
+				fields[k] = v
+			}
+			if id, err := strconv.ParseInt(fields["id"], 10, 64); err != nil || id <= since {
+				continue
+			}
+			switch {
+			case fields["flags"] == "P":
+				watched = true
+			case fields["flags"] == "N" && !strings.HasPrefix(fields["cmd"], "client|"):
+				checked = true
+			}
+		}
+		assert.True(c, watched, "a subscribed connection: %s", list)
+		assert.True(c, checked, "a connection that checked the node: %s", list)
+	}, waitFor, tick)
 }
 
 func TestAChildChangedUnderARunningClusterIsPutBack(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
 
@@ -128,7 +129,14 @@ func TestAUserRedisRefusesIsExplainedAndTheOthersAreApplied(t *testing.T) {
 		assert.Equal(c, "sessions-0", getRC(c, rc).Status.Primary)
 	}, waitFor, tick)
 	assert.ErrorContains(t, loggedIn(userClient(t, node, "sessions-0", "typo", "pw-1")), "WRONGPASS")
-	time.Sleep(time.Second) // the file is written at the next reconcile
+	// the file is written at the next reconcile
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		conf := &corev1.Secret{}
+		require.NoError(c, k8sClient.Get(ctx, key(ns, rc.Name+cachev1.AuthConfSecretSuffix), conf))
+		file := string(conf.Data[resources.AuthConfKey])
+		assert.Contains(c, file, "user good ")
+		assert.NotContains(c, file, "user typo ")
+	}, waitFor, tick)
 	require.NoError(t, node.Server("sessions-1").Restart())
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NoError(c, loggedIn(userClient(t, node, "sessions-1", "good", "pw-1")))
