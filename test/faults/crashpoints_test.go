@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,26 +85,33 @@ func TestCrashAtEveryWrite(t *testing.T) {
 	require.NoError(t, err)
 	suite := &crashSuite{cfg: cfg, admin: admin, slots: make(chan struct{}, *crashParallel)}
 
-	var summary []string
-	total := 0
-	for _, sc := range crashScenarios() {
+	// The scenarios run side by side, their runs (a baseline, then one per crash point) sharing
+	// the suite's slots: one after the other, each scenario's baseline ran alone and its last
+	// points ran with the slots half empty. The summary is printed once every scenario ended.
+	scenarios := crashScenarios()
+	summaries := make([][]string, len(scenarios))
+	var tried atomic.Int64
+	t.Cleanup(func() {
+		fmt.Printf("\ncrash at every write (%d rounds): %d crash points\n  %s\n", *crashRounds, tried.Load(),
+			strings.Join(slices.Concat(summaries...), "\n  "))
+	})
+	for i, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			tl := &tally{}
 			// Each round lists the writes again (their order varies a little with timing), then
 			// crashes at each of them.
 			for round := 1; round <= *crashRounds; round++ {
 				suite.round(t, sc, round, tl)
 			}
-			tried := tl.crashed + tl.convergedFirst
-			total += tried
-			summary = append(summary, fmt.Sprintf("%-32s crash points per run %v; tried %d: crashed at %d, converged before the k-th write %d",
-				sc.name, tl.counted, tried, tl.crashed, tl.convergedFirst))
+			tried.Add(int64(tl.crashed + tl.convergedFirst))
+			summaries[i] = append(summaries[i], fmt.Sprintf("%-32s crash points per run %v; tried %d: crashed at %d, converged before the k-th write %d",
+				sc.name, tl.counted, tl.crashed+tl.convergedFirst, tl.crashed, tl.convergedFirst))
 			for _, f := range tl.failed {
-				summary = append(summary, "  FAILED "+f)
+				summaries[i] = append(summaries[i], "  FAILED "+f)
 			}
 		})
 	}
-	fmt.Printf("\ncrash at every write (%d rounds): %d crash points\n  %s\n", *crashRounds, total, strings.Join(summary, "\n  "))
 }
 
 // tally is what one scenario's rounds saw, for the summary.
