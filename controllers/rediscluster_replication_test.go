@@ -106,9 +106,12 @@ func TestKilledPrimaryIsReplacedAndTheServiceFollows(t *testing.T) {
 		assert.Equal(c, []string{primary}, podsByRole(c, ns)["primary"])
 	}, waitFor, tick)
 	// The status named the new primary before its pod's label sent the Service's clients to it.
-	recorded, labelled := order()
-	require.Contains(t, recorded, primary)
-	require.Contains(t, labelled, primary)
+	var recorded, labelled map[string]int64
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		recorded, labelled = order()
+		assert.Contains(c, recorded, primary, "the watch has delivered the status naming it")
+		assert.Contains(c, labelled, primary, "the watch has delivered its pod's label")
+	}, waitFor, tick)
 	assert.Less(t, recorded[primary], labelled[primary], "status.primary written (resourceVersion) before the pod was labelled primary")
 	v, err := redisClient(t, node, primary, password).Get(context.Background(), "k").Result()
 	require.NoError(t, err)

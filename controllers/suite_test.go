@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -200,8 +201,9 @@ func watchReady(t *testing.T, rc *cachev1.RedisCluster) func() []string {
 }
 
 // watchPrimaryOrder watches the RedisCluster and its namespace's pods from now on, and returns a
-// func that stops watching and says, for each node, the resourceVersion of the first write that
-// named it status.primary and of the first that labelled its pod primary (absent: no such write).
+// func that says, for each node, the resourceVersion of the first write seen so far that named it
+// status.primary and of the first that labelled its pod primary (absent: no such write seen yet:
+// a watch may deliver a write after a read has returned it). It watches until the test ends.
 // The two count on one scale: an API server on one etcd gives every write the next revision of
 // the whole store (Kubernetes tells clients not to compare them; a test on envtest's one etcd may).
 func watchPrimaryOrder(t *testing.T, rc *cachev1.RedisCluster) func() (recorded, labelled map[string]int64) {
@@ -243,16 +245,16 @@ func watchPrimaryOrder(t *testing.T, rc *cachev1.RedisCluster) func() (recorded,
 			}
 		}
 	})
-	stop := sync.OnceValues(func() (map[string]int64, map[string]int64) {
+	t.Cleanup(func() {
 		clusters.Stop()
 		pods.Stop()
 		done.Wait()
+	})
+	return func() (map[string]int64, map[string]int64) {
 		mu.Lock()
 		defer mu.Unlock()
-		return recorded, labelled
-	})
-	t.Cleanup(func() { stop() })
-	return stop
+		return maps.Clone(recorded), maps.Clone(labelled)
+	}
 }
 
 // newNamespace gives a test a namespace of its own.
