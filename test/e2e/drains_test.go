@@ -132,6 +132,8 @@ func TestDrainsAndDeletesHandThePrimaryOverBeforeItsRedisStops(t *testing.T) {
 			sts := &appsv1.StatefulSet{}
 			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), sts))
 			assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
+			// a status of the template before would count the old pods as updated
+			assert.Equal(c, sts.Generation, sts.Status.ObservedGeneration)
 			assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
 			assert.Equal(c, int32(3), sts.Status.UpdatedReplicas)
 		}, 3*time.Minute, tick)

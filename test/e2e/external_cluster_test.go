@@ -555,7 +555,10 @@ func upgradeSteps(rc *cachev1.RedisCluster, shards int, image string) func() (in
 			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: resources.ShardStatefulSetName(rc, i)}, sts); err != nil {
 				return steps, of, err.Error()
 			}
-			if sts.Spec.Template.Spec.Containers[0].Image != image {
+			// Until the StatefulSet controller has seen the new template, its status counts the
+			// old one's pods as updated (CI run 64: two shards counted done at the patch, then the
+			// count stood still for 90 s while they really rolled).
+			if sts.Spec.Template.Spec.Containers[0].Image != image || sts.Status.ObservedGeneration < sts.Generation {
 				current = false
 				continue
 			}
