@@ -24,6 +24,7 @@ import (
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/controllers/operator"
+	"github.com/org/redis-operator/internal/redis"
 	"github.com/org/redis-operator/internal/resources"
 	"github.com/org/redis-operator/test/testenv"
 )
@@ -641,9 +642,10 @@ func TestABrokenConnectionToANodeChecksItAtOnce(t *testing.T) {
 }
 
 // heldConnectionsChecked waits until an operator started after the client ID since has opened its
-// held connections to pod (its subscribed watch, and its command connection) and checked the node
-// through them (the command connection's last command one of the check's, not a client's of the
-// test's): its first reconcile has read the node.
+// held connections to pod (the connections it names redis.ClientName: its subscribed watch,
+// and its command connection) and checked the node through the command connection (its last
+// command not one of the CLIENT commands a connection starts with): its first reconcile has read
+// the node.
 func heldConnectionsChecked(t *testing.T, node *testenv.LocalNode, pod, password string, since int64) {
 	t.Helper()
 	test := redisClient(t, node, pod, password)
@@ -652,18 +654,17 @@ func heldConnectionsChecked(t *testing.T, node *testenv.LocalNode, pod, password
 		require.NoError(c, err)
 		watched, checked := false, false
 		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-			fields := map[string]string{} // id=7 addr=... flags=P ... cmd=subscribe
+			fields := map[string]string{} // id=7 addr=... name=redis-operator ... flags=P ... cmd=subscribe
 			for _, f := range strings.Fields(line) {
 				k, v, _ := strings.Cut(f, "=")
 				fields[k] = v
 			}
-			if id, err := strconv.ParseInt(fields["id"], 10, 64); err != nil || id <= since {
+			if id, err := strconv.ParseInt(fields["id"], 10, 64); err != nil || id <= since || fields["name"] != redis.ClientName {
 				continue
 			}
-			switch {
-			case fields["flags"] == "P":
+			if strings.Contains(fields["flags"], "P") {
 				watched = true
-			case fields["flags"] == "N" && !strings.HasPrefix(fields["cmd"], "client|"):
+			} else if !strings.HasPrefix(fields["cmd"], "client|") {
 				checked = true
 			}
 		}
