@@ -10,9 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
 	"github.com/org/redis-operator/test/history"
@@ -128,15 +126,7 @@ func TestDrainsAndDeletesHandThePrimaryOverBeforeItsRedisStops(t *testing.T) {
 		// handed over, then its pod replaced.
 		start = time.Now()
 		cluster.MustKubectl(t, "-n", ns, "patch", "rediscluster/"+rc.Name, "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			sts := &appsv1.StatefulSet{}
-			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(rc), sts))
-			assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
-			// a status of the template before would count the old pods as updated
-			assert.Equal(c, sts.Generation, sts.Status.ObservedGeneration)
-			assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
-			assert.Equal(c, int32(3), sts.Status.UpdatedReplicas)
-		}, 3*time.Minute, tick)
+		eventuallyRolledOut(t, rc.Name, "redis:7.0", 3)
 		readyAgain(t, rc)
 		steps = append(steps, step{"rolling upgrade to 7.0", start, time.Now()})
 	}}.run(t, rc)

@@ -132,6 +132,21 @@ func whileProgressing(t *testing.T, stall time.Duration, name, what string, done
 	}
 }
 
+// eventuallyRolledOut waits until the StatefulSet name runs image in every one of its replicas
+// pods: its template has it, and a status of that template (a status of the template before would
+// count the old pods as updated) has every pod at the update revision.
+func eventuallyRolledOut(t *testing.T, name, image string, replicas int32) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		sts := &appsv1.StatefulSet{}
+		require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, sts))
+		assert.Equal(c, image, sts.Spec.Template.Spec.Containers[0].Image)
+		assert.Equal(c, sts.Generation, sts.Status.ObservedGeneration)
+		assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
+		assert.Equal(c, replicas, sts.Status.UpdatedReplicas)
+	}, 3*time.Minute, tick)
+}
+
 func eventuallyReady(t *testing.T, replicas int) *cachev1.RedisCluster {
 	t.Helper()
 	var rc *cachev1.RedisCluster
@@ -309,15 +324,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 	t.Run("a version change replaces replicas first, then switches over", func(t *testing.T) {
 		cluster.MustKubectl(t, "patch", "-n", ns, "rediscluster/sessions", "--type=merge", "-p", `{"spec":{"version":"7.0"}}`)
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			sts := &appsv1.StatefulSet{}
-			require.NoError(c, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sessions"}, sts))
-			assert.Equal(c, "redis:7.0", sts.Spec.Template.Spec.Containers[0].Image)
-			// a status of the template before would count the old pods as updated
-			assert.Equal(c, sts.Generation, sts.Status.ObservedGeneration)
-			assert.Equal(c, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
-			assert.Equal(c, int32(5), sts.Status.UpdatedReplicas)
-		}, 3*time.Minute, tick)
+		eventuallyRolledOut(t, "sessions", "redis:7.0", 5)
 		eventuallyReady(t, 5)
 		out := cluster.MustKubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=sessions", "--sort-by=.metadata.creationTimestamp", "-o", "json")
 		var events struct {
