@@ -23,7 +23,10 @@ if [ ! -d "$cache/$key" ]; then
 	[[ $out == */ ]] || target=$tmp/$(basename "$out")
 	# Linked without a symbol table and DWARF, as their releases are; an -ldflags among the
 	# arguments replaces this one.
+	start=$SECONDS
 	(cd "$mod" && go build -ldflags="-s -w" -o "$target" "$@")
+	# Said per tool, so that a cold run shows which tools its build step spends its minutes on.
+	echo "=== built $out from $mod (${*: -1}): $((SECONDS - start))s"
 	mkdir -p "$cache"
 	rm -rf "$cache/$key.partial"
 	cp -r "$tmp" "$cache/$key.partial"
