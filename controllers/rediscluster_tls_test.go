@@ -26,9 +26,9 @@ import (
 )
 
 // tlsCluster is a Ready RedisCluster of three nodes with spec.tls, its Secret signed by ca.
-// The local node writes changed Secrets into the pods' files within 200ms, as the kubelet does
-// within its sync period.
-func tlsCluster(t *testing.T, ca *testenv.CA, clientAuth bool) (string, *cachev1.RedisCluster, *testenv.LocalNode) {
+// The local node writes changed Secrets into the pods' files every volumeSync, as the kubelet
+// does every sync period (a minute or so).
+func tlsCluster(t *testing.T, ca *testenv.CA, clientAuth bool, volumeSync time.Duration) (string, *cachev1.RedisCluster, *testenv.LocalNode) {
 	t.Helper()
 	ns := newNamespace(t)
 	startOperator(t, adminCfg, ns, func(o *operator.Options) { o.SecretResync = 500 * time.Millisecond })
@@ -37,7 +37,7 @@ func tlsCluster(t *testing.T, ca *testenv.CA, clientAuth bool) (string, *cachev1
 	rc := testenv.RedisCluster(ns, "sessions", 3)
 	rc.Spec.TLS = &cachev1.TLSSpec{SecretName: "sessions-tls", ClientAuth: clientAuth}
 	require.NoError(t, k8sClient.Create(context.Background(), rc))
-	node := runLocalNodeWith(t, ns, func(n *testenv.LocalNode) { n.VolumeSync = 200 * time.Millisecond })
+	node := runLocalNodeWith(t, ns, func(n *testenv.LocalNode) { n.VolumeSync = volumeSync })
 	return ns, eventuallyReady(t, rc), node
 }
 
@@ -79,7 +79,7 @@ func tlsClient(t *testing.T, node *testenv.LocalNode, ns, pod, password string, 
 func TestATLSClusterServesOnlyTLSFailsOverAndSwitchesOver(t *testing.T) {
 	t.Parallel()
 	ca := newCA(t, "redis-ca")
-	ns, rc, node := tlsCluster(t, ca, true)
+	ns, rc, node := tlsCluster(t, ca, true, 200*time.Millisecond)
 	password := secretValue(t, ns, "sessions-auth", "password")
 	ctx := context.Background()
 	clientCert, err := ca.Issue("app")
@@ -126,11 +126,15 @@ func TestATLSClusterServesOnlyTLSFailsOverAndSwitchesOver(t *testing.T) {
 
 // The rotation cert-manager users go through when a CA changes: the new CA is added to ca.crt,
 // the nodes' certificate is re-issued by it, the old CA is removed. Each step is loaded by the
-// running nodes, with no restart, while a client writes through the primary.
+// running nodes, with no restart, while a client writes through the primary. The files change
+// seconds after the Secret, as a kubelet writes them at its next sync: the operator reads the
+// Secret first, and a node it asks to load them then still has the old ones. When only ca.crt
+// changes, the certificate the node serves does not tell the two apart (CI run 66 lost this
+// race under load: a node kept its old ca.crt).
 func TestCertificateRotationReachesRunningNodesWithNoAcknowledgedWriteLost(t *testing.T) {
 	t.Parallel()
 	oldCA, newCA := newCA(t, "old-ca"), newCA(t, "new-ca")
-	ns, rc, node := tlsCluster(t, oldCA, true)
+	ns, rc, node := tlsCluster(t, oldCA, true, 4*time.Second)
 	password := secretValue(t, ns, "sessions-auth", "password")
 	ctx := context.Background()
 	pids := serverPIDs(t, node)
@@ -286,7 +290,7 @@ func TestAMissingOrWrongTLSSecretIsExplainedAndFixedByTheUser(t *testing.T) {
 func TestTheCertificateIsCheckedAgainstTheAddressesClientsOutsideDial(t *testing.T) {
 	t.Parallel()
 	ca := newCA(t, "ca")
-	ns, rc, _ := tlsCluster(t, ca, false)
+	ns, rc, _ := tlsCluster(t, ca, false, 200*time.Millisecond)
 	ctx := context.Background()
 	exposed := func(c *assert.CollectT) *metav1.Condition {
 		got := getRC(c, rc)

@@ -27,6 +27,12 @@ import (
 // content changes (phase TLS): Redis does not watch its files, so the operator tells each node
 // to read them again, then checks over a handshake of its own that the node serves the Secret's
 // certificate. A node whose files are not yet the new ones is asked again tlsRetry later.
+//
+// The handshake proves a load only when the certificate changed. A Secret whose tls.crt stayed
+// (a CA added to ca.crt, or removed: the first and last steps of a CA rotation) looks the same
+// before and after, so a node asked before the kubelet wrote its files would be counted as
+// loaded and keep the old ca.crt. Such a node is asked again until tlsFilesWindow after the
+// Secret last changed, by when the kubelet has written them.
 
 // tlsCredentials is a RedisCluster's TLS Secret as the operator uses it.
 type tlsCredentials struct {
@@ -37,6 +43,9 @@ type tlsCredentials struct {
 	leaf []byte
 	// sum names the Secret's content: each node loads each content once.
 	sum string
+	// filesBy is when every pod's files hold this content: tlsFilesWindow after the Secret
+	// last changed.
+	filesBy time.Time
 	// previous is the configuration before the last change, for a node that still serves a
 	// certificate only the old CA signed. In memory only: rotate a CA in two steps (old and new
 	// CA in ca.crt first), and no node needs it.
@@ -47,6 +56,11 @@ type tlsCredentials struct {
 // again: the kubelet writes a changed Secret into the pods within its sync period (a minute or
 // so).
 const tlsRetry = 2 * time.Second
+
+// tlsFilesWindow is how long after a Secret changes the kubelet may still be writing it into the
+// pods: its sync period (a minute by default, with up to half again of jitter) and the Secret's
+// propagation to it.
+const tlsFilesWindow = 2 * time.Minute
 
 // tlsHandshakeTimeout bounds the handshake that reads the certificate a node serves.
 const tlsHandshakeTimeout = 2 * time.Second
@@ -85,7 +99,7 @@ func readTLS(ctx context.Context, c *scope.Cluster, last *tlsCredentials) (*tlsC
 	if err != nil {
 		return nil, outcome.Fail(cachev1.ReasonTLSSecretInvalid, fmt.Errorf("TLS Secret %s: %w", name, err))
 	}
-	out := &tlsCredentials{config: cfg, leaf: leaf.Raw, sum: content}
+	out := &tlsCredentials{config: cfg, leaf: leaf.Raw, sum: content, filesBy: lastWritten(secret).Add(tlsFilesWindow)}
 	if last != nil {
 		out.previous = last.config
 	}
@@ -129,6 +143,9 @@ func TLS(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
 					"%s now serves the certificate from Secret %s", o.Name, rc.Spec.TLS.SecretName)
 			}
 			reached = reached || (loaded && o.TLSRefused())
+			if loaded && !changed && now.Before(t.filesBy) {
+				return false, nil // the same certificate proves nothing of ca.crt: asked again
+			}
 			return loaded, nil
 		}})
 	errs := []error{err}
@@ -141,6 +158,21 @@ func TLS(ctx context.Context, c *scope.Cluster, m *Memory, s *State) error {
 		errs = append(errs, fmt.Errorf("the TLS handshake with %s failed (TLS Secret %s): %w", o.Name, rc.Spec.TLS.SecretName, o.Err))
 	}
 	return errors.Join(errs...)
+}
+
+// lastWritten is when the Secret was last written, as the API server recorded it (its newest
+// managedFields entry), or now when it recorded nothing.
+func lastWritten(secret *corev1.Secret) time.Time {
+	var last time.Time
+	for _, f := range secret.ManagedFields {
+		if f.Time != nil && f.Time.After(last) {
+			last = f.Time.Time
+		}
+	}
+	if last.IsZero() {
+		return time.Now()
+	}
+	return last
 }
 
 // Certificate is tls.crt's first certificate, the one every node serves, as this reconcile read
