@@ -67,3 +67,51 @@ func TestARestartedOperatorLeadsAgainAtOnceAndAnotherPodWaits(t *testing.T) {
 	default:
 	}
 }
+
+// A leader stopped (its pod deleted, drained) while a reconcile does not end gives its lease up
+// before the kubelet's SIGKILL (terminationGracePeriodSeconds, 10): the next replica leads at
+// once, not a lease duration (a minute) later.
+func TestAStoppedLeaderGivesItsLeaseUpWithinThePodsGracePeriod(t *testing.T) {
+	_, cfg := testenv.StartFor(t)
+	ctx := context.Background()
+	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	require.NoError(t, err)
+	ns, err := testenv.CreateNamespace(ctx, c, "handover")
+	require.NoError(t, err)
+	mgr, err := operator.NewManager(cfg, operator.Options{WatchNamespaces: []string{ns}, MetricsAddr: "0", ProbeAddr: "0",
+		SkipNameValidation: true, LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionIdentity: "redis-operator-7d9f-abcde"})
+	require.NoError(t, err)
+	// Given a leader with work that outlasts its stop by far (a reconcile waiting on a node)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	require.NoError(t, mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		<-stuck
+		return nil
+	})))
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(mctx) }()
+	select {
+	case <-mgr.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not elected")
+	}
+
+	// When it is stopped, as SIGTERM stops it
+	stopped := time.Now()
+	cancel()
+
+	// Then its lease is given up within the pod's grace period, and Start returns
+	lease := &coordinationv1.Lease{}
+	require.Eventually(t, func() bool {
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "redis-operator.cache.example.com"}, lease) == nil &&
+			ptr.Deref(lease.Spec.HolderIdentity, "") == ""
+	}, 10*time.Second, 100*time.Millisecond, "the lease given up within 10s of the stop")
+	t.Logf("lease given up %.2fs after the stop", time.Since(stopped).Seconds())
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the manager did not return within 10s of its stop")
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,6 +69,12 @@ const (
 	// hands over at once.
 	DefaultLeaseDuration = 60 * time.Second
 	DefaultRenewDeadline = 45 * time.Second
+	// GracefulShutdown bounds how long a stopping operator waits for its reconciles before it
+	// gives its lease up: below the pod's terminationGracePeriodSeconds (10, config/manager),
+	// so that the release is sent before the kubelet's SIGKILL and the next replica leads at
+	// once, not a lease duration later (controller-runtime waits 30s by default). A reconcile
+	// still running then acts on nothing: the release closes the fence first (fence.go).
+	GracefulShutdown = 5 * time.Second
 	// DefaultKubeAPIQPS and DefaultKubeAPIBurst bound the operator's requests to the API server.
 	// controller-runtime's 20 and 30 would make 500 new RedisClusters (10 requests each) wait
 	// 4 minutes on the client; the API server's priority and fairness guards it from there.
@@ -383,6 +390,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		NewClient:                           newClient,
 		// Stepping down at once lets a new leader take over without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(GracefulShutdown),
 		LeaseDuration:                 &leaseDuration,
 		RenewDeadline:                 &renewDeadline,
 		Controller: config.Controller{

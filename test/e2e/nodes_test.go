@@ -10,13 +10,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1 "github.com/org/redis-operator/api/v1"
+	"github.com/org/redis-operator/controllers/operator"
 	"github.com/org/redis-operator/test/localcluster"
 	"github.com/org/redis-operator/test/partition"
 	"github.com/org/redis-operator/test/testenv"
@@ -56,11 +59,21 @@ func operatorOffNode(t *testing.T, node string) {
 	}
 	cluster.MustKubectl(t, "cordon", node)
 	defer cluster.MustKubectl(t, "uncordon", node)
+	deleted := time.Now()
 	cluster.MustKubectl(t, "-n", localcluster.OperatorNamespace, "delete", "pod", pod, "--wait=true")
 	cluster.MustKubectl(t, "-n", localcluster.OperatorNamespace, "rollout", "status", "deployment/redis-operator-controller-manager", "--timeout=120s")
 	moved, err := cluster.OperatorPod(ctx)
 	require.NoError(t, err)
 	require.NotEqual(t, node, nodeOf(t, localcluster.OperatorNamespace, moved))
+	// The deleted pod gave its lease up as it stopped, so the new one leads at once, well before
+	// the old lease would have run out (CI run 66 lost its machine 54.8s before a promotion:
+	// the rollout had been waited for, not the lead).
+	lease := &coordinationv1.Lease{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, cluster.Client.Get(ctx, leaseKey, lease))
+		assert.Equal(c, moved, ptr.Deref(lease.Spec.HolderIdentity, ""), "the moved operator leads")
+	}, operator.DefaultLeaseDuration/2, tick)
+	t.Logf("the operator moved off %s: %s leads %.1fs after the old pod's delete", node, moved, time.Since(deleted).Seconds())
 }
 
 // The machine of the primary loses power under a workload (three clients through the primary
