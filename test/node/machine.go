@@ -17,7 +17,9 @@ type Machine struct {
 	Dirs    map[string]bool // whether each fixed-path directory exists
 	Cgroups []string
 	Netns   []string
-	// NetnsDir says whether /run/netns exists: ip netns add makes it, a mount point.
+	// NetnsDir says whether /run/netns exists, leaving it out while it is the harness's and
+	// holds namespaces (harnessNetnsDir): ip netns add makes it, a mount point, on a machine
+	// that has none, and the harness's last namespace deleted removes it.
 	NetnsDir  bool
 	Processes []string
 	Mounts    int
@@ -75,13 +77,14 @@ func readMachine(skipProcess func(pid, cmdline string) bool, skipMount func(poin
 	var m Machine
 	m.Sysctls, m.Dirs = machineWide()
 	m.Cgroups = kubeletCgroups()
-	m.Netns, _ = filepath.Glob("/run/netns/*")
-	_, err := os.Stat("/run/netns")
-	m.NetnsDir = err == nil
+	m.Netns, _ = filepath.Glob(netnsDir + "/*")
+	harness := harnessNetnsDir()
+	_, err := os.Stat(netnsDir)
+	m.NetnsDir = err == nil && !harness
 	m.Processes = nodeProcesses(skipProcess)
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && !skipMount(f[4]) {
+			if f := strings.Fields(line); len(f) > 4 && !skipMount(f[4]) && !(harness && f[4] == netnsDir) {
 				m.Mounts++
 			}
 		}

@@ -24,8 +24,22 @@ type Netns struct {
 
 // CreateNetns makes the namespace name with its loopback up.
 func CreateNetns(name string) (*Netns, error) {
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ip netns add %s: %w: %s", name, err, out)
+	err := withLock(func() error {
+		// ip netns add makes /run/netns, a mount point, when it is missing; then the harness
+		// made it, and its last namespace deleted takes it away again (releaseNetnsDir).
+		if _, err := os.Stat(netnsDir); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(netnsDirMade, nil, 0o644); err != nil {
+				return err
+			}
+		}
+		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+			releaseNetnsDir()
+			return fmt.Errorf("ip netns add %s: %w: %s", name, err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	n := &Netns{Name: name}
 	if err := n.IP("link", "set", "lo", "up"); err != nil {
@@ -35,8 +49,42 @@ func CreateNetns(name string) (*Netns, error) {
 	return n, nil
 }
 
+const (
+	netnsDir = "/run/netns"
+	// netnsDirMade is there while /run/netns is the harness's: made by its first namespace on a
+	// machine that had none (a freshly booted one), so that the last one deleted, in whichever
+	// test process, removes it with its mount.
+	netnsDirMade = "/run/redis-operator-netns-made"
+)
+
+// releaseNetnsDir removes /run/netns and its mount when the harness made them and no namespace
+// is left in it. The caller holds the machine's lock (withLock): a namespace made meanwhile
+// would lose its mount.
+func releaseNetnsDir() {
+	if _, err := os.Stat(netnsDirMade); err != nil {
+		return
+	}
+	if left, _ := os.ReadDir(netnsDir); len(left) > 0 {
+		return
+	}
+	_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
+	if err := os.Remove(netnsDir); err == nil || errors.Is(err, os.ErrNotExist) {
+		_ = os.Remove(netnsDirMade)
+	}
+}
+
+// harnessNetnsDir says whether /run/netns is the harness's and holds namespaces: then it and
+// its mount go with the last of them, and Snapshot counts neither. Left empty, it is a leftover.
+func harnessNetnsDir() bool {
+	if _, err := os.Stat(netnsDirMade); err != nil {
+		return false
+	}
+	left, _ := os.ReadDir(netnsDir)
+	return len(left) > 0
+}
+
 // Path is the namespace's file, for nsenter --net and setns.
-func (n *Netns) Path() string { return filepath.Join("/run/netns", n.Name) }
+func (n *Netns) Path() string { return filepath.Join(netnsDir, n.Name) }
 
 // IP runs ip with args in the namespace.
 func (n *Netns) IP(args ...string) error {
@@ -83,7 +131,16 @@ func (n *Netns) CommandWith(ctx context.Context, files PodFiles, name string, ar
 
 // Delete removes the namespace (ip netns delete), and with it its interfaces and rules.
 func (n *Netns) Delete() {
+	_ = withLock(func() error {
+		n.deleteLocked()
+		return nil
+	})
+}
+
+// deleteLocked is Delete for a caller that holds the machine's lock.
+func (n *Netns) deleteLocked() {
 	_ = exec.Command("ip", "netns", "delete", n.Name).Run()
+	releaseNetnsDir()
 }
 
 // Listen opens a listener inside the namespace. A socket keeps the namespace it was made in,

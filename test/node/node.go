@@ -367,15 +367,16 @@ func (n *Node) halt() {
 }
 
 // Restore puts back what nodes change on the machine outside their directories, as before was
-// (Snapshot, taken before the first node's namespace was made): /run/netns, the kubelets'
-// cgroups, the sysctls they set, and the fixed-path directories that were not there. A cluster
-// running beside keeps its cgroups, and the sysctls and directories wait for the last cluster
-// out (tenants.go).
+// (Snapshot, taken before the first node's namespace was made): /run/netns when the harness
+// made it and nothing is left in it (a pod's namespace the runtime removed after the node's),
+// the kubelets' cgroups, the sysctls they set, and the fixed-path directories that were not
+// there. A cluster running beside keeps its cgroups, and the sysctls and directories wait for
+// the last cluster out (tenants.go).
 func Restore(before Machine) {
-	if left, _ := filepath.Glob("/run/netns/*"); !before.NetnsDir && len(left) == 0 {
-		_ = unix.Unmount("/run/netns", unix.MNT_DETACH)
-		_ = os.Remove("/run/netns")
-	}
+	_ = withLock(func() error {
+		releaseNetnsDir()
+		return nil
+	})
 	tenants, _ := readTenants()
 	live := slices.DeleteFunc(tenants, func(t tenant) bool { return !t.alive })
 	removeCgroups(slices.Concat(before.Cgroups, slices.DeleteFunc(kubeletCgroups(), func(cg string) bool {

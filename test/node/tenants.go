@@ -234,7 +234,7 @@ func (t tenant) reap() {
 	namespaces, _ := filepath.Glob("/run/netns/" + t.Name + "*")
 	for _, ns := range namespaces {
 		if t.ownsNetns(filepath.Base(ns)) {
-			(&Netns{Name: filepath.Base(ns)}).Delete()
+			(&Netns{Name: filepath.Base(ns)}).deleteLocked() // enter holds the lock
 		}
 	}
 	for _, cg := range kubeletCgroups() {
