@@ -84,7 +84,7 @@ func readMachine(skipProcess func(pid, cmdline string) bool, skipMount func(poin
 	m.Processes = nodeProcesses(skipProcess)
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && !skipMount(f[4]) && !(harness && f[4] == netnsDir) {
+			if f := strings.Fields(line); len(f) > 4 && !skipMount(f[4]) && (!harness || f[4] != netnsDir) {
 				m.Mounts++
 			}
 		}
