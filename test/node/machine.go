@@ -18,7 +18,7 @@ type Machine struct {
 	Cgroups []string
 	Netns   []string
 	// NetnsDir says whether /run/netns exists, leaving it out while it is the harness's and
-	// holds namespaces (harnessNetnsDir): ip netns add makes it, a mount point, on a machine
+	// holds namespaces (harnessNetns): ip netns add makes it, a mount point, on a machine
 	// that has none, and the harness's last namespace deleted removes it.
 	NetnsDir  bool
 	Processes []string
@@ -53,7 +53,7 @@ func Snapshot() Machine {
 		return owned(func(t tenant) bool { return t.ownsProcess(pid, cmdline) })
 	}, func(point string) bool {
 		return owned(func(t tenant) bool {
-			return t.ownsPath(point) || (strings.HasPrefix(point, "/run/netns/") && t.ownsNetns(filepath.Base(point)))
+			return t.ownsPath(point) || (strings.HasPrefix(point, netnsDir+"/") && t.ownsNetns(filepath.Base(point)))
 		})
 	})
 	m.Cgroups = without(m.Cgroups, func(cg string) bool { return owned(func(t tenant) bool { return t.ownsCgroup(cg) }) })
@@ -78,7 +78,8 @@ func readMachine(skipProcess func(pid, cmdline string) bool, skipMount func(poin
 	m.Sysctls, m.Dirs = machineWide()
 	m.Cgroups = kubeletCgroups()
 	m.Netns, _ = filepath.Glob(netnsDir + "/*")
-	harness := harnessNetnsDir()
+	made, inUse := harnessNetns()
+	harness := made && inUse
 	_, err := os.Stat(netnsDir)
 	m.NetnsDir = err == nil && !harness
 	m.Processes = nodeProcesses(skipProcess)

@@ -61,10 +61,7 @@ const (
 // is left in it. The caller holds the machine's lock (withLock): a namespace made meanwhile
 // would lose its mount.
 func releaseNetnsDir() {
-	if _, err := os.Stat(netnsDirMade); err != nil {
-		return
-	}
-	if left, _ := os.ReadDir(netnsDir); len(left) > 0 {
+	if made, inUse := harnessNetns(); !made || inUse {
 		return
 	}
 	_ = unix.Unmount(netnsDir, unix.MNT_DETACH)
@@ -73,14 +70,15 @@ func releaseNetnsDir() {
 	}
 }
 
-// harnessNetnsDir says whether /run/netns is the harness's and holds namespaces: then it and
-// its mount go with the last of them, and Snapshot counts neither. Left empty, it is a leftover.
-func harnessNetnsDir() bool {
+// harnessNetns says whether the harness made /run/netns (netnsDirMade), and whether any
+// namespace is in it: while both hold, it and its mount go with the last of them, and Snapshot
+// counts neither; made and left empty, it is a leftover.
+func harnessNetns() (made, inUse bool) {
 	if _, err := os.Stat(netnsDirMade); err != nil {
-		return false
+		return false, false
 	}
 	left, _ := os.ReadDir(netnsDir)
-	return len(left) > 0
+	return true, len(left) > 0
 }
 
 // Path is the namespace's file, for nsenter --net and setns.

@@ -231,7 +231,7 @@ func (t tenant) reap() {
 	for _, d := range t.Dirs {
 		unmountUnder(d)
 	}
-	namespaces, _ := filepath.Glob("/run/netns/" + t.Name + "*")
+	namespaces, _ := filepath.Glob(filepath.Join(netnsDir, t.Name+"*"))
 	for _, ns := range namespaces {
 		if t.ownsNetns(filepath.Base(ns)) {
 			(&Netns{Name: filepath.Base(ns)}).deleteLocked() // enter holds the lock
