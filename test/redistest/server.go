@@ -233,8 +233,12 @@ func (s *Server) WipeData() error {
 
 // Listening is true when the server accepts a TCP connection: the readiness probe the pods'
 // tcpSocket probe asks for.
-func (s *Server) Listening() bool {
-	conn, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+func (s *Server) Listening() bool { return s.ListeningWithin(200 * time.Millisecond) }
+
+// ListeningWithin is Listening with the connection's timeout given: a tcpSocket probe's
+// timeoutSeconds.
+func (s *Server) ListeningWithin(timeout time.Duration) bool {
+	conn, err := net.DialTimeout("tcp", s.Addr(), timeout)
 	if err != nil {
 		return false
 	}
