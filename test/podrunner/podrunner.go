@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,6 +187,10 @@ type Process struct {
 	UID types.UID
 	// podDir holds the pod's volumes.
 	podDir string
+	// readinessProbe is the container's; readiness what it said so far, from the last start on.
+	// Both are used by Ready and Restart, which the node's one sync loop calls.
+	readinessProbe *corev1.Probe
+	readiness      readiness
 
 	lifecycle
 }
@@ -249,15 +254,57 @@ func StartPod(ctx context.Context, src Sources, dir string, pod *corev1.Pod, bin
 	}
 	// A redis-server that exits at start (a configuration it refuses) is a container that
 	// crashed: the caller restarts it and reports why, as the kubelet does.
-	p := &Process{Server: server, UID: pod.UID, podDir: podDir}
+	p := &Process{Server: server, UID: pod.UID, podDir: podDir, readinessProbe: pod.Spec.Containers[0].ReadinessProbe}
 	p.emptyDirs = emptyDirs
 	p.markStarted(false)
 	return p, nil
 }
 
-// Ready is the container's readiness: alive, and its port takes connections (the pods'
-// tcpSocket probe).
-func (p *Process) Ready() bool { return p.Alive() && p.Listening() }
+// Ready is the container's readiness as the kubelet keeps it from the pods' tcpSocket probe:
+// not ready while the process is not running; once running, ready at the first probe that
+// connects; then not ready again only after failureThreshold probes in a row failed, one each
+// periodSeconds, each given timeoutSeconds. Judged by a single 200 ms connection instead, a pod
+// turned not ready whenever a connect to its live redis-server waited on a loaded machine.
+func (p *Process) Ready() bool { return p.readiness.check(p.Server, p.readinessProbe) }
+
+// readiness is what a container's readiness probe said since it last started.
+type readiness struct {
+	ready    bool
+	failures int32
+	probed   time.Time
+}
+
+// probed is what a readiness probe asks of a container's process.
+type probed interface {
+	Alive() bool
+	ListeningWithin(timeout time.Duration) bool
+}
+
+// check probes c when the probe is due and returns the readiness; a container without a
+// probe is probed each second, ready while it connects.
+func (r *readiness) check(c probed, probe *corev1.Probe) bool {
+	if !c.Alive() {
+		*r = readiness{}
+		return false
+	}
+	if probe == nil {
+		probe = &corev1.Probe{}
+	}
+	period := time.Duration(max(probe.PeriodSeconds, 1)) * time.Second
+	if r.ready && time.Since(r.probed) < period {
+		return true
+	}
+	r.probed = time.Now()
+	if c.ListeningWithin(time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second) {
+		r.ready, r.failures = true, 0
+		return true
+	}
+	r.failures++
+	if r.failures >= max(probe.FailureThreshold, 1) {
+		r.ready = false
+	}
+	return r.ready
+}
 
 // PodIP is the pod's loopback address, where Redis listens.
 func (p *Process) PodIP() string { return p.IP }
@@ -284,6 +331,7 @@ func (p *Process) Restart() error {
 	}
 	if started {
 		p.markStarted(true)
+		p.readiness = readiness{} // a new process is ready once it connects
 	}
 	return nil
 }

@@ -67,8 +67,6 @@ type LocalNode struct {
 	changes changes
 	// history is what the node did to each pod, newest last (History).
 	history map[string][]string
-	// ready is each pod's readiness as last reported.
-	ready map[string]bool
 }
 
 // historyLength bounds what History keeps of each pod.
@@ -86,7 +84,7 @@ func (n *LocalNode) note(pod, format string, args ...any) {
 }
 
 // History says, for each pod by name, what the node last did to it (created, started, stopped,
-// restarted, readiness changed, with the times): a test that fails on a pod's state says how
+// restarted, the readiness it reported, with the times): a test that fails on a pod's state says how
 // it came to be.
 func (n *LocalNode) History() string {
 	n.mu.Lock()
@@ -101,51 +99,6 @@ func (n *LocalNode) History() string {
 type podProcess struct {
 	sts string
 	*podrunner.Process
-	probe readiness
-}
-
-// readiness is a container's readiness as the kubelet keeps it from its tcpSocket probe: not
-// ready while the process is not running; once running, ready at the first probe that connects;
-// then not ready again only after failureThreshold probes in a row failed, one each
-// periodSeconds, each given timeoutSeconds. Judged by a single 200 ms connection instead, a pod
-// turned not ready whenever a connect to its live redis-server waited on a loaded machine.
-// container is what a readiness probe asks of a container's process.
-type container interface {
-	Alive() bool
-	ListeningWithin(timeout time.Duration) bool
-}
-
-type readiness struct {
-	ready    bool
-	failures int32
-	probed   time.Time
-}
-
-// check updates the readiness from the probe of the pod's first container and returns it; a
-// container without one is probed each second, ready while it connects.
-func (r *readiness) check(p container, pod *corev1.Pod) bool {
-	if !p.Alive() {
-		*r = readiness{}
-		return false
-	}
-	probe := &corev1.Probe{}
-	if len(pod.Spec.Containers) > 0 && pod.Spec.Containers[0].ReadinessProbe != nil {
-		probe = pod.Spec.Containers[0].ReadinessProbe
-	}
-	period := time.Duration(max(probe.PeriodSeconds, 1)) * time.Second
-	if r.ready && time.Since(r.probed) < period {
-		return true
-	}
-	r.probed = time.Now()
-	if p.ListeningWithin(time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second) {
-		r.ready, r.failures = true, 0
-		return true
-	}
-	r.failures++
-	if r.failures >= max(probe.FailureThreshold, 1) {
-		r.ready = false
-	}
-	return r.ready
 }
 
 // RunLocalNode runs a LocalNode for the namespace's pods, tuned by tune first, until the test or
@@ -374,19 +327,18 @@ func (n *LocalNode) syncStatefulSet(ctx context.Context, sts *appsv1.StatefulSet
 		}
 	}
 	// Processes of pods that were deleted end with them.
-	var stopped []string
+	stopped := map[string]types.UID{}
 	n.mu.Lock()
 	for name, p := range n.procs {
 		if pod, ok := existing[name]; p.sts == sts.Name && (!ok || pod.UID != p.UID) {
 			p.Stop()
 			delete(n.procs, name)
-			stopped = append(stopped, fmt.Sprintf("%s: stopped %s (its pod is not in the list: deleted or replaced)", name, shortUID(p.UID)))
+			stopped[name] = p.UID
 		}
 	}
 	n.mu.Unlock()
-	for _, s := range stopped {
-		name, what, _ := strings.Cut(s, ": ")
-		n.note(name, "%s", what)
+	for name, uid := range stopped {
+		n.note(name, "stopped %s (its pod is not in the list: deleted or replaced)", shortUID(uid))
 	}
 
 	status := appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, UpdateRevision: revision, CurrentRevision: revision}
@@ -492,25 +444,11 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 		n.mu.Unlock()
 		n.note(pod.Name, "started %s on %s", shortUID(pod.UID), p.IP)
 	}
-	alive := p.Alive()
-	if !alive && !n.NoRestart.Load() {
+	if !p.Alive() && !n.NoRestart.Load() {
 		_ = p.Restart()
 		n.note(pod.Name, "restarted %s (its process had exited)", shortUID(pod.UID))
 	}
-	if !alive {
-		p.probe = readiness{}
-	}
-	ready := p.probe.check(p.Process, pod)
-	n.mu.Lock()
-	was, known := n.ready[pod.Name]
-	if n.ready == nil {
-		n.ready = map[string]bool{}
-	}
-	n.ready[pod.Name] = ready
-	n.mu.Unlock()
-	if !known || was != ready {
-		n.note(pod.Name, "%s ready %v (alive before the check %v)", shortUID(pod.UID), ready, alive)
-	}
+	ready := p.Ready()
 	want := corev1.PodStatus{
 		Phase:  corev1.PodRunning,
 		PodIP:  p.IP,
@@ -524,6 +462,7 @@ func (n *LocalNode) runPod(ctx context.Context, sts *appsv1.StatefulSet, pod *co
 		if err := n.wrote(n.Client.Status().Update(ctx, pod)); err != nil {
 			return false, err
 		}
+		n.note(pod.Name, "reported %s ready %v", shortUID(pod.UID), ready)
 	}
 	return ready, nil
 }

@@ -1,4 +1,4 @@
-package testenv
+package podrunner
 
 import (
 	"net"
@@ -28,28 +28,26 @@ func (s *socket) ListeningWithin(timeout time.Duration) bool {
 	return true
 }
 
-func probedPod(period, failures int32) *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{ReadinessProbe: &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}},
-		PeriodSeconds: period, FailureThreshold: failures,
-	}}}}}
+func tcpProbe(period, failures int32) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}},
+		PeriodSeconds: period, FailureThreshold: failures}
 }
 
 func TestAReadyPodTurnsNotReadyOnlyAfterItsProbesFailedFailureThresholdTimes(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	c := &socket{ln: ln, alive: true}
-	pod := probedPod(1, 2)
+	probe := tcpProbe(1, 2)
 	var r readiness
-	require.True(t, r.check(c, pod), "ready at the first probe that connects")
+	require.True(t, r.check(c, probe), "ready at the first probe that connects")
 
 	require.NoError(t, ln.Close())
-	assert.True(t, r.check(c, pod), "not probed again within its period")
+	assert.True(t, r.check(c, probe), "not probed again within its period")
 	time.Sleep(1100 * time.Millisecond)
-	assert.True(t, r.check(c, pod), "one failed probe of two")
-	assert.True(t, r.check(c, pod), "the second probe waits for the period")
+	assert.True(t, r.check(c, probe), "one failed probe of two")
+	assert.True(t, r.check(c, probe), "the second probe waits for the period")
 	time.Sleep(1100 * time.Millisecond)
-	assert.False(t, r.check(c, pod), "two failed probes in a row")
+	assert.False(t, r.check(c, probe), "two failed probes in a row")
 }
 
 func TestAPodWhoseProcessExitedIsNotReadyAtOnce(t *testing.T) {
@@ -57,11 +55,11 @@ func TestAPodWhoseProcessExitedIsNotReadyAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer ln.Close()
 	c := &socket{ln: ln, alive: true}
-	pod := probedPod(10, 3)
+	probe := tcpProbe(10, 3)
 	var r readiness
-	require.True(t, r.check(c, pod))
+	require.True(t, r.check(c, probe))
 	c.alive = false
-	assert.False(t, r.check(c, pod), "an exited container is not ready, whatever its probe")
+	assert.False(t, r.check(c, probe), "an exited container is not ready, whatever its probe")
 	c.alive = true
-	assert.True(t, r.check(c, pod), "started again, ready at its first probe that connects")
+	assert.True(t, r.check(c, probe), "started again, ready at its first probe that connects")
 }
